@@ -1,0 +1,107 @@
+"""A cell: one point of the study matrix, measured by one job into one result file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpscale.core.resnet_spec import ResNetSpec, resnet_spec
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    stem: str = "imagenet"
+    image_size: int = 224
+    classes: int = 1000
+
+    @property
+    def key(self) -> str:
+        """Unique, path-safe name, e.g. ``resnet18-imagenet64-c10``."""
+        return f"{self.name}-{self.stem}{self.image_size}-c{self.classes}"
+
+    def spec(self) -> ResNetSpec:
+        return resnet_spec(self.name, self.stem, self.image_size, self.classes)
+
+
+@dataclass(frozen=True)
+class Measure:
+    warmup_steps: int = 5
+    windows: int = 5
+    steps_per_window: int = 5
+    timeout_s: int = 1800
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Everything a runner needs to measure one configuration.
+
+    ``batch_per_device`` is the per-device (per-rank) batch; the global batch is
+    ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
+    """
+
+    study: str
+    strategy: str
+    model: ModelConfig
+    mode: str
+    nodes: int
+    devices_per_node: int
+    batch_per_device: int
+    repeat: int = 0
+    accelerator: str = "cpu"
+    threads_per_device: int = 1
+    precision: str = "fp32"
+    memory_format: str = "contiguous"
+    measure: Measure = field(default_factory=Measure)
+    seed: int = 0
+    skip_reason: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_per_device * self.world_size
+
+    @property
+    def cell_id(self) -> str:
+        return "/".join(
+            [self.strategy, self.model.key, self.mode, self.layout]
+        )
+
+    @property
+    def layout(self) -> str:
+        return (
+            f"n{self.nodes}-d{self.devices_per_node}-b{self.batch_per_device}-r{self.repeat}"
+        )
+
+    def result_path(self, results_dir: str | Path) -> Path:
+        return Path(results_dir) / "cells" / f"{self.cell_id}.json"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["model"]["key"] = self.model.key
+        data["world_size"] = self.world_size
+        data["global_batch"] = self.global_batch
+        data["cell_id"] = self.cell_id
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        data = dict(data)
+        for derived in ("world_size", "global_batch", "cell_id"):
+            data.pop(derived, None)
+        model = dict(data.pop("model"))
+        model.pop("key", None)
+        measure = data.pop("measure", {})
+        return cls(model=ModelConfig(**model), measure=Measure(**measure), **data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Cell:
+        return cls.from_dict(json.loads(text))

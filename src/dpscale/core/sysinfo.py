@@ -1,0 +1,103 @@
+"""A description of the system a cell ran on, stored with every result."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from dpscale.core.paths import REPO_ROOT
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def nvidia_gpus() -> list[dict[str, str]]:
+    """GPUs as nvidia-smi sees them (honours CUDA_VISIBLE_DEVICES only via the framework)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = "index,name,driver_version,memory.total,uuid"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    keys = query.split(",")
+    return [dict(zip(keys, (f.strip() for f in line.split(",")), strict=False)) for line in out.splitlines() if line.strip()]
+
+
+def git_commit() -> str:
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{commit}-dirty" if dirty else commit
+
+
+def describe_system(
+    framework_versions: dict[str, str],
+    threads_used: int,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    scheduler = {k: v for k, v in os.environ.items() if k.startswith("SLURM_") and k in _SLURM_KEYS}
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpus_usable": usable_cpus(),
+        "threads_used": threads_used,
+        "gpus": nvidia_gpus(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "framework_versions": framework_versions,
+        "env_file_sha256": os.environ.get("DPSCALE_ENV_HASH", "unknown"),
+        "dpscale_commit": git_commit(),
+        "scheduler": scheduler,
+    }
+    if extra:
+        info.update(extra)
+    return info
+
+
+_SLURM_KEYS = {
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NNODES",
+    "SLURM_NTASKS",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_PARTITION",
+    "SLURM_CPUS_PER_TASK",
+}

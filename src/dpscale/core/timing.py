@@ -1,0 +1,129 @@
+"""The measurement protocol every runner uses, and the statistics of its windows.
+
+Protocol: ``warmup_steps`` untimed steps, a device synchronisation, then ``windows``
+timed windows of ``steps_per_window`` steps each.  The clock is read only after the
+device has been synchronised, so queued asynchronous work is inside the window it
+belongs to.  In multi-process strategies each rank times its windows and the slowest
+rank's time is the window's time (a synchronous step is as slow as its slowest rank).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+Step = Callable[[], None]
+Sync = Callable[[], None]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary of one sample of measurements; ``ci95`` is the half-width of the
+    Student-t 95% confidence interval of the mean."""
+
+    n: int
+    mean: float
+    ci95: float
+    sd: float
+    median: float
+    p10: float
+    p90: float
+    cv: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "n": self.n,
+            "mean": self.mean,
+            "ci95": self.ci95,
+            "sd": self.sd,
+            "median": self.median,
+            "p10": self.p10,
+            "p90": self.p90,
+            "cv": self.cv,
+        }
+
+
+def summarise(values: Sequence[float]) -> Summary:
+    sample = np.asarray(values, dtype=float)
+    if sample.size == 0:
+        raise ValueError("cannot summarise an empty sample")
+    mean = float(sample.mean())
+    sd = float(sample.std(ddof=1)) if sample.size > 1 else 0.0
+    ci95 = _t_half_width(sd, sample.size)
+    return Summary(
+        n=int(sample.size),
+        mean=mean,
+        ci95=ci95,
+        sd=sd,
+        median=float(np.median(sample)),
+        p10=float(np.percentile(sample, 10)),
+        p90=float(np.percentile(sample, 90)),
+        cv=sd / mean if mean else math.nan,
+    )
+
+
+def _t_half_width(sd: float, n: int) -> float:
+    if n < 2:
+        return math.nan
+    return float(scipy_stats.t.ppf(0.975, df=n - 1) * sd / math.sqrt(n))
+
+
+def time_windows(
+    step: Step,
+    sync: Sync,
+    warmup_steps: int,
+    windows: int,
+    steps_per_window: int,
+    progress: Progress | None = None,
+) -> list[float]:
+    """Run the protocol and return each window's wall time in seconds (this process)."""
+    if warmup_steps < 1 or windows < 1 or steps_per_window < 1:
+        raise ValueError("warmup_steps, windows and steps_per_window must all be >= 1")
+    for _ in range(warmup_steps):
+        step()
+    sync()
+    durations = []
+    for index in range(windows):
+        start = time.perf_counter()
+        for _ in range(steps_per_window):
+            step()
+        sync()
+        durations.append(time.perf_counter() - start)
+        if progress is not None:
+            progress(f"window {index + 1}/{windows}: {durations[-1]:.3f} s")
+    return durations
+
+
+def slowest_rank(per_rank_durations: Sequence[Sequence[float]]) -> list[float]:
+    """Window times of a synchronous job: the maximum over ranks, window by window."""
+    return [max(window) for window in zip(*per_rank_durations, strict=True)]
+
+
+def throughput_measurement(
+    window_seconds: Sequence[float],
+    steps_per_window: int,
+    batch_per_device: int,
+    world_size: int,
+) -> dict:
+    """Per-window global and per-device img/s and step time, with their summaries."""
+    images_per_window = steps_per_window * batch_per_device * world_size
+    global_rate = [images_per_window / seconds for seconds in window_seconds]
+    per_device = [rate / world_size for rate in global_rate]
+    step_time = [seconds / steps_per_window for seconds in window_seconds]
+    return {
+        "window_seconds": list(window_seconds),
+        "steps_per_window": steps_per_window,
+        "images_per_window": images_per_window,
+        "img_s": global_rate,
+        "summary": {
+            "img_s": summarise(global_rate).as_dict(),
+            "img_s_per_device": summarise(per_device).as_dict(),
+            "step_time_s": summarise(step_time).as_dict(),
+        },
+    }
