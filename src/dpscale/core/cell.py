@@ -68,15 +68,11 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        return "/".join(
-            [self.strategy, self.model.key, self.mode, self.layout]
-        )
+        return "/".join([self.strategy, self.model.key, self.mode, self.layout])
 
     @property
     def layout(self) -> str:
-        return (
-            f"n{self.nodes}-d{self.devices_per_node}-b{self.batch_per_device}-r{self.repeat}"
-        )
+        return f"n{self.nodes}-d{self.devices_per_node}-b{self.batch_per_device}-r{self.repeat}"
 
     def result_path(self, results_dir: str | Path) -> Path:
         return Path(results_dir) / "cells" / f"{self.cell_id}.json"

@@ -42,15 +42,27 @@ def env_hash(name: str, envs_dir: Path = ENVS_DIR) -> str:
     return digest.hexdigest()
 
 
+def env_folder_name(name: str, envs_dir: Path = ENVS_DIR) -> str:
+    return f"{name}-{env_hash(name, envs_dir)[:HASH_LENGTH]}"
+
+
 def env_prefix(name: str, env_dir: str | Path, envs_dir: Path = ENVS_DIR) -> Path:
+    """Absolute prefix; a relative ``env_dir`` is taken from the repository root."""
     root = Path(env_dir)
     if not root.is_absolute():
         root = REPO_ROOT / root
-    return root / f"{name}-{env_hash(name, envs_dir)[:HASH_LENGTH]}"
+    return root / env_folder_name(name, envs_dir)
 
 
 def env_python(prefix: Path) -> Path:
     return prefix / "bin" / "python"
+
+
+def built_env_hash(prefix: Path) -> str:
+    """The content hash a built environment was made from (first line of its marker)."""
+    marker = prefix / READY_MARKER
+    lines = marker.read_text().split() if marker.is_file() else []
+    return lines[0] if lines else "unknown"
 
 
 def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr) -> Path:
@@ -79,7 +91,9 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
 
 def _run(command: list[str], log, env: dict[str, str] | None = None) -> None:
     print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
+    subprocess.run(
+        command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

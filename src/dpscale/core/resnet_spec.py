@@ -101,7 +101,9 @@ class ResNetSpec:
 
     def stages(self) -> Iterator[list[Block]]:
         in_channels = 64
-        for width, stride, count in zip(STAGE_WIDTHS, STAGE_STRIDES, self.blocks_per_stage):
+        for width, stride, count in zip(
+            STAGE_WIDTHS, STAGE_STRIDES, self.blocks_per_stage, strict=True
+        ):
             stage = []
             for index in range(count):
                 block_stride = stride if index == 0 else 1
@@ -171,10 +173,25 @@ def _make_block(kind: BlockKind, in_channels: int, width: int, stride: int) -> B
     return Block(convs=convs, shortcut=shortcut)
 
 
-def resnet_spec(name: str, stem: str = "imagenet", image_size: int = 224, classes: int = 1000) -> ResNetSpec:
+def resnet_spec(
+    name: str, stem: str = "imagenet", image_size: int = 224, classes: int = 1000
+) -> ResNetSpec:
     if name not in DEPTHS:
         raise ValueError(f"model name: {name!r} is not one of {sorted(DEPTHS)}")
     if stem not in STEMS:
         raise ValueError(f"model stem: {stem!r} is not one of {list(STEMS)}")
     kind, counts = DEPTHS[name]
     return ResNetSpec(name, stem, image_size, classes, kind, counts)  # type: ignore[arg-type]
+
+
+PARITY_DEPTHS = ("resnet18", "resnet50", "resnet101")
+PARITY_VARIANTS = (("imagenet", 224, 1000), ("imagenet", 224, 10), ("cifar", 32, 10))
+
+
+def parity_specs() -> dict[str, ResNetSpec]:
+    """Specs every framework builder is checked against, keyed like ``resnet18-imagenet224-c10``."""
+    specs = {}
+    for name in PARITY_DEPTHS:
+        for stem, size, classes in PARITY_VARIANTS:
+            specs[f"{name}-{stem}{size}-c{classes}"] = resnet_spec(name, stem, size, classes)
+    return specs

@@ -93,7 +93,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def archive_path(result_path: Path, result: dict[str, Any]) -> Path:
-    """``<results>/runs/<cell_id>/<started_at>-<status>.json`` for ``<results>/cells/<cell_id>.json``."""
+    """``<results>/runs/<cell_id>/<started_at>-<pid>-<status>.json`` beside ``<results>/cells/``."""
     cells_dir = next(p for p in result_path.parents if p.name == "cells")
     stamp = result["started_at"].replace(":", "").replace("+0000", "Z")
     cell_dir = cells_dir.parent / "runs" / result["cell"]["cell_id"]

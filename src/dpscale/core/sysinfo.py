@@ -47,18 +47,28 @@ def nvidia_gpus() -> list[dict[str, str]]:
     except (OSError, subprocess.SubprocessError):
         return []
     keys = query.split(",")
-    return [dict(zip(keys, (f.strip() for f in line.split(",")), strict=False)) for line in out.splitlines() if line.strip()]
+    return [
+        dict(zip(keys, (f.strip() for f in line.split(",")), strict=False))
+        for line in out.splitlines()
+        if line.strip()
+    ]
 
 
 def git_commit() -> str:
     try:
         commit = subprocess.run(
             ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

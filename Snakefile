@@ -1,0 +1,24 @@
+# dpscale: measure data-parallel training scaling and explain it.
+# Thin wiring only: the logic lives in workflow/rules/*.smk and the dpscale package (src/).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/envs.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

@@ -1,0 +1,248 @@
+"""Tidy tables from cell results: cells, windows, fits, scaling, break-even."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.core import fits
+
+FIT_GROUP = ["strategy", "model", "mode", "nodes", "devices_per_node", "world_size"]
+POINT_KEY = [*FIT_GROUP, "batch_per_device"]
+SCALING_COLUMNS = [
+    *POINT_KEY,
+    "img_s",
+    "img_s_ci95",
+    "baseline_img_s",
+    "speedup",
+    "speedup_ci95",
+    "efficiency",
+    "scaling",
+]
+BREAK_EVEN_COLUMNS = [
+    "strategy",
+    "model",
+    "mode",
+    "nodes",
+    "devices_per_node",
+    "world_size",
+    "t_c_1",
+    "t_c_n",
+    "extra_constant_s",
+    "break_even_global_batch",
+    "gradient_bytes",
+    "effective_bus_bandwidth_GB_s",
+]
+
+
+def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    results = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            results.append(json.load(handle))
+    return results
+
+
+def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
+    columns: dict[str, float] = {}
+    names = {"img_s": "img_s", "img_s_per_device": "img_s_per_device", "step_time_s": "step_time_s"}
+    for key, prefix in names.items():
+        summary = (measurement or {}).get("summary", {}).get(key, {})
+        for stat in ("mean", "ci95", "median", "p10", "p90", "cv"):
+            columns[f"{prefix}_{stat}"] = summary.get(stat, math.nan)
+    columns["windows"] = len((measurement or {}).get("window_seconds", []))
+    return columns
+
+
+def cell_row(result: dict[str, Any]) -> dict[str, Any]:
+    cell = result["cell"]
+    model = cell["model"]
+    system = result["system"]
+    info = result["model_info"]
+    row = {
+        "cell_id": cell["cell_id"],
+        "study": cell["study"],
+        "strategy": cell["strategy"],
+        "framework": result.get("framework"),
+        "model": model["key"],
+        "model_name": model["name"],
+        "stem": model["stem"],
+        "image_size": model["image_size"],
+        "classes": model["classes"],
+        "mode": cell["mode"],
+        "nodes": cell["nodes"],
+        "devices_per_node": cell["devices_per_node"],
+        "world_size": cell["world_size"],
+        "batch_per_device": cell["batch_per_device"],
+        "global_batch": cell["global_batch"],
+        "repeat": cell["repeat"],
+        "accelerator": cell["accelerator"],
+        "precision": cell["precision"],
+        "memory_format": cell["memory_format"],
+        "threads_per_device": cell["threads_per_device"],
+        "status": result["status"],
+        "reason": result["reason"],
+        **_summary_columns(result.get("measurement")),
+        "trainable_params": info["trainable_params"],
+        "train_flops_per_sample": info["train_flops_per_sample"],
+        "host": system.get("host"),
+        "cpu_model": system.get("cpu_model"),
+        "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
+        "framework_versions": json.dumps(system.get("framework_versions", {}), sort_keys=True),
+        "env_file_sha256": system.get("env_file_sha256"),
+        "dpscale_commit": system.get("dpscale_commit"),
+        "started_at": result["started_at"],
+    }
+    row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
+    return row
+
+
+def cells_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    table = pd.DataFrame([cell_row(r) for r in results])
+    if table.empty:
+        return table
+    return table.sort_values(POINT_KEY + ["repeat"]).reset_index(drop=True)
+
+
+def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for result in results:
+        measurement = result.get("measurement")
+        if result["status"] != "ok" or not measurement:
+            continue
+        base = {k: v for k, v in cell_row(result).items() if k in POINT_KEY + ["cell_id", "repeat"]}
+        steps = measurement["steps_per_window"]
+        for index, (seconds, rate) in enumerate(
+            zip(measurement["window_seconds"], measurement["img_s"], strict=True)
+        ):
+            rows.append(
+                {
+                    **base,
+                    "window": index,
+                    "window_seconds": seconds,
+                    "step_time_s": seconds / steps,
+                    "img_s": rate,
+                }
+            )
+    columns = ["cell_id", *POINT_KEY, "repeat", "window", "window_seconds", "step_time_s", "img_s"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
+    """One throughput-law fit per (strategy, model, mode, layout), over every timed window."""
+    rows = []
+    for key, group in windows.groupby(FIT_GROUP, sort=True):
+        row: dict[str, Any] = dict(zip(FIT_GROUP, key, strict=True))
+        try:
+            fit = fits.fit_throughput_law(group["batch_per_device"], group["step_time_s"])
+        except ValueError as error:
+            row.update(status="not fitted", reason=str(error))
+        else:
+            row.update(status="ok", reason=None, **fit.as_dict())
+            row["ceiling_img_s"] = fit.v0 * row["world_size"]
+        rows.append(row)
+    columns = [
+        *FIT_GROUP,
+        "status",
+        "reason",
+        "v0",
+        "v0_se",
+        "t_c",
+        "t_c_se",
+        "r2",
+        "points",
+        "batches",
+        "b90",
+        "b90_se",
+        "ceiling_img_s",
+    ]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def point_means(cells: pd.DataFrame) -> pd.DataFrame:
+    """Mean img/s per configuration over repeats (ok cells only), with a 95% half-width."""
+    ok = cells[cells["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame(columns=[*POINT_KEY, "img_s", "img_s_ci95"])
+    grouped = ok.groupby(POINT_KEY, sort=True)
+    means = grouped.agg(
+        img_s=("img_s_mean", "mean"),
+        img_s_ci95=("img_s_ci95", lambda s: float(np.sqrt((s**2).sum())) / len(s)),
+    )
+    return means.reset_index()
+
+
+def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Weak-scaling speedup and efficiency against the 1-device cell of the same strategy,
+    model and mode at the same per-device batch."""
+    points = point_means(cells)
+    base = points[points["world_size"] == 1].set_index(
+        ["strategy", "model", "mode", "batch_per_device"]
+    )
+    rows = []
+    for row in points.itertuples(index=False):
+        key = (row.strategy, row.model, row.mode, row.batch_per_device)
+        if key not in base.index:
+            continue
+        ref = base.loc[key]
+        speedup = row.img_s / ref["img_s"]
+        rows.append(
+            {
+                **row._asdict(),
+                "baseline_img_s": ref["img_s"],
+                "speedup": speedup,
+                "speedup_ci95": fits.ratio_ci95(
+                    row.img_s, row.img_s_ci95, ref["img_s"], ref["img_s_ci95"]
+                ),
+                "efficiency": speedup / row.world_size,
+                "scaling": "weak (per-device batch fixed)",
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=SCALING_COLUMNS)
+
+
+def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Global batch from which N devices beat one (strong scaling), from the fitted laws,
+    and the ring all-reduce bandwidth that would explain the extra constant time."""
+    ok = fit_table[fit_table["status"] == "ok"]
+    params = (
+        cells.groupby("model")["trainable_params"].first()
+        if not cells.empty
+        else pd.Series(dtype=int)
+    )
+    rows = []
+    for (strategy, model, mode), group in ok.groupby(["strategy", "model", "mode"]):
+        single = group[group["world_size"] == 1]
+        if single.empty:
+            continue
+        one = single.iloc[0]
+        for multi in group[group["world_size"] > 1].itertuples(index=False):
+            message = fits.gradient_bytes(int(params.get(model, 0)))
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "model": model,
+                    "mode": mode,
+                    "nodes": multi.nodes,
+                    "devices_per_node": multi.devices_per_node,
+                    "world_size": multi.world_size,
+                    "t_c_1": one["t_c"],
+                    "t_c_n": multi.t_c,
+                    "extra_constant_s": multi.t_c - one["t_c"],
+                    "break_even_global_batch": fits.break_even_global_batch(
+                        one["v0"], one["t_c"], multi.v0, multi.t_c, multi.world_size
+                    ),
+                    "gradient_bytes": message,
+                    "effective_bus_bandwidth_GB_s": fits.effective_bandwidth(
+                        message, multi.world_size, multi.t_c - one["t_c"]
+                    )
+                    / 1e9,
+                }
+            )
+    return pd.DataFrame(rows).reindex(columns=BREAK_EVEN_COLUMNS)

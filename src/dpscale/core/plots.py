@@ -1,0 +1,163 @@
+"""Report figures, drawn from the tidy tables (never from anything else)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; no display is needed or wanted
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from dpscale.core import fits  # noqa: E402
+
+LINESTYLES = ["-", "--", ":", "-."]
+
+
+def _empty_figure(path: Path, message: str) -> None:
+    figure, axis = plt.subplots(figsize=(6, 2))
+    axis.axis("off")
+    axis.text(0.5, 0.5, message, ha="center", va="center")
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def _panels(models: list[str], height: float = 4.0):
+    figure, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), height), squeeze=False)
+    return figure, dict(zip(models, axes[0], strict=True))
+
+
+def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, str]]:
+    strategies = sorted(frame["strategy"].unique())
+    colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
+    worlds = sorted(frame["world_size"].unique())
+    styles = {w: LINESTYLES[i % len(LINESTYLES)] for i, w in enumerate(worlds)}
+    return colours, styles
+
+
+def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
+    """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
+    ok = cells[cells["status"] == "ok"]
+    if ok.empty:
+        _empty_figure(path, "No successful cells to plot.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, styles = _style_keys(ok)
+    figure, panels = _panels(sorted(ok["model"].unique()))
+    for (model, strategy, world), group in ok.groupby(["model", "strategy", "world_size"]):
+        axis, colour = panels[model], colours[strategy]
+        label = f"{strategy}, {world} device(s)"
+        axis.errorbar(
+            group["batch_per_device"],
+            group["img_s_mean"],
+            yerr=group["img_s_ci95"],
+            fmt="o",
+            color=colour,
+            capsize=3,
+            label=label,
+        )
+        fit = fit_table[
+            (fit_table["model"] == model)
+            & (fit_table["strategy"] == strategy)
+            & (fit_table["world_size"] == world)
+            & (fit_table["status"] == "ok")
+        ]
+        if not fit.empty:
+            row = fit.iloc[0]
+            batches = np.geomspace(
+                group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2, 100
+            )
+            axis.plot(
+                batches,
+                fits.throughput(batches, row["v0"], row["t_c"], world),
+                color=colour,
+                linestyle=styles[world],
+            )
+            axis.axhline(
+                row["v0"] * world, color=colour, linestyle=styles[world], alpha=0.35, linewidth=1
+            )
+    for model, axis in panels.items():
+        axis.set_xscale("log", base=2)
+        axis.set_title(model)
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("global images / s (mean, 95% CI)")
+        axis.legend(fontsize="small")
+    figure.suptitle(
+        "Throughput vs batch: points measured, lines T(b) = b/v0 + t_c, faint lines N*v0"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
+    """Weak-scaling speedup vs device count with the ideal line."""
+    if scaling.empty or scaling["world_size"].nunique() < 2:
+        _empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, _ = _style_keys(scaling)
+    figure, panels = _panels(sorted(scaling["model"].unique()))
+    batches = sorted(scaling["batch_per_device"].unique())
+    markers = dict(zip(batches, "osD^v<>ph*", strict=False))
+    for (model, strategy, batch), group in scaling.groupby(
+        ["model", "strategy", "batch_per_device"]
+    ):
+        group = group.sort_values("world_size")
+        panels[model].errorbar(
+            group["world_size"],
+            group["speedup"],
+            yerr=group["speedup_ci95"],
+            color=colours[strategy],
+            marker=markers.get(batch, "o"),
+            capsize=3,
+            label=f"{strategy}, b={batch}",
+        )
+    top = scaling["world_size"].max()
+    for model, axis in panels.items():
+        axis.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
+        axis.set_title(model)
+        axis.set_xlabel("devices (world size)")
+        axis.set_ylabel("speedup vs 1 device (weak scaling)")
+        axis.set_xticks(sorted(scaling["world_size"].unique()))
+        axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
+    """Measured step time relative to the fitted law, per window."""
+    fitted = fit_table[fit_table["status"] == "ok"]
+    if windows.empty or fitted.empty:
+        _empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
+        return
+    keys = ["strategy", "model", "mode", "nodes", "devices_per_node", "world_size"]
+    merged = windows.merge(fitted[[*keys, "v0", "t_c"]], on=keys)
+    predicted = fits.step_time(merged["batch_per_device"], merged["v0"], merged["t_c"])
+    merged["residual_pct"] = 100 * (merged["step_time_s"] / predicted - 1)
+    merged["group"] = merged["strategy"] + ", " + merged["world_size"].astype(str) + " dev"
+    sns.set_theme(style="whitegrid")
+    figure, panels = _panels(sorted(merged["model"].unique()), height=3.5)
+    for model, axis in panels.items():
+        data = merged[merged["model"] == model]
+        sns.stripplot(
+            data=data,
+            x="batch_per_device",
+            y="residual_pct",
+            hue="group",
+            dodge=True,
+            ax=axis,
+            size=4,
+        )
+        axis.axhline(0, color="grey", linewidth=1)
+        axis.set_title(model)
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("measured / fitted step time - 1 (%)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,69 @@
+"""What every framework runner shares: its command line, progress lines, its result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dpscale.core.cell import Cell
+from dpscale.core.result import make_result, write_result
+from dpscale.core.sysinfo import describe_system
+from dpscale.core.timing import slowest_rank, throughput_measurement
+
+
+def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
+    parser = argparse.ArgumentParser(description="Measure one dpscale cell")
+    parser.add_argument("--cell-file", required=True, type=Path, help="cell JSON")
+    parser.add_argument("--out", required=True, type=Path, help="result JSON to write")
+    args = parser.parse_args(argv)
+    return Cell.from_json(args.cell_file.read_text()), args.out
+
+
+def progress(message: str, rank: int = 0) -> None:
+    print(f"[dpscale rank {rank}] {message}", file=sys.stderr, flush=True)
+
+
+class DeviceShortage(RuntimeError):
+    """The job sees fewer devices than the cell asks for."""
+
+
+def require_devices(cell: Cell, visible: int) -> None:
+    if cell.accelerator == "cuda" and visible < cell.devices_per_node:
+        raise DeviceShortage(
+            f"cell asks for {cell.devices_per_node} GPUs per node, the process sees {visible}"
+        )
+
+
+def write_synthetic_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    per_rank_windows: Sequence[Sequence[float]],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    system_extra: dict[str, Any] | None = None,
+) -> None:
+    windows = slowest_rank(per_rank_windows)
+    measurement = throughput_measurement(
+        windows, cell.measure.steps_per_window, cell.batch_per_device, cell.world_size
+    )
+    measurement["per_rank_window_seconds"] = [list(r) for r in per_rank_windows]
+    measurement["warmup_steps"] = cell.measure.warmup_steps
+    result = make_result(
+        cell,
+        "ok",
+        started_at=started_at,
+        system=describe_system(framework_versions, threads_used, system_extra),
+        measurement=measurement,
+        trainable_params=trainable_params,
+        framework=framework,
+    )
+    write_result(out, result)
+    summary = measurement["summary"]["img_s"]
+    progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")

@@ -1,0 +1,203 @@
+"""Run one cell: decide whether it can run here, start its processes, and make sure a
+result file exists afterwards whatever happened (ok, oom, failed or skipped, with a reason).
+
+Benchmark processes of different cells never overlap on one machine: each launch holds an
+exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dpscale.core.cell import Cell
+from dpscale.core.envs import built_env_hash
+from dpscale.core.paths import SRC_DIR
+from dpscale.core.result import make_result, now_iso, read_result, write_result
+from dpscale.core.sysinfo import describe_system, nvidia_gpus, usable_cpus
+from dpscale.launchers import LAUNCHERS
+from dpscale.registry import strategy
+
+OOM_PATTERNS = re.compile(
+    r"out of memory|OutOfMemoryError|ResourceExhaustedError|CUDNN_STATUS_ALLOC_FAILED|"
+    r"std::bad_alloc|MemoryError",
+    re.IGNORECASE,
+)
+LOG_TAIL_CHARS = 4000
+
+
+def runtime_skip_reason(cell: Cell) -> str | None:
+    """Reasons this machine cannot run a cell, decided where the cell runs."""
+    if cell.skip_reason:
+        return cell.skip_reason
+    if cell.nodes > 1:
+        return "multi-node launch needs a multi-node allocation; not available in local runs"
+    if cell.accelerator == "cpu":
+        wanted = cell.devices_per_node * cell.threads_per_device
+        cpus = usable_cpus()
+        if wanted > cpus:
+            return (
+                f"needs {cell.devices_per_node} device(s) x {cell.threads_per_device} thread(s) = "
+                f"{wanted} CPUs, this machine has {cpus}: oversubscribed timings are meaningless"
+            )
+    return None
+
+
+def device_shortage(cell: Cell) -> str | None:
+    if cell.accelerator != "cuda":
+        return None
+    seen = len(nvidia_gpus())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        seen = min(seen, len([d for d in visible.split(",") if d.strip()]))
+    if seen < cell.devices_per_node:
+        return (
+            f"cell asks for {cell.devices_per_node} GPUs per node, the job sees {seen} "
+            f"(CUDA_VISIBLE_DEVICES={visible})"
+        )
+    return None
+
+
+@contextmanager
+def bench_lock(cell: Cell, log) -> Iterator[None]:
+    scope = (
+        "cpu"
+        if cell.accelerator == "cpu"
+        else "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+    )
+    path = Path(tempfile.gettempdir()) / f"dpscale-bench-{scope.replace(',', '_')}.lock"
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[dpscale] waiting for {path} (another cell is measuring)", file=log, flush=True)
+            waited = time.monotonic()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            print(
+                f"[dpscale] lock acquired after {time.monotonic() - waited:.0f} s",
+                file=log,
+                flush=True,
+            )
+        yield
+
+
+def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    threads = str(cell.threads_per_device)
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")])),
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS=threads,
+        MKL_NUM_THREADS=threads,
+        OPENBLAS_NUM_THREADS=threads,
+        DPSCALE_ENV_HASH=built_env_hash(env_prefix),
+        PATH=os.pathsep.join([str(env_prefix / "bin"), env.get("PATH", "")]),
+    )
+    return env
+
+
+def write_status(
+    cell: Cell, out: Path, status: str, reason: str, started_at: str, log_tail: str | None = None
+) -> None:
+    system = describe_system({}, threads_used=0)
+    result = make_result(
+        cell, status, started_at=started_at, system=system, reason=reason, log_tail=log_tail
+    )
+    write_result(out, result)
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+    except OSError:
+        return ""
+
+
+def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
+    if OOM_PATTERNS.search(log_text):
+        return "oom", "ran out of memory (see log_tail)"
+    last = [line for line in log_text.strip().splitlines() if line.strip()]
+    detail = last[-1][:300] if last else "no output"
+    return "failed", f"runner exited with code {returncode}: {detail}"
+
+
+def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
+    started_at = now_iso()
+    with open(log_path, "a") as log:
+        reason = runtime_skip_reason(cell)
+        if reason:
+            write_status(cell, out, "skipped", reason, started_at)
+            print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
+            return "skipped"
+        shortage = device_shortage(cell)
+        if shortage:
+            write_status(cell, out, "failed", shortage, started_at)
+            print(f"[dpscale] {cell.cell_id} failed: {shortage}", file=log, flush=True)
+            return "failed"
+        plan = strategy(cell.strategy)
+        with tempfile.TemporaryDirectory(prefix="dpscale-cell-") as scratch:
+            cell_file = Path(scratch) / "cell.json"
+            cell_file.write_text(cell.to_json())
+            python = env_prefix / "bin" / "python"
+            command = LAUNCHERS[plan.launcher](cell, python, plan.runner, cell_file, out.resolve())
+            with bench_lock(cell, log):
+                print("[dpscale] $ " + " ".join(command), file=log, flush=True)
+                returncode = _run(
+                    command, runner_env(cell, env_prefix), log, cell.measure.timeout_s
+                )
+        return _settle(cell, out, returncode, log_path, started_at)
+
+
+def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
+    process = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+        return None
+    except BaseException:
+        os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
+        raise
+
+
+def _settle(cell: Cell, out: Path, returncode: int | None, log_path: Path, started_at: str) -> str:
+    tail = _tail(log_path)
+    if returncode == 0 and out.is_file():
+        return read_result(out)["status"]
+    if returncode is None:
+        status, reason = "failed", f"timed out after {cell.measure.timeout_s} s (measure.timeout_s)"
+    elif returncode == 0:
+        status, reason = "failed", "runner exited 0 but wrote no result"
+    else:
+        status, reason = classify_failure(returncode, tail)
+    out.unlink(missing_ok=True)
+    write_status(cell, out, status, reason, started_at, log_tail=tail)
+    return status
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Measure one dpscale cell")
+    parser.add_argument("--cell", required=True, help="cell JSON (see dpscale.core.cell.Cell)")
+    parser.add_argument("--env", required=True, type=Path, help="framework environment prefix")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--log", required=True, type=Path)
+    args = parser.parse_args(argv)
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+    print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

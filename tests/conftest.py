@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dpscale.core.cell import Cell, Measure, ModelConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def default_config() -> dict:
+    with open(REPO / "config.yaml", encoding="utf-8") as handle:
+        return copy.deepcopy(yaml.safe_load(handle))
+
+
+def make_cell(strategy="torch-ddp", devices=1, batch=8, nodes=1, **kwargs) -> Cell:
+    return Cell(
+        study="test",
+        strategy=strategy,
+        model=ModelConfig("resnet18", "cifar", 32, 10),
+        mode="synthetic",
+        nodes=nodes,
+        devices_per_node=devices,
+        batch_per_device=batch,
+        measure=Measure(warmup_steps=1, windows=3, steps_per_window=2, timeout_s=60),
+        **kwargs,
+    )

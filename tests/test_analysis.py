@@ -1,0 +1,117 @@
+"""Tables and figures from synthetic cell results with a known throughput law."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_cell
+from dpscale.cli import main as cli
+from dpscale.core import analysis, fits
+from dpscale.core.result import make_result, now_iso, write_result
+from dpscale.core.timing import throughput_measurement
+
+SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11"}
+LAW = {1: (100.0, 0.02), 2: (100.0, 0.05)}  # world size -> (v0, t_c)
+
+
+def measured(cell, rng):
+    v0, t_c = LAW[cell.world_size]
+    steps = 2
+    seconds = [
+        steps * fits.step_time(cell.batch_per_device, v0, t_c) * (1 + rng.normal(0, 0.01))
+        for _ in range(4)
+    ]
+    return throughput_measurement(seconds, steps, cell.batch_per_device, cell.world_size)
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for devices in (1, 2):
+        for batch in (4, 8, 16, 32):
+            cell = make_cell(devices=devices, batch=batch)
+            result = make_result(
+                cell, "ok", started_at=now_iso(), system=SYSTEM, measurement=measured(cell, rng)
+            )
+            paths.append(write_result(cell.result_path(tmp_path), result))
+    skipped = make_cell(strategy="torch-dp", devices=2)
+    paths.append(
+        write_result(
+            skipped.result_path(tmp_path),
+            make_result(
+                skipped, "skipped", started_at=now_iso(), system=SYSTEM, reason="one process"
+            ),
+        )
+    )
+    return tmp_path, paths
+
+
+def test_tables_recover_the_law_and_keep_every_cell(results_dir):
+    root, paths = results_dir
+    cli(["aggregate", "--tables", str(root / "tables"), *map(str, paths)])
+    cells = pd.read_csv(root / "tables" / "cells.csv")
+    assert len(cells) == 9
+    assert cells.set_index("strategy").loc["torch-dp", "reason"] == "one process"
+    fit_table = pd.read_csv(root / "tables" / "fits.csv").set_index("world_size")
+    for world, (v0, t_c) in LAW.items():
+        assert fit_table.loc[world, "v0"] == pytest.approx(v0, rel=0.05)
+        assert fit_table.loc[world, "t_c"] == pytest.approx(t_c, rel=0.2)
+    windows = pd.read_csv(root / "tables" / "windows.csv")
+    assert len(windows) == 8 * 4
+    scaling = pd.read_csv(root / "tables" / "scaling.csv")
+    two = scaling[scaling["world_size"] == 2].set_index("batch_per_device")
+    expected = fits.throughput(32, *LAW[2], 2) / fits.throughput(32, *LAW[1], 1)
+    assert two.loc[32, "speedup"] == pytest.approx(expected, rel=0.05)
+    assert two.loc[32, "efficiency"] == pytest.approx(expected / 2, rel=0.05)
+    break_even = pd.read_csv(root / "tables" / "break_even.csv")
+    assert break_even.loc[0, "break_even_global_batch"] == pytest.approx(100 * 0.03 * 2, rel=0.3)
+
+
+def test_figures_and_html_are_written(results_dir):
+    root, paths = results_dir
+    tables = root / "tables"
+    cli(["aggregate", "--tables", str(tables), *map(str, paths)])
+    cli(
+        [
+            "figures",
+            "--tables",
+            str(tables),
+            "--figures",
+            str(root / "figures"),
+            "throughput",
+            "speedup",
+            "residuals",
+        ]
+    )
+    cli(["html-tables", "--tables", str(tables)])
+    for name in ("throughput", "speedup", "residuals"):
+        assert (root / "figures" / f"{name}.png").stat().st_size > 10_000
+    html = (tables / "cells.html").read_text()
+    assert "status-skipped" in html and "one process" in html
+    assert "<table>" in (tables / "fits.html").read_text()
+
+
+def test_only_failed_cells_still_give_tables_and_figures(tmp_path):
+    cell = make_cell()
+    path = write_result(
+        cell.result_path(tmp_path),
+        make_result(cell, "failed", started_at=now_iso(), system=SYSTEM, reason="boom"),
+    )
+    tables = tmp_path / "tables"
+    cli(["aggregate", "--tables", str(tables), str(path)])
+    cli(
+        [
+            "figures",
+            "--tables",
+            str(tables),
+            "--figures",
+            str(tmp_path / "figures"),
+            "throughput",
+            "speedup",
+            "residuals",
+        ]
+    )
+    cli(["html-tables", "--tables", str(tables)])
+    assert (tmp_path / "figures" / "speedup.png").is_file()
+    assert analysis.cells_table(analysis.load_results([path])).loc[0, "status"] == "failed"

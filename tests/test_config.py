@@ -1,0 +1,105 @@
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO
+from dpscale.core.config import ConfigError, check_config
+from dpscale.core.matrix import expand
+from dpscale.registry import STRATEGIES
+
+
+def check(config):
+    return check_config(config, STRATEGIES)
+
+
+def test_default_config_is_valid_and_gets_defaults(default_config):
+    del default_config["measure"]["timeout_s"]
+    config = check(default_config)
+    assert config["measure"]["timeout_s"] == 1800
+    assert config["models"][0]["stem"] == "imagenet"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda c: c.update(strategies=["torch-dpp"]),
+            "strategies[0]: 'torch-dpp' is not allowed; allowed: ['torch-ddp', 'torch-dp']",
+        ),
+        (
+            lambda c: c["models"][0].update(name="resnet19"),
+            "models[0].name: 'resnet19' is not allowed; allowed: [",
+        ),
+        (
+            lambda c: c["models"][0].update(stem="mnist"),
+            "models[0].stem: 'mnist' is not allowed; allowed: ['imagenet', 'cifar']",
+        ),
+        (
+            lambda c: c.update(accelerator="tpu"),
+            "accelerator: 'tpu' is not allowed; allowed: ['cpu', 'cuda']",
+        ),
+        (lambda c: c.update(batch_sizes=[0, 8]), "batch_sizes[0]: 0 is less than the minimum of 1"),
+        (
+            lambda c: c["measure"].update(windows=1),
+            "measure.windows: 1 is less than the minimum of 2",
+        ),
+        (
+            lambda c: c.update(precision="amp_bf16"),
+            "precision: 'amp_bf16' needs accelerator 'cuda'",
+        ),
+        (
+            lambda c: c.update(batchsize=[8]),
+            "<config>: Additional properties are not allowed ('batchsize' was unexpected); "
+            "allowed keys: [",
+        ),
+        (lambda c: c.pop("study"), "<config>: 'study' is a required property"),
+    ],
+)
+def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
+    edit(default_config)
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(expected), message
+
+
+def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"strategies": ["torch-ddp", "horovod-mpi"]}))
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if "config error" in line]
+    assert errors == [
+        "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
+        "allowed: ['torch-ddp', 'torch-dp']"
+    ]
+
+
+def test_matrix_keeps_impossible_cells_as_skipped(default_config):
+    default_config["nodes"] = [1, 2]
+    cells = expand(check(default_config))
+    assert len(cells) == 2 * 1 * 4 * 2 * 2  # strategies x models x batches x devices x nodes
+    dp_multi = [
+        c for c in cells if c.strategy == "torch-dp" and c.devices_per_node == 2 and c.nodes == 1
+    ]
+    assert all("one process" in c.skip_reason for c in dp_multi)
+    dp_nodes = [c for c in cells if c.strategy == "torch-dp" and c.nodes == 2]
+    assert all("cannot span 2 nodes" in c.skip_reason for c in dp_nodes)
+    ddp = [c for c in cells if c.strategy == "torch-ddp"]
+    assert not any(c.skip_reason for c in ddp)
+    assert len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_repeats_are_separate_cells(default_config):
+    default_config["measure"]["repeats"] = 3
+    cells = expand(check(default_config))
+    assert {c.repeat for c in cells} == {0, 1, 2}

@@ -1,0 +1,121 @@
+"""The launcher always leaves a valid result, whatever the runner does."""
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import make_cell
+from dpscale import launch
+from dpscale.core.result import read_result
+from dpscale.registry import Strategy
+
+FAKE_RUNNER = textwrap.dedent(
+    """
+    import sys, time
+    from dpscale.core.result import now_iso
+    from dpscale.core.runner_support import parse_runner_args, write_synthetic_result
+    cell, out = parse_runner_args()
+    behaviour = "{behaviour}"
+    if behaviour == "crash":
+        raise RuntimeError("boom in the model")
+    if behaviour == "oom":
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if behaviour == "hang":
+        time.sleep(600)
+    if behaviour == "silent":
+        sys.exit(0)
+    write_synthetic_result(cell, out, started_at=now_iso(), per_rank_windows=[[0.5, 0.6, 0.55]],
+        framework="fake", framework_versions={{"fake": "1"}}, threads_used=1, trainable_params=1)
+    """
+)
+
+
+@pytest.fixture
+def fake_env(tmp_path, monkeypatch):
+    """An 'environment' whose python is this interpreter, and a fake runner module."""
+    prefix = tmp_path / "env"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(modules))
+
+    def use(behaviour: str) -> Path:
+        (modules / f"fake_runner_{behaviour}.py").write_text(
+            FAKE_RUNNER.format(behaviour=behaviour)
+        )
+        fake = Strategy(
+            "torch-ddp", "fake", "fake", f"fake_runner_{behaviour}", "single", False, True
+        )
+        monkeypatch.setattr(launch, "strategy", lambda name: fake)
+        return prefix
+
+    return use
+
+
+def run(cell, prefix, tmp_path):
+    out = cell.result_path(tmp_path / "results")
+    status = launch.launch(cell, out, prefix, tmp_path / "cell.log")
+    return status, read_result(out)
+
+
+def test_ok_runner(fake_env, tmp_path):
+    status, result = run(make_cell(), fake_env("ok"), tmp_path)
+    assert status == "ok" and result["reason"] is None
+    assert result["measurement"]["summary"]["img_s"]["n"] == 3
+
+
+def test_crash_is_a_failed_result_with_the_error(fake_env, tmp_path):
+    status, result = run(make_cell(), fake_env("crash"), tmp_path)
+    assert status == "failed"
+    assert "boom in the model" in result["reason"]
+    assert "Traceback" in result["log_tail"]
+
+
+def test_out_of_memory_is_recognised(fake_env, tmp_path):
+    status, result = run(make_cell(), fake_env("oom"), tmp_path)
+    assert status == "oom"
+
+
+def test_runner_that_writes_nothing(fake_env, tmp_path):
+    status, result = run(make_cell(), fake_env("silent"), tmp_path)
+    assert status == "failed" and "wrote no result" in result["reason"]
+
+
+def test_timeout_kills_the_runner(fake_env, tmp_path):
+    cell = make_cell()
+    cell = type(cell)(**{**cell.__dict__, "measure": type(cell.measure)(1, 3, 2, timeout_s=2)})
+    status, result = run(cell, fake_env("hang"), tmp_path)
+    assert status == "failed" and "timed out after 2 s" in result["reason"]
+
+
+def test_statically_skipped_cell_needs_no_environment(tmp_path):
+    cell = make_cell(strategy="torch-dp", devices=2, skip_reason="one process per node only")
+    status, result = run(cell, Path("/nonexistent"), tmp_path)
+    assert status == "skipped" and result["reason"] == "one process per node only"
+
+
+def test_oversubscribed_cpu_cell_is_skipped_with_the_numbers(tmp_path):
+    cpus = len(os.sched_getaffinity(0))
+    cell = make_cell(devices=cpus + 1)
+    status, result = run(cell, Path("/nonexistent"), tmp_path)
+    assert status == "skipped"
+    assert f"this machine has {cpus}" in result["reason"]
+
+
+def test_gpu_cell_without_gpus_fails_with_a_clear_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "nvidia_gpus", lambda: [])
+    status, result = run(make_cell(devices=2, accelerator="cuda"), Path("/nonexistent"), tmp_path)
+    assert status == "failed"
+    assert result["reason"].startswith("cell asks for 2 GPUs per node, the job sees 0")
+
+
+def test_cell_json_round_trip():
+    cell = make_cell(devices=2, batch=32)
+    again = type(cell).from_json(cell.to_json())
+    assert again == cell
+    assert json.loads(cell.to_json())["global_batch"] == 64

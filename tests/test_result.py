@@ -1,0 +1,66 @@
+import json
+
+import jsonschema
+import pytest
+
+from conftest import make_cell
+from dpscale.core.result import make_result, now_iso, read_result, write_result
+from dpscale.core.timing import throughput_measurement
+
+
+def ok_result(cell):
+    measurement = throughput_measurement([1.0, 1.1, 0.9], 2, cell.batch_per_device, cell.world_size)
+    return make_result(
+        cell,
+        "ok",
+        started_at=now_iso(),
+        system={"host": "h", "cpu_model": "c", "python": "3.11"},
+        measurement=measurement,
+    )
+
+
+def test_ok_result_round_trips(tmp_path):
+    cell = make_cell()
+    path = cell.result_path(tmp_path)
+    write_result(path, ok_result(cell))
+    assert read_result(path)["measurement"]["summary"]["img_s"]["n"] == 3
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_not_ok_needs_a_reason():
+    cell = make_cell()
+    result = make_result(
+        cell,
+        "failed",
+        started_at=now_iso(),
+        system={"host": "h", "cpu_model": "c", "python": "3"},
+        reason="",
+    )
+    with pytest.raises(jsonschema.ValidationError):
+        write_result("/nonexistent/cells/x.json", result)
+
+
+def test_ok_synthetic_needs_a_measurement(tmp_path):
+    cell = make_cell()
+    result = ok_result(cell)
+    result["measurement"] = None
+    with pytest.raises(jsonschema.ValidationError):
+        write_result(cell.result_path(tmp_path), result)
+
+
+def test_unknown_status_is_rejected():
+    with pytest.raises(ValueError, match="status"):
+        make_result(make_cell(), "done", started_at=now_iso(), system={})
+
+
+def test_rewrite_keeps_every_earlier_run_and_other_cells(tmp_path):
+    first, other = make_cell(batch=8), make_cell(batch=16)
+    write_result(first.result_path(tmp_path), ok_result(first))
+    write_result(other.result_path(tmp_path), ok_result(other))
+    again = ok_result(first)
+    again["started_at"] = "2099-01-01T00:00:00+00:00"
+    write_result(first.result_path(tmp_path), again)
+    assert json.loads(first.result_path(tmp_path).read_text())["started_at"].startswith("2099")
+    archived = list((tmp_path / "runs" / first.cell_id).iterdir())
+    assert len(archived) == 2
+    assert read_result(other.result_path(tmp_path))["cell"]["batch_per_device"] == 16

@@ -1,0 +1,154 @@
+"""End to end through Snakemake on CPU: dry run, full run, report, rerun of one cell."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+TINY = REPO / "tests" / "data" / "tiny.yaml"
+
+
+def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--configfile",
+        str(TINY),
+        "--config",
+        f"results_dir={results}",
+        *args,
+    ]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    table = dry_run_output.split("Job stats:")[1].split("Reasons:")[0]
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)
+        if m.group(1) != "total"
+    }
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    dry = snakemake("-n", results=results)
+    snakemake(results=results)
+    return results, dry.stdout + dry.stderr
+
+
+def test_dry_run_lists_one_benchmark_job_per_cell(study):
+    _, dry = study
+    assert job_counts(dry)["bench_cell"] == 2 * 2 * 2  # strategies x batches x devices
+
+
+def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
+    results, _ = study
+    cells = sorted((results / "tiny" / "cells").rglob("*.json"))
+    statuses = {
+        str(p.relative_to(results / "tiny" / "cells")): json.loads(p.read_text())["status"]
+        for p in cells
+    }
+    assert len(statuses) == 8
+    skipped = {k for k, v in statuses.items() if v == "skipped"}
+    assert skipped == {
+        "torch-dp/resnet18-imagenet32-c10/synthetic/n1-d2-b2-r0.json",
+        "torch-dp/resnet18-imagenet32-c10/synthetic/n1-d2-b4-r0.json",
+    }
+    assert all(v == "ok" for k, v in statuses.items() if k not in skipped), statuses
+
+
+def test_tables_and_figures_come_from_the_run(study):
+    import pandas as pd
+
+    results, _ = study
+    tables = results / "tiny" / "tables"
+    cells = pd.read_csv(tables / "cells.csv")
+    assert set(cells["status"]) == {"ok", "skipped"}
+    fit_table = pd.read_csv(tables / "fits.csv")
+    assert (fit_table["status"] == "ok").sum() == 3  # dp x1, ddp x1, ddp x2
+    for name in ("throughput", "speedup", "residuals"):
+        assert (results / "tiny" / "figures" / f"{name}.png").is_file()
+
+
+def test_report_is_one_self_contained_html(study):
+    results, _ = study
+    report = results / "report.html"
+    snakemake("--report", str(report), results=results)
+    text = report.read_text()
+    assert "throughput.png" in text and "fits.html" in text and "cells.html" in text
+    assert "dpscale study" in text
+
+
+def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
+    results, _ = study
+    cell = (
+        results
+        / "tiny"
+        / "cells"
+        / "torch-ddp"
+        / "resnet18-imagenet32-c10"
+        / "synthetic"
+        / "n1-d2-b4-r0.json"
+    )
+    dry = snakemake("-n", "--forcerun", str(cell), results=results)
+    counts = job_counts(dry.stdout + dry.stderr)
+    assert counts == {"bench_cell": 1, "aggregate": 1, "figures": 1, "html_tables": 1, "all": 1}
+    others = {
+        p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json") if p != cell
+    }
+    snakemake("--forcerun", str(cell), results=results)
+    assert {p: p.stat().st_mtime_ns for p in others} == others
+    runs = (
+        results
+        / "tiny"
+        / "runs"
+        / "torch-ddp"
+        / "resnet18-imagenet32-c10"
+        / "synthetic"
+        / "n1-d2-b4-r0"
+    )
+    assert len(list(runs.iterdir())) == 2  # the first measurement is kept
+
+
+def test_another_study_writes_its_own_folder(study, tmp_path):
+    results, _ = study
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        TINY.read_text()
+        .replace("study: tiny", "study: tiny2")
+        .replace("batch_sizes: [2, 4]", "batch_sizes: [2]")
+    )
+    before = {p: p.stat().st_mtime_ns for p in (results / "tiny").rglob("*.json")}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--configfile",
+            str(TINY),
+            str(other),
+            "--config",
+            f"results_dir={results}",
+            "cells",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 4
+    assert {p: p.stat().st_mtime_ns for p in before} == before

@@ -1,0 +1,78 @@
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from dpscale.core.config import ConfigError, check_config
+from dpscale.core.envs import READY_MARKER, env_folder_name
+from dpscale.core.matrix import expand as expand_matrix
+from dpscale.registry import STRATEGIES
+
+try:
+    config.update(check_config(config, STRATEGIES))
+except ConfigError as error:
+    sys.exit(f"dpscale: config error: {error}")
+validate(config, "../schemas/config.schema.yaml")
+
+PYTHON = sys.executable
+RESULTS = f"{config['results_dir']}/{config['study']}"
+CELLS = {cell.cell_id: cell for cell in expand_matrix(config)}
+CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
+
+
+# Benchmark cells hold the one bench slot of the machine they run on (profiles/default sets
+# the limit to 1); "local" scope means it is not counted for jobs sent to a cluster, where
+# every cell has its own allocation.
+resource_scopes:
+    bench_slot="local",
+
+
+wildcard_constraints:
+    strategy="[a-z0-9-]+",
+    model="[a-z0-9]+-[a-z]+[0-9]+-c[0-9]+",
+    mode="[a-z]+",
+    nodes="[0-9]+",
+    devices="[0-9]+",
+    batch="[0-9]+",
+    repeat="[0-9]+",
+    env="[a-z0-9-]+",
+    hash="[0-9a-f]+",
+
+
+def cell_for(wildcards):
+    cell_id = CELL_PATTERN.format(**wildcards)
+    if cell_id not in CELLS:
+        raise ValueError(f"{cell_id} is not a cell of study {config['study']!r}")
+    return CELLS[cell_id]
+
+
+def env_marker(name):
+    return f"{config['env_dir']}/{env_folder_name(name)}/{READY_MARKER}"
+
+
+def cell_env_marker(wildcards):
+    """Skipped cells need no environment; the others need their framework's."""
+    cell = cell_for(wildcards)
+    if cell.skip_reason:
+        return []
+    return env_marker(STRATEGIES[cell.strategy].env)
+
+
+def cell_results():
+    return [f"{RESULTS}/cells/{cell_id}.json" for cell_id in CELLS]
+
+
+def study_envs():
+    return sorted({STRATEGIES[name].env for name in config["strategies"]})
+
+
+def final_outputs():
+    tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
+    figures = ["throughput.png", "speedup.png", "residuals.png"]
+    html = ["fits.html", "cells.html", "scaling.html"]
+    return (
+        cell_results()
+        + [f"{RESULTS}/tables/{name}" for name in tables]
+        + [f"{RESULTS}/figures/{name}" for name in figures]
+        + [f"{RESULTS}/tables/{name}" for name in html]
+    )

@@ -1,0 +1,74 @@
+# Figures and HTML tables for `snakemake --report`, each with a caption in report/.
+
+
+rule figures:
+    input:
+        cells=f"{RESULTS}/tables/cells.csv",
+        windows=f"{RESULTS}/tables/windows.csv",
+        fits=f"{RESULTS}/tables/fits.csv",
+        scaling=f"{RESULTS}/tables/scaling.csv",
+    output:
+        throughput=report(
+            f"{RESULTS}/figures/throughput.png",
+            caption="../../report/throughput.rst",
+            category="1. Throughput",
+            labels={"figure": "throughput vs batch"},
+        ),
+        speedup=report(
+            f"{RESULTS}/figures/speedup.png",
+            caption="../../report/speedup.rst",
+            category="2. Scaling",
+            labels={"figure": "speedup vs devices"},
+        ),
+        residuals=report(
+            f"{RESULTS}/figures/residuals.png",
+            caption="../../report/residuals.rst",
+            category="1. Throughput",
+            labels={"figure": "fit residuals"},
+        ),
+    log:
+        f"{RESULTS}/logs/figures.log",
+    localrule: True
+    params:
+        tables=lambda wc, input: Path(input.cells).parent,
+        figures=lambda wc, output: Path(output.throughput).parent,
+    run:
+        shell(
+            "{PYTHON} -m dpscale.cli figures --tables {params.tables} --figures {params.figures}"
+            " throughput speedup residuals > {log} 2>&1"
+        )
+
+
+rule html_tables:
+    input:
+        cells=f"{RESULTS}/tables/cells.csv",
+        fits=f"{RESULTS}/tables/fits.csv",
+        scaling=f"{RESULTS}/tables/scaling.csv",
+    output:
+        fits=report(
+            f"{RESULTS}/tables/fits.html",
+            caption="../../report/fits.rst",
+            category="1. Throughput",
+            labels={"table": "throughput-law fits"},
+        ),
+        scaling=report(
+            f"{RESULTS}/tables/scaling.html",
+            caption="../../report/scaling.rst",
+            category="2. Scaling",
+            labels={"table": "speedup and efficiency"},
+        ),
+        cells=report(
+            f"{RESULTS}/tables/cells.html",
+            caption="../../report/cells.rst",
+            category="3. Cells",
+            labels={"table": "every cell"},
+        ),
+    log:
+        f"{RESULTS}/logs/html_tables.log",
+    localrule: True
+    params:
+        tables=lambda wc, input: Path(input.cells).parent,
+    run:
+        shell(
+            "{PYTHON} -m dpscale.cli html-tables --tables {params.tables} > {log} 2>&1"
+        )
