@@ -16,6 +16,7 @@ import seaborn as sns  # noqa: E402
 from dpscale.core import fits  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = "osD^v<>ph*"
 
 
 def _empty_figure(path: Path, message: str) -> None:
@@ -31,11 +32,15 @@ def _panels(models: list[str], height: float = 4.0):
     return figure, dict(zip(models, axes[0], strict=True))
 
 
-def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, str]]:
+def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, tuple[str, str]]]:
+    """Colour per strategy; (line style, marker) per device count."""
     strategies = sorted(frame["strategy"].unique())
     colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
     worlds = sorted(frame["world_size"].unique())
-    styles = {w: LINESTYLES[i % len(LINESTYLES)] for i, w in enumerate(worlds)}
+    styles = {
+        w: (LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)])
+        for i, w in enumerate(worlds)
+    }
     return colours, styles
 
 
@@ -48,47 +53,42 @@ def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) 
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(ok)
     figure, panels = _panels(sorted(ok["model"].unique()))
+    fitted = fit_table[fit_table["status"] == "ok"].set_index(["model", "strategy", "world_size"])
     for (model, strategy, world), group in ok.groupby(["model", "strategy", "world_size"]):
         axis, colour = panels[model], colours[strategy]
-        label = f"{strategy}, {world} device(s)"
+        linestyle, marker = styles[world]
         axis.errorbar(
             group["batch_per_device"],
             group["img_s_mean"],
             yerr=group["img_s_ci95"],
-            fmt="o",
+            fmt=marker,
             color=colour,
             capsize=3,
+        )
+        label = f"{strategy}, {world} device(s)"
+        if (model, strategy, world) not in fitted.index:
+            axis.plot([], [], marker=marker, color=colour, linestyle="none", label=label)
+            continue
+        fit = fitted.loc[(model, strategy, world)]
+        low, high = group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2
+        batches = np.geomspace(low, high, 100)
+        curve = fits.throughput(batches, fit["v0"], fit["t_c"], world)
+        axis.plot(
+            batches,
+            curve,
+            color=colour,
+            linestyle=linestyle,
+            marker=marker,
+            markevery=[-1],
             label=label,
         )
-        fit = fit_table[
-            (fit_table["model"] == model)
-            & (fit_table["strategy"] == strategy)
-            & (fit_table["world_size"] == world)
-            & (fit_table["status"] == "ok")
-        ]
-        if not fit.empty:
-            row = fit.iloc[0]
-            batches = np.geomspace(
-                group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2, 100
-            )
-            axis.plot(
-                batches,
-                fits.throughput(batches, row["v0"], row["t_c"], world),
-                color=colour,
-                linestyle=styles[world],
-            )
-            axis.axhline(
-                row["v0"] * world, color=colour, linestyle=styles[world], alpha=0.35, linewidth=1
-            )
+        axis.axhline(fit["v0"] * world, color=colour, linestyle=linestyle, alpha=0.35, linewidth=1)
     for model, axis in panels.items():
         axis.set_xscale("log", base=2)
         axis.set_title(model)
         axis.set_xlabel("per-device batch")
-        axis.set_ylabel("global images / s (mean, 95% CI)")
-        axis.legend(fontsize="small")
-    figure.suptitle(
-        "Throughput vs batch: points measured, lines T(b) = b/v0 + t_c, faint lines N*v0"
-    )
+        axis.set_ylabel("global images/s (mean, 95% CI)")
+        axis.legend(fontsize="small", loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -96,7 +96,9 @@ def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) 
 
 def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
     """Weak-scaling speedup vs device count with the ideal line."""
-    if scaling.empty or scaling["world_size"].nunique() < 2:
+    layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
+    scaling = scaling[layouts > 1]
+    if scaling.empty:
         _empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
         return
     sns.set_theme(style="whitegrid")
@@ -120,11 +122,12 @@ def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
     top = scaling["world_size"].max()
     for model, axis in panels.items():
         axis.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
+        axis.set_ylim(bottom=0)
         axis.set_title(model)
         axis.set_xlabel("devices (world size)")
         axis.set_ylabel("speedup vs 1 device (weak scaling)")
         axis.set_xticks(sorted(scaling["world_size"].unique()))
-        axis.legend(fontsize="small")
+        axis.legend(fontsize="small", loc="upper left")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
