@@ -103,3 +103,11 @@ def test_repeats_are_separate_cells(default_config):
     default_config["measure"]["repeats"] = 3
     cells = expand(check(default_config))
     assert {c.repeat for c in cells} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("preset", sorted((REPO / "studies").glob("*.yaml")), ids=lambda p: p.stem)
+def test_study_presets_are_valid_over_the_default(default_config, preset):
+    merged = {**default_config, **yaml.safe_load(preset.read_text())}
+    config = check(merged)
+    assert config["study"] == preset.stem
+    assert expand(config)
