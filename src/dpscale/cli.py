@@ -84,6 +84,14 @@ def html_tables(args: argparse.Namespace) -> None:
         "per device (img/s), t_c the constant step time (s), b90 = 9 v0 t_c the per-device batch "
         "at which throughput reaches 90% of its ceiling N v0; _se are standard errors.",
     )
+    write_table_html(
+        pd.read_csv(tables / "break_even.csv"),
+        tables / "break_even.html",
+        "Break-even global batch (strong scaling)",
+        "From the fitted laws: the global batch B above which N devices finish a step sooner than "
+        "one (B/v0_1 + t_1 > B/(N v0_N) + t_N), and the ring all-reduce bus bandwidth that would "
+        "explain the extra constant time t_N - t_1 for fp32 gradients (2(N-1)/N S / beta).",
+    )
     scaling = pd.read_csv(tables / "scaling.csv")
     write_table_html(
         scaling,

@@ -69,7 +69,7 @@ def study_envs():
 def final_outputs():
     tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
     figures = ["throughput.png", "speedup.png", "residuals.png"]
-    html = ["fits.html", "cells.html", "scaling.html"]
+    html = ["fits.html", "cells.html", "scaling.html", "break_even.html"]
     return (
         cell_results()
         + [f"{RESULTS}/tables/{name}" for name in tables]

@@ -44,6 +44,7 @@ rule html_tables:
         cells=f"{RESULTS}/tables/cells.csv",
         fits=f"{RESULTS}/tables/fits.csv",
         scaling=f"{RESULTS}/tables/scaling.csv",
+        break_even=f"{RESULTS}/tables/break_even.csv",
     output:
         fits=report(
             f"{RESULTS}/tables/fits.html",
@@ -56,6 +57,12 @@ rule html_tables:
             caption="../../report/scaling.rst",
             category="2. Scaling",
             labels={"table": "speedup and efficiency"},
+        ),
+        break_even=report(
+            f"{RESULTS}/tables/break_even.html",
+            caption="../../report/break_even.rst",
+            category="2. Scaling",
+            labels={"table": "break-even batch"},
         ),
         cells=report(
             f"{RESULTS}/tables/cells.html",
