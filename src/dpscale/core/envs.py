@@ -4,8 +4,10 @@ An environment lives in ``<env_dir>/<name>-<hash>/`` where the hash covers
 ``envs/<name>.txt`` and, if present, ``envs/<name>.post.sh`` (extra build steps that a
 requirements file cannot express, such as Horovod's build variables).  Change either
 file and the next run builds a new environment; an unchanged file reuses the cached one.
-A finished build is marked by ``.dpscale-env-ready``; a half-built folder (a killed
-build) is removed and rebuilt.
+A finished build is marked by ``.dpscale-env-complete``; a half-built folder (a killed
+build) is removed and rebuilt.  ``.dpscale-env-ready`` is what the workflow sees: if
+Snakemake decides to rerun the build (say, because the rule's code changed), a complete
+environment only gets its ready marker written again instead of a rebuild.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from dpscale.core.paths import ENVS_DIR, REPO_ROOT
 
 READY_MARKER = ".dpscale-env-ready"
+COMPLETE_FLAG = ".dpscale-env-complete"
 HASH_LENGTH = 12
 
 
@@ -68,8 +71,11 @@ def built_env_hash(prefix: Path) -> str:
 def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr) -> Path:
     """Build the environment at ``prefix`` unless a finished one is already there."""
     marker = prefix / READY_MARKER
-    if marker.is_file():
+    complete = prefix / COMPLETE_FLAG
+    if complete.is_file():
         print(f"[dpscale] environment {name} is cached at {prefix}", file=log, flush=True)
+        if not marker.is_file():
+            marker.write_text(complete.read_text())
         return marker
     if prefix.exists():
         print(f"[dpscale] removing unfinished environment {prefix}", file=log, flush=True)
@@ -84,7 +90,8 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
         env = dict(os.environ, PYTHON=str(python), PIP=f"{python} -m pip", VIRTUAL_ENV=str(prefix))
         _run(["bash", "-euo", "pipefail", str(files[1])], log, env=env)
     elapsed = time.monotonic() - started
-    marker.write_text(f"{env_hash(name, envs_dir)}\nbuilt in {elapsed:.0f} s\n")
+    complete.write_text(f"{env_hash(name, envs_dir)}\nbuilt in {elapsed:.0f} s\n")
+    marker.write_text(complete.read_text())
     print(f"[dpscale] environment {name} built in {elapsed:.0f} s", file=log, flush=True)
     return marker
 
