@@ -13,6 +13,7 @@ report: "report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/envs.smk"
+include: "workflow/rules/data.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"

@@ -17,12 +17,14 @@ def default_config() -> dict:
         return copy.deepcopy(yaml.safe_load(handle))
 
 
-def make_cell(strategy="torch-ddp", devices=1, batch=8, nodes=1, **kwargs) -> Cell:
+def make_cell(
+    strategy="torch-ddp", devices=1, batch=8, nodes=1, mode="synthetic", **kwargs
+) -> Cell:
     return Cell(
         study="test",
         strategy=strategy,
         model=ModelConfig("resnet18", "cifar", 32, 10),
-        mode="synthetic",
+        mode=mode,
         nodes=nodes,
         devices_per_node=devices,
         batch_per_device=batch,

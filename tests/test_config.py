@@ -26,7 +26,7 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
     [
         (
             lambda c: c.update(strategies=["torch-dpp"]),
-            "strategies[0]: 'torch-dpp' is not allowed; allowed: ['torch-ddp', 'torch-dp']",
+            f"strategies[0]: 'torch-dpp' is not allowed; allowed: {sorted(STRATEGIES)}",
         ),
         (
             lambda c: c["models"][0].update(name="resnet19"),
@@ -80,14 +80,16 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
     errors = [line for line in run.stderr.splitlines() if "config error" in line]
     assert errors == [
         "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
-        "allowed: ['torch-ddp', 'torch-dp']"
+        f"allowed: {sorted(STRATEGIES)}"
     ]
 
 
 def test_matrix_keeps_impossible_cells_as_skipped(default_config):
     default_config["nodes"] = [1, 2]
+    default_config["modes"] = ["synthetic"]
     cells = expand(check(default_config))
-    assert len(cells) == 2 * 1 * 4 * 2 * 2  # strategies x models x batches x devices x nodes
+    # strategies x models x batches x devices x nodes
+    assert len(cells) == len(default_config["strategies"]) * 1 * 4 * 2 * 2
     dp_multi = [
         c for c in cells if c.strategy == "torch-dp" and c.devices_per_node == 2 and c.nodes == 1
     ]
@@ -111,3 +113,45 @@ def test_study_presets_are_valid_over_the_default(default_config, preset):
     config = check(merged)
     assert config["study"] == preset.stem
     assert expand(config)
+
+
+def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_config):
+    default_config["strategies"] = ["torch-ddp", "mxnet-dist"]
+    before = {c.cell_id: c for c in expand(check(default_config))}
+    default_config["mxnet_servers"] = 3
+    after = {c.cell_id: c for c in expand(check(default_config))}
+    assert set(before) == set(after)
+    assert {c.mxnet_servers for c in after.values() if c.strategy == "mxnet-dist"} == {3}
+    assert {c.mxnet_servers for c in after.values() if c.strategy == "torch-ddp"} == {1}
+    assert all(before[k] == after[k] for k in after if after[k].strategy == "torch-ddp")
+
+
+def test_one_process_strategies_are_skipped_beyond_one_cpu_device(default_config):
+    cells = expand(check(default_config))
+    skipped = {c.strategy for c in cells if c.skip_reason and c.devices_per_node == 2}
+    assert skipped == {"torch-dp", "mxnet-device"}
+
+
+def test_training_matrix_runs_one_baseline_per_seed(default_config):
+    default_config["modes"] = ["train"]
+    default_config["train"].update(strategies=["torch-ddp"], lr_rules=["none", "linear"])
+    default_config["train"].update(seeds=[0, 1], batch_sizes=[32], base_batch=32)
+    cells = expand(check(default_config))
+    one = [c for c in cells if c.world_size == 1]
+    two = [c for c in cells if c.world_size == 2]
+    assert [(c.training.lr_rule, c.seed) for c in one] == [("none", 0), ("none", 1)]
+    assert sorted((c.training.lr_rule, c.seed) for c in two) == [
+        ("linear", 0),
+        ("linear", 1),
+        ("none", 0),
+        ("none", 1),
+    ]
+    assert {c.mode_key for c in two} == {"train-digits-none", "train-digits-linear"}
+    assert all(c.training.dataset_file == "data/digits-16.npz" for c in cells)
+    assert len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_unknown_training_strategy_is_named(default_config):
+    default_config["train"]["strategies"] = ["torch-ddp", "jax"]
+    with pytest.raises(ConfigError, match=r"^train.strategies\[1\]: 'jax' is not allowed"):
+        check(default_config)

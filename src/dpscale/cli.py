@@ -59,6 +59,7 @@ def figures(args: argparse.Namespace) -> None:
         "throughput": lambda p: plots.throughput_figure(cells, fit_table, p),
         "speedup": lambda p: plots.speedup_figure(scaling, p),
         "residuals": lambda p: plots.residuals_figure(windows, fit_table, p),
+        "frameworks": lambda p: plots.framework_figure(cells, p),
     }
     for kind in args.kinds:
         kinds[kind](out / f"{kind}.png")
@@ -102,6 +103,49 @@ def html_tables(args: argparse.Namespace) -> None:
     )
 
 
+def accuracy(args: argparse.Namespace) -> None:
+    """Training cells -> tidy tables, accuracy and epoch-time figures, HTML tables."""
+    from dpscale.core import accuracy as acc
+    from dpscale.core import analysis, training_plots
+    from dpscale.core.html import write_table_html
+
+    results = acc.training_results(analysis.load_results(args.results))
+    tables, figures = Path(args.tables), Path(args.figures)
+    tables.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    runs, epochs = acc.runs_table(results), acc.epochs_table(results)
+    summary, deltas = acc.summary_table(runs), acc.delta_table(runs)
+    tta = acc.time_to_accuracy_table(runs)
+    for name, frame in (
+        ("training_runs", runs),
+        ("training_epochs", epochs),
+        ("accuracy", summary),
+        ("accuracy_delta", deltas),
+        ("time_to_accuracy", tta),
+    ):
+        frame.to_csv(tables / f"{name}.csv", index=False)
+    training_plots.accuracy_curves(epochs, figures / "accuracy.png")
+    training_plots.epoch_time_figure(runs, figures / "epoch_time.png")
+    write_table_html(
+        deltas,
+        tables / "accuracy_delta.html",
+        "Accuracy against the 1-device baseline",
+        "Final and best validation accuracy minus the same strategy's 1-device run at the base "
+        "batch (unscaled learning rate), mean over seeds, with Welch 95% intervals "
+        "(empty with fewer than two seeds on either side). Final and best means over seeds "
+        "with their sd are in accuracy.csv.",
+    )
+    write_table_html(
+        tta,
+        tables / "time_to_accuracy.html",
+        "Time to accuracy",
+        "Mean wall time (training plus validation, slowest rank) to the first epoch whose "
+        "validation accuracy reaches the target, over the seeds that reached it; empty when "
+        "not every seed did. Speedup is against the 1-device baseline.",
+    )
+    print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -112,11 +156,18 @@ def main(argv: list[str] | None = None) -> None:
     fig = commands.add_parser("figures", help="tables -> report figures")
     fig.add_argument("--tables", required=True)
     fig.add_argument("--figures", required=True)
-    fig.add_argument("kinds", nargs="+", choices=["throughput", "speedup", "residuals"])
+    fig.add_argument(
+        "kinds", nargs="+", choices=["throughput", "speedup", "residuals", "frameworks"]
+    )
     fig.set_defaults(func=figures)
     tab = commands.add_parser("html-tables", help="tables -> HTML tables for the report")
     tab.add_argument("--tables", required=True)
     tab.set_defaults(func=html_tables)
+    acc = commands.add_parser("accuracy", help="training cells -> accuracy tables and figures")
+    acc.add_argument("--tables", required=True)
+    acc.add_argument("--figures", required=True)
+    acc.add_argument("results", nargs="*", help="cell result JSON files (others are ignored)")
+    acc.set_defaults(func=accuracy)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -19,3 +19,49 @@ rule aggregate:
         shell(
             "{PYTHON} -m dpscale.cli aggregate --tables {params.tables} {input} > {log} 2>&1"
         )
+
+
+rule accuracy:
+    input:
+        cell_results("train"),
+    output:
+        runs=f"{RESULTS}/tables/training_runs.csv",
+        epochs=f"{RESULTS}/tables/training_epochs.csv",
+        summary=f"{RESULTS}/tables/accuracy.csv",
+        deltas=f"{RESULTS}/tables/accuracy_delta.csv",
+        tta=f"{RESULTS}/tables/time_to_accuracy.csv",
+        deltas_html=report(
+            f"{RESULTS}/tables/accuracy_delta.html",
+            caption="../../report/accuracy_delta.rst",
+            category="5. Accuracy",
+            labels={"table": "accuracy delta"},
+        ),
+        tta_html=report(
+            f"{RESULTS}/tables/time_to_accuracy.html",
+            caption="../../report/time_to_accuracy.rst",
+            category="5. Accuracy",
+            labels={"table": "time to accuracy"},
+        ),
+        curves=report(
+            f"{RESULTS}/figures/accuracy.png",
+            caption="../../report/accuracy.rst",
+            category="5. Accuracy",
+            labels={"figure": "accuracy curves"},
+        ),
+        epoch_time=report(
+            f"{RESULTS}/figures/epoch_time.png",
+            caption="../../report/epoch_time.rst",
+            category="5. Accuracy",
+            labels={"figure": "epoch time vs devices"},
+        ),
+    log:
+        f"{RESULTS}/logs/accuracy.log",
+    localrule: True
+    params:
+        tables=lambda wc, output: Path(output.runs).parent,
+        figures=lambda wc, output: Path(output.curves).parent,
+    run:
+        shell(
+            "{PYTHON} -m dpscale.cli accuracy --tables {params.tables}"
+            " --figures {params.figures} {input} > {log} 2>&1"
+        )

@@ -5,6 +5,7 @@
 rule bench_cell:
     input:
         env=cell_env_marker,
+        data=cell_dataset,
     output:
         f"{RESULTS}/cells/{CELL_PATTERN}.json",
     log:

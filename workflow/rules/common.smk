@@ -30,7 +30,7 @@ resource_scopes:
 wildcard_constraints:
     strategy="[a-z0-9-]+",
     model="[a-z0-9]+-[a-z]+[0-9]+-c[0-9]+",
-    mode="[a-z]+",
+    mode="[a-z0-9-]+",
     nodes="[0-9]+",
     devices="[0-9]+",
     batch="[0-9]+",
@@ -62,21 +62,51 @@ def cell_env_marker(wildcards):
     return ancient(env_marker(STRATEGIES[cell.strategy].env))
 
 
-def cell_results():
-    return [f"{RESULTS}/cells/{cell_id}.json" for cell_id in CELLS]
+def cell_results(mode=None):
+    return [
+        f"{RESULTS}/cells/{cell_id}.json"
+        for cell_id, cell in CELLS.items()
+        if mode is None or cell.mode == mode
+    ]
 
 
 def study_envs():
     return sorted({STRATEGIES[name].env for name in config["strategies"]})
 
 
+def cell_dataset(wildcards):
+    """Training cells read their prepared dataset file; others read no data."""
+    cell = cell_for(wildcards)
+    if cell.training is None or cell.skip_reason:
+        return []
+    return cell.training.dataset_file
+
+
+def cifar10_source_args(wildcards):
+    source = config["train"]["cifar10_source"]
+    return f"--source {source}" if source else ""
+
+
+def training_outputs():
+    if "train" not in config["modes"]:
+        return []
+    tables = ["training_runs.csv", "training_epochs.csv", "accuracy.csv"]
+    tables += ["accuracy_delta.csv", "time_to_accuracy.csv"]
+    tables += ["accuracy_delta.html", "time_to_accuracy.html"]
+    figures = ["accuracy.png", "epoch_time.png"]
+    return [f"{RESULTS}/tables/{name}" for name in tables] + [
+        f"{RESULTS}/figures/{name}" for name in figures
+    ]
+
+
 def final_outputs():
     tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
-    figures = ["throughput.png", "speedup.png", "residuals.png"]
+    figures = ["throughput.png", "speedup.png", "residuals.png", "frameworks.png"]
     html = ["fits.html", "cells.html", "scaling.html", "break_even.html"]
     return (
         cell_results()
         + [f"{RESULTS}/tables/{name}" for name in tables]
         + [f"{RESULTS}/figures/{name}" for name in figures]
         + [f"{RESULTS}/tables/{name}" for name in html]
+        + training_outputs()
     )

@@ -26,6 +26,12 @@ rule figures:
             category="1. Throughput",
             labels={"figure": "fit residuals"},
         ),
+        frameworks=report(
+            f"{RESULTS}/figures/frameworks.png",
+            caption="../../report/frameworks.rst",
+            category="4. Frameworks",
+            labels={"figure": "img/s per strategy"},
+        ),
     log:
         f"{RESULTS}/logs/figures.log",
     localrule: True
@@ -35,7 +41,7 @@ rule figures:
     run:
         shell(
             "{PYTHON} -m dpscale.cli figures --tables {params.tables} --figures {params.figures}"
-            " throughput speedup residuals > {log} 2>&1"
+            " throughput speedup residuals frameworks > {log} 2>&1"
         )
 
 

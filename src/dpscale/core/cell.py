@@ -35,11 +35,36 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Training:
+    """How a real-data training cell trains (mode ``train``).
+
+    The learning rate is ``base_lr`` at global batch ``base_batch``, scaled to the cell's
+    global batch by ``lr_rule`` (none, linear, sqrt), warmed up linearly over
+    ``warmup_epochs`` from the unscaled rate, then following ``schedule``.
+    """
+
+    dataset: str
+    dataset_file: str
+    epochs: int
+    lr_rule: str
+    base_lr: float
+    base_batch: int
+    warmup_epochs: float
+    schedule: str
+    momentum: float
+    weight_decay: float
+    augment: bool
+    target_accuracy: float
+
+
+@dataclass(frozen=True)
 class Cell:
     """Everything a runner needs to measure one configuration.
 
     ``batch_per_device`` is the per-device (per-rank) batch; the global batch is
     ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
+    ``mxnet_servers`` is the number of parameter servers of the mxnet-dist strategy (1 in
+    every other strategy's cells); it is not part of the cell id.
     """
 
     study: str
@@ -56,6 +81,8 @@ class Cell:
     memory_format: str = "contiguous"
     measure: Measure = field(default_factory=Measure)
     seed: int = 0
+    mxnet_servers: int = 1
+    training: Training | None = None
     skip_reason: str | None = None
 
     @property
@@ -68,7 +95,14 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        return "/".join([self.strategy, self.model.key, self.mode, self.layout])
+        return "/".join([self.strategy, self.model.key, self.mode_key, self.layout])
+
+    @property
+    def mode_key(self) -> str:
+        """``synthetic``, or ``train-<dataset>-<lr rule>`` for training cells."""
+        if self.training is None:
+            return self.mode
+        return f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
 
     @property
     def layout(self) -> str:
@@ -96,7 +130,13 @@ class Cell:
         model = dict(data.pop("model"))
         model.pop("key", None)
         measure = data.pop("measure", {})
-        return cls(model=ModelConfig(**model), measure=Measure(**measure), **data)
+        training = data.pop("training", None)
+        return cls(
+            model=ModelConfig(**model),
+            measure=Measure(**measure),
+            training=Training(**training) if training else None,
+            **data,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Cell:

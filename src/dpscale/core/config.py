@@ -69,16 +69,26 @@ def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[
 
 
 def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
-    for index, name in enumerate(config["strategies"]):
-        if name not in strategies:
-            raise ConfigError(
-                f"strategies[{index}]: {name!r} is not allowed; allowed: {strategies}"
-            )
-    for index, model in enumerate(config["models"]):
-        if model["name"] not in DEPTHS:
-            raise ConfigError(
-                f"models[{index}].name: {model['name']!r} is not allowed; allowed: {sorted(DEPTHS)}"
-            )
+    named = (
+        ("strategies", config["strategies"]),
+        ("train.strategies", config["train"]["strategies"] or []),
+    )
+    for field, names in named:
+        for index, name in enumerate(names):
+            if name not in strategies:
+                raise ConfigError(
+                    f"{field}[{index}]: {name!r} is not allowed; allowed: {strategies}"
+                )
+    for field, models in (
+        ("models", config["models"]),
+        ("train.models", config["train"]["models"]),
+    ):
+        for index, model in enumerate(models):
+            if model["name"] not in DEPTHS:
+                raise ConfigError(
+                    f"{field}[{index}].name: {model['name']!r} is not allowed; "
+                    f"allowed: {sorted(DEPTHS)}"
+                )
     keys = [(m["name"], m["stem"], m["image_size"], m["classes"]) for m in config["models"]]
     if len(set(keys)) != len(keys):
         raise ConfigError(

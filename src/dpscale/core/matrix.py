@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
-from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.core.cell import Cell, Measure, ModelConfig, Training
 from dpscale.registry import STRATEGIES
 
 
@@ -14,38 +15,116 @@ def expand(config: dict[str, Any]) -> list[Cell]:
 
     ``config`` must already be checked (``dpscale.core.config.check_config``).
     """
-    measure_cfg = dict(config["measure"])
-    repeats = measure_cfg.pop("repeats")
-    measure = Measure(**measure_cfg)
-    models = [ModelConfig(**model) for model in config["models"]]
     cells = []
-    for name, model, mode, nodes, devices, batch, repeat in itertools.product(
-        config["strategies"],
-        models,
-        config["modes"],
+    if "synthetic" in config["modes"]:
+        cells += _synthetic_cells(config)
+    if "train" in config["modes"]:
+        cells += _training_cells(config)
+    return cells
+
+
+def _cell(config: dict[str, Any], name: str, **fields: Any) -> Cell:
+    strategy = STRATEGIES[name]
+    return Cell(
+        study=config["study"],
+        strategy=name,
+        accelerator=config["accelerator"],
+        threads_per_device=config["threads_per_device"],
+        precision=config["precision"],
+        memory_format=config["memory_format"],
+        # only the cells that use it carry it, so changing it reruns only those
+        mxnet_servers=config["mxnet_servers"] if strategy.launcher == "mxnet-dist" else 1,
+        skip_reason=strategy.static_skip_reason(
+            config["accelerator"], fields["nodes"], fields["devices_per_node"]
+        ),
+        **fields,
+    )
+
+
+def _measure(config: dict[str, Any]) -> Measure:
+    measure = dict(config["measure"])
+    measure.pop("repeats")
+    return Measure(**measure)
+
+
+def _synthetic_cells(config: dict[str, Any]) -> list[Cell]:
+    measure = _measure(config)
+    models = [ModelConfig(**model) for model in config["models"]]
+    return [
+        _cell(
+            config,
+            name,
+            model=model,
+            mode="synthetic",
+            nodes=nodes,
+            devices_per_node=devices,
+            batch_per_device=batch,
+            repeat=repeat,
+            measure=measure,
+            seed=config["seed"],
+        )
+        for name, model, nodes, devices, batch, repeat in itertools.product(
+            config["strategies"],
+            models,
+            sorted(config["nodes"]),
+            sorted(config["devices_per_node"]),
+            sorted(config["batch_sizes"]),
+            range(config["measure"]["repeats"]),
+        )
+    ]
+
+
+def dataset_file(train: dict[str, Any], model: ModelConfig) -> str:
+    """The prepared dataset a training cell reads (see workflow/rules/data.smk)."""
+    if train["dataset"] == "digits":
+        return str(Path(train["data_dir"]) / f"digits-{model.image_size}.npz")
+    return str(Path(train["data_dir"]) / f"{train['dataset']}.npz")
+
+
+def _training_cells(config: dict[str, Any]) -> list[Cell]:
+    train = config["train"]
+    measure = _measure(config)
+    cells = []
+    for name, model_cfg, nodes, devices, batch, rule, (index, seed) in itertools.product(
+        train["strategies"] or config["strategies"],
+        train["models"],
         sorted(config["nodes"]),
         sorted(config["devices_per_node"]),
-        sorted(config["batch_sizes"]),
-        range(repeats),
+        sorted(train["batch_sizes"]),
+        train["lr_rules"],
+        enumerate(train["seeds"]),
     ):
-        strategy = STRATEGIES[name]
+        model = ModelConfig(**model_cfg)
+        is_baseline = nodes * devices * batch == train["base_batch"] and nodes * devices == 1
+        if is_baseline and rule != train["lr_rules"][0]:
+            continue  # every rule gives base_lr at the base batch: one baseline per seed
+        training = Training(
+            dataset=train["dataset"],
+            dataset_file=dataset_file(train, model),
+            epochs=train["epochs"],
+            lr_rule="none" if is_baseline else rule,
+            base_lr=train["base_lr"],
+            base_batch=train["base_batch"],
+            warmup_epochs=train["warmup_epochs"],
+            schedule=train["schedule"],
+            momentum=train["momentum"],
+            weight_decay=train["weight_decay"],
+            augment=train["augment"],
+            target_accuracy=train["target_accuracy"],
+        )
         cells.append(
-            Cell(
-                study=config["study"],
-                strategy=name,
+            _cell(
+                config,
+                name,
                 model=model,
-                mode=mode,
+                mode="train",
                 nodes=nodes,
                 devices_per_node=devices,
                 batch_per_device=batch,
-                repeat=repeat,
-                accelerator=config["accelerator"],
-                threads_per_device=config["threads_per_device"],
-                precision=config["precision"],
-                memory_format=config["memory_format"],
+                repeat=index,
                 measure=measure,
-                seed=config["seed"],
-                skip_reason=strategy.static_skip_reason(config["accelerator"], nodes, devices),
+                seed=seed,
+                training=training,
             )
         )
     return cells

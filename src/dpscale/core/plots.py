@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib
@@ -19,7 +20,7 @@ LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
 
 
-def _empty_figure(path: Path, message: str) -> None:
+def empty_figure(path: Path, message: str) -> None:
     figure, axis = plt.subplots(figsize=(6, 2))
     axis.axis("off")
     axis.text(0.5, 0.5, message, ha="center", va="center")
@@ -48,7 +49,7 @@ def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) 
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
     ok = cells[cells["status"] == "ok"]
     if ok.empty:
-        _empty_figure(path, "No successful cells to plot.")
+        empty_figure(path, "No successful cells to plot.")
         return
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(ok)
@@ -99,7 +100,7 @@ def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
     layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
     scaling = scaling[layouts > 1]
     if scaling.empty:
-        _empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
+        empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
         return
     sns.set_theme(style="whitegrid")
     colours, _ = _style_keys(scaling)
@@ -137,7 +138,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
     """Measured step time relative to the fitted law, per window."""
     fitted = fit_table[fit_table["status"] == "ok"]
     if windows.empty or fitted.empty:
-        _empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
+        empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
         return
     keys = ["strategy", "model", "mode", "nodes", "devices_per_node", "world_size"]
     merged = windows.merge(fitted[[*keys, "v0", "t_c"]], on=keys)
@@ -162,5 +163,60 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
         axis.set_xlabel("per-device batch")
         axis.set_ylabel("measured / fitted step time - 1 (%)")
     figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def framework_figure(cells: pd.DataFrame, path: Path) -> None:
+    """Global img/s of every strategy on the same cells: one panel per model and device
+    layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
+    from dpscale.core.analysis import point_means
+
+    points = point_means(cells[cells["mode"] == "synthetic"])
+    if points.empty:
+        empty_figure(path, "No successful throughput cells to compare.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, _ = _style_keys(points)
+    strategies = sorted(points["strategy"].unique())
+    batches = sorted(points["batch_per_device"].unique())
+    models = sorted(points["model"].unique())
+    layouts = sorted(set(zip(points["world_size"], points["nodes"], strict=True)))
+    panel_width = max(4.5, 1.5 + 0.3 * len(batches) * len(strategies))
+    figure, axes = plt.subplots(
+        len(models),
+        len(layouts),
+        figsize=(panel_width * len(layouts), 3.8 * len(models)),
+        squeeze=False,
+    )
+    width = 0.8 / len(strategies)
+    for (row, model), (column, (world, nodes)) in itertools.product(
+        enumerate(models), enumerate(layouts)
+    ):
+        axis = axes[row][column]
+        here = points[
+            (points["model"] == model)
+            & (points["world_size"] == world)
+            & (points["nodes"] == nodes)
+        ]
+        for index, strategy in enumerate(strategies):
+            bars = here[here["strategy"] == strategy].set_index("batch_per_device")
+            offset = (index - (len(strategies) - 1) / 2) * width
+            axis.bar(
+                [i + offset for i in range(len(batches))],
+                [bars["img_s"].get(b, np.nan) for b in batches],
+                width,
+                yerr=[bars["img_s_ci95"].get(b, np.nan) for b in batches],
+                capsize=2,
+                color=colours[strategy],
+            )
+        axis.set_xticks(range(len(batches)), [str(b) for b in batches])
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("global images/s (mean, 95% CI)")
+        where = f" on {nodes} nodes" if nodes > 1 else ""
+        axis.set_title(f"{model}, {world} device(s){where}")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s]) for s in strategies]
+    figure.legend(handles, strategies, loc="upper center", ncol=len(strategies), frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.8 * len(models))))
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dpscale.core.cell import Cell
 from dpscale.core.result import make_result, write_result
@@ -37,6 +40,20 @@ def require_devices(cell: Cell, visible: int) -> None:
         )
 
 
+def param_checksum(arrays: Iterable[np.ndarray]) -> str:
+    """sha256 of parameter arrays (in model order): equal only if every value is bit-equal.
+
+    Runners pass their trainable parameters; batch-norm running statistics are per-rank
+    state in Horovod and MXNet (not synchronised), so they are left out everywhere.
+    """
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def write_synthetic_result(
     cell: Cell,
     out: Path,
@@ -48,6 +65,7 @@ def write_synthetic_result(
     threads_used: int,
     trainable_params: int,
     system_extra: dict[str, Any] | None = None,
+    rank_param_checksums: Sequence[str] | None = None,
 ) -> None:
     windows = slowest_rank(per_rank_windows)
     measurement = throughput_measurement(
@@ -55,6 +73,8 @@ def write_synthetic_result(
     )
     measurement["per_rank_window_seconds"] = [list(r) for r in per_rank_windows]
     measurement["warmup_steps"] = cell.measure.warmup_steps
+    if rank_param_checksums is not None:
+        measurement["rank_param_checksums"] = list(rank_param_checksums)
     result = make_result(
         cell,
         "ok",
@@ -67,3 +87,33 @@ def write_synthetic_result(
     write_result(out, result)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
+
+
+def write_training_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    training: dict[str, Any],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    rank_param_checksums: Sequence[str],
+    system_extra: dict[str, Any] | None = None,
+) -> None:
+    training = {**training, "rank_param_checksums": list(rank_param_checksums)}
+    result = make_result(
+        cell,
+        "ok",
+        started_at=started_at,
+        system=describe_system(framework_versions, threads_used, system_extra),
+        training=training,
+        trainable_params=trainable_params,
+        framework=framework,
+    )
+    write_result(out, result)
+    progress(
+        f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "
+        f"{training['train_images_per_s']:.1f} train img/s"
+    )

@@ -6,11 +6,13 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from dpscale.builders.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.core.cell import Cell
+from dpscale.core.runner_support import param_checksum
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
 
@@ -87,6 +89,11 @@ def make_train_step(
     return step
 
 
+def trained_param_checksum(model: nn.Module) -> str:
+    """Checksum of the trainable parameters (see runner_support.param_checksum)."""
+    return param_checksum(p.detach().cpu().numpy() for p in model.parameters() if p.requires_grad)
+
+
 def versions() -> dict[str, str]:
     found = {"torch": torch.__version__}
     if torch.cuda.is_available():
@@ -98,3 +105,62 @@ def versions() -> dict[str, str]:
 
 def gpu_names(count: int) -> list[str]:
     return [torch.cuda.get_device_name(i) for i in range(count)]
+
+
+class TorchTrainingBackend:
+    """One optimiser step or evaluation on numpy NHWC batches (see core.training)."""
+
+    def __init__(self, cell: Cell, model: nn.Module, device: torch.device, distributed: bool):
+        train = cell.training
+        assert train is not None
+        self.model, self.device, self.distributed = model, device, distributed
+        self.channels_last = cell.memory_format == "channels_last"
+        self.optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=train.base_lr,
+            momentum=train.momentum,
+            weight_decay=train.weight_decay,
+        )
+        self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
+        self.sync = synchronizer(device)
+
+    def _inputs(self, images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.from_numpy(images).permute(0, 3, 1, 2)
+        x = x.contiguous(
+            memory_format=torch.channels_last if self.channels_last else torch.contiguous_format
+        )
+        return x.to(self.device, non_blocking=True), torch.from_numpy(labels).to(self.device)
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        x, y = self._inputs(images, labels)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.model(x)
+        loss = self.loss_fn(logits, y)
+        (loss / len(y)).backward()
+        self.optimizer.step()
+        return loss.item(), int((logits.argmax(1) == y).sum().item())
+
+    @torch.no_grad()
+    def evaluate(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        x, y = self._inputs(images, labels)
+        self.model.eval()
+        logits = self.model(x)
+        return self.loss_fn(logits, y).item(), int((logits.argmax(1) == y).sum().item())
+
+    def _reduce(self, values: list[float], op) -> list[float]:
+        if not self.distributed:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        torch.distributed.all_reduce(tensor, op=op)
+        return tensor.tolist()
+
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        return self._reduce(values, torch.distributed.ReduceOp.SUM)
+
+    def reduce_max(self, values: list[float]) -> list[float]:
+        return self._reduce(values, torch.distributed.ReduceOp.MAX)

@@ -15,8 +15,10 @@ from dpscale.core.runner_support import (
     progress,
     require_devices,
     write_synthetic_result,
+    write_training_result,
 )
 from dpscale.core.timing import time_windows
+from dpscale.core.training import run_training
 from dpscale.runners import torch_common as tc
 
 
@@ -32,6 +34,21 @@ def main(argv: list[str] | None = None) -> None:
     device_ids = list(range(cell.devices_per_node)) if on_cuda else None
     model = nn.DataParallel(model, device_ids=device_ids)
     loader_batch = cell.batch_per_device * cell.devices_per_node
+    if cell.mode == "train":
+        backend = tc.TorchTrainingBackend(cell, model, device, distributed=False)
+        training = run_training(cell, backend, 0, 1, loader_batch, progress)
+        write_training_result(
+            cell,
+            out,
+            started_at=started_at,
+            training=training,
+            framework="torch",
+            framework_versions=tc.versions(),
+            threads_used=threads,
+            trainable_params=params,
+            rank_param_checksums=[tc.trained_param_checksum(model)],
+        )
+        return
     step = tc.make_train_step(cell, model, device, loader_batch)
 
     progress(
@@ -51,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         threads_used=threads,
         trainable_params=params,
         system_extra={"gpu_names_seen": tc.gpu_names(cell.devices_per_node) if on_cuda else []},
+        rank_param_checksums=[tc.trained_param_checksum(model)],
     )
 
 

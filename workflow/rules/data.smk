@@ -1,0 +1,34 @@
+# Datasets for training cells, prepared once into one framework-neutral file each
+# (uint8 NHWC images, labels, train/validation split, checksums in a JSON sidecar), so
+# every framework trains on the same bytes.
+
+
+rule prepare_digits:
+    output:
+        f"{config['train']['data_dir']}/digits-{{size}}.npz",
+    log:
+        f"{config['train']['data_dir']}/logs/digits-{{size}}.log",
+    localrule: True
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+    run:
+        shell(
+            "{PYTHON} -m dpscale.core.datasets prepare digits --out {params.out_dir}"
+            " --image-size {wildcards.size} > {log} 2>&1"
+        )
+
+
+rule prepare_cifar10:
+    output:
+        f"{config['train']['data_dir']}/cifar10.npz",
+    log:
+        f"{config['train']['data_dir']}/logs/cifar10.log",
+    localrule: True
+    params:
+        out_dir=lambda wc, output: Path(output[0]).parent,
+        source=cifar10_source_args,
+    run:
+        shell(
+            "{PYTHON} -m dpscale.core.datasets prepare cifar10 --out {params.out_dir}"
+            " {params.source} > {log} 2>&1"
+        )
