@@ -7,14 +7,12 @@ Every layer is given its input size, so parameter shapes are known without a for
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 
 import mxnet as mx
 from mxnet.gluon import nn
 
-from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, parity_specs
+from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, print_parity_counts
 
 # Gluon's momentum is the weight of the old running value: 0.9 matches torch's momentum=0.1.
 BN_EPSILON = 1e-5
@@ -135,17 +133,7 @@ def _is_initialized(model: nn.Block) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Parameter and FLOP counts of the built models")
-    parser.add_argument("--json", action="store_true", required=True)
-    parser.parse_args(argv)
-    counts = {}
-    for key, spec in parity_specs().items():
-        model = build_gluon_resnet(spec)
-        counts[key] = {
-            "trainable_params": trainable_param_count(model),
-            "forward_flops": count_forward_flops(model, spec),
-        }
-    print(json.dumps(counts, sort_keys=True))
+    print_parity_counts(build_gluon_resnet, trainable_param_count, count_forward_flops, argv)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,11 @@ ZeroPadding2D followed by a 'valid' layer, which sees exactly PyTorch's windows.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 
 import tensorflow as tf
 
-from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, parity_specs
+from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, print_parity_counts
 
 layers = tf.keras.layers
 
@@ -137,18 +135,13 @@ def count_forward_flops(model: tf.keras.Model, spec: ResNetSpec) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Parameter and FLOP counts of the built models")
-    parser.add_argument("--json", action="store_true", required=True)
-    parser.parse_args(argv)
-    counts = {}
-    for key, spec in parity_specs().items():
-        model = build_keras_resnet(spec)
-        counts[key] = {
-            "trainable_params": trainable_param_count(model),
-            "forward_flops": count_forward_flops(model, spec),
-        }
-        tf.keras.backend.clear_session()
-    print(json.dumps(counts, sort_keys=True))
+    print_parity_counts(
+        build_keras_resnet,
+        trainable_param_count,
+        count_forward_flops,
+        argv,
+        after_each=tf.keras.backend.clear_session,
+    )
 
 
 if __name__ == "__main__":

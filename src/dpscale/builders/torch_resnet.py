@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-
 import torch
 from torch import nn
 
-from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, parity_specs
+from dpscale.core.resnet_spec import Block, Conv, ResNetSpec, print_parity_counts
 
 
 def conv_bn(conv: Conv) -> nn.Sequential:
@@ -106,17 +103,7 @@ def count_forward_flops(model: nn.Module, spec: ResNetSpec) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Parameter and FLOP counts of the built models")
-    parser.add_argument("--json", action="store_true", required=True)
-    parser.parse_args(argv)
-    counts = {}
-    for key, spec in parity_specs().items():
-        model = build_torch_resnet(spec)
-        counts[key] = {
-            "trainable_params": trainable_param_count(model),
-            "forward_flops": count_forward_flops(model, spec),
-        }
-    print(json.dumps(counts, sort_keys=True))
+    print_parity_counts(build_torch_resnet, trainable_param_count, count_forward_flops, argv)
 
 
 if __name__ == "__main__":

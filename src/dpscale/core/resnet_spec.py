@@ -13,7 +13,9 @@ gradients for activations and for weights).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import argparse
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -195,3 +197,25 @@ def parity_specs() -> dict[str, ResNetSpec]:
         for stem, size, classes in PARITY_VARIANTS:
             specs[f"{name}-{stem}{size}-c{classes}"] = resnet_spec(name, stem, size, classes)
     return specs
+
+
+def print_parity_counts(
+    build: Callable[[ResNetSpec], object],
+    count_params: Callable[[object], int],
+    count_flops: Callable[[object, ResNetSpec], int],
+    argv: list[str] | None = None,
+    after_each: Callable[[], None] = lambda: None,
+) -> None:
+    """A builder's ``--json`` entry point: counts of every parity model, built for real."""
+    parser = argparse.ArgumentParser(description="Parameter and FLOP counts of the built models")
+    parser.add_argument("--json", action="store_true", required=True)
+    parser.parse_args(argv)
+    counts = {}
+    for key, spec in parity_specs().items():
+        model = build(spec)
+        counts[key] = {
+            "trainable_params": count_params(model),
+            "forward_flops": count_flops(model, spec),
+        }
+        after_each()
+    print(json.dumps(counts, sort_keys=True))
