@@ -119,3 +119,61 @@ def test_cell_json_round_trip():
     again = type(cell).from_json(cell.to_json())
     assert again == cell
     assert json.loads(cell.to_json())["global_batch"] == 64
+
+
+def test_reason_is_this_launch_s_error_not_an_earlier_run_s(fake_env, tmp_path):
+    (tmp_path / "cell.log").write_text("RuntimeError: CUDA out of memory (an earlier run)\n")
+    status, result = run(make_cell(), fake_env("crash"), tmp_path)
+    assert status == "failed"
+    assert "boom in the model" in result["reason"]
+    assert "earlier run" not in result["log_tail"]
+
+
+def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
+    log = (
+        "[1]<stderr>:Traceback (most recent call last):\n"
+        "[1]<stderr>:ValueError: MXNet runners measure precision 'fp32' only\n"
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
+        "Exit code: 1\n"
+    )
+    status, reason = launch.classify_failure(1, log)
+    assert status == "failed"
+    assert (
+        reason
+        == "runner exited with code 1: ValueError: MXNet runners measure precision 'fp32' only"
+    )
+
+
+def test_multi_process_launchers_start_one_process_per_device(tmp_path):
+    from dpscale.launchers import LAUNCHERS
+
+    cell = make_cell(strategy="mxnet-dist", devices=2, mxnet_servers=3)
+    python = tmp_path / "env" / "bin" / "python"
+    hvd = LAUNCHERS["horovodrun"](cell, python, "m", Path("c.json"), Path("o.json"))
+    assert hvd[:7] == [
+        str(tmp_path / "env" / "bin" / "horovodrun"),
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        str(python),
+    ]
+    ps = LAUNCHERS["mxnet-dist"](cell, python, "m", Path("c.json"), Path("o.json"))
+    assert ps[:6] == [
+        str(python),
+        "-m",
+        "dpscale.mxnet_ps",
+        "--workers=2",
+        "--servers=3",
+        "--timeout=60",
+    ]
+    assert ps[ps.index("--") + 1 :] == [
+        str(python),
+        "-m",
+        "m",
+        "--cell-file",
+        "c.json",
+        "--out",
+        "o.json",
+    ]

@@ -14,6 +14,8 @@ from conftest import REPO
 
 pytestmark = pytest.mark.slow
 TINY = REPO / "tests" / "data" / "tiny.yaml"
+STRATEGIES = 5  # torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist
+ONE_PROCESS = ("torch-dp", "mxnet-device")  # skipped beyond one device on CPU
 
 
 def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -51,7 +53,7 @@ def study(tmp_path_factory):
 
 def test_dry_run_lists_one_benchmark_job_per_cell(study):
     _, dry = study
-    assert job_counts(dry)["bench_cell"] == 2 * 2 * 2  # strategies x batches x devices
+    assert job_counts(dry)["bench_cell"] == STRATEGIES * 2 * 2  # strategies x batches x devices
 
 
 def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
@@ -61,11 +63,12 @@ def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
         str(p.relative_to(results / "tiny" / "cells")): json.loads(p.read_text())["status"]
         for p in cells
     }
-    assert len(statuses) == 8
+    assert len(statuses) == STRATEGIES * 2 * 2
     skipped = {k for k, v in statuses.items() if v == "skipped"}
     assert skipped == {
-        "torch-dp/resnet18-imagenet32-c10/synthetic/n1-d2-b2-r0.json",
-        "torch-dp/resnet18-imagenet32-c10/synthetic/n1-d2-b4-r0.json",
+        f"{strategy}/resnet18-imagenet32-c10/synthetic/n1-d2-b{batch}-r0.json"
+        for strategy in ONE_PROCESS
+        for batch in (2, 4)
     }
     assert all(v == "ok" for k, v in statuses.items() if k not in skipped), statuses
 
@@ -78,8 +81,11 @@ def test_tables_and_figures_come_from_the_run(study):
     cells = pd.read_csv(tables / "cells.csv")
     assert set(cells["status"]) == {"ok", "skipped"}
     fit_table = pd.read_csv(tables / "fits.csv")
-    assert (fit_table["status"] == "ok").sum() == 3  # dp x1, ddp x1, ddp x2
-    for name in ("throughput", "speedup", "residuals"):
+    # one fit row per strategy and layout with ok cells (whether noisy tiny cells can be
+    # fitted is a matter of timing, not behaviour)
+    assert len(fit_table) == STRATEGIES + STRATEGIES - len(ONE_PROCESS)
+    assert set(fit_table["status"]) <= {"ok", "not fitted"}
+    for name in ("throughput", "speedup", "residuals", "frameworks"):
         assert (results / "tiny" / "figures" / f"{name}.png").is_file()
 
 
@@ -89,6 +95,7 @@ def test_report_is_one_self_contained_html(study):
     snakemake("--report", str(report), results=results)
     text = report.read_text()
     assert "throughput.png" in text and "fits.html" in text and "cells.html" in text
+    assert "frameworks.png" in text
     assert "dpscale study" in text
 
 
@@ -130,6 +137,10 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         TINY.read_text()
         .replace("study: tiny", "study: tiny2")
         .replace("batch_sizes: [2, 4]", "batch_sizes: [2]")
+        .replace(
+            "strategies: [torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist]",
+            "strategies: [torch-dp, torch-ddp]",
+        )
     )
     before = {p: p.stat().st_mtime_ns for p in (results / "tiny").rglob("*.json")}
     run = subprocess.run(

@@ -33,6 +33,10 @@ OOM_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 LOG_TAIL_CHARS = 4000
+# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun); the reason names the
+# first exception a rank raised, not the launcher's summary that follows it.
+RANK_PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
 
 
 def runtime_skip_reason(cell: Cell) -> str | None:
@@ -115,9 +119,19 @@ def write_status(
     write_result(out, result)
 
 
-def _tail(path: Path) -> str:
+def _log_size(path: Path) -> int:
     try:
-        return path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _tail(path: Path, start: int = 0) -> str:
+    """The end of what this launch wrote to the (appended-to) log."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            return handle.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
     except OSError:
         return ""
 
@@ -125,13 +139,16 @@ def _tail(path: Path) -> str:
 def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
     if OOM_PATTERNS.search(log_text):
         return "oom", "ran out of memory (see log_tail)"
-    last = [line for line in log_text.strip().splitlines() if line.strip()]
-    detail = last[-1][:300] if last else "no output"
+    lines = [RANK_PREFIX.sub("", line).strip() for line in log_text.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if EXCEPTION_LINE.match(line)]
+    detail = (errors or lines or ["no output"])[0 if errors else -1][:300]
     return "failed", f"runner exited with code {returncode}: {detail}"
 
 
 def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
     started_at = now_iso()
+    log_start = _log_size(log_path)
     with open(log_path, "a") as log:
         reason = runtime_skip_reason(cell)
         if reason:
@@ -154,7 +171,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 returncode = _run(
                     command, runner_env(cell, env_prefix), log, cell.measure.timeout_s
                 )
-        return _settle(cell, out, returncode, log_path, started_at)
+        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at)
 
 
 def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
@@ -172,8 +189,7 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
         raise
 
 
-def _settle(cell: Cell, out: Path, returncode: int | None, log_path: Path, started_at: str) -> str:
-    tail = _tail(log_path)
+def _settle(cell: Cell, out: Path, returncode: int | None, tail: str, started_at: str) -> str:
     if returncode == 0 and out.is_file():
         return read_result(out)["status"]
     if returncode is None:

@@ -37,6 +37,21 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "torch-ddp", "torch", "torch", "dpscale.runners.torch_ddp", "torchrun", False, True
         ),
+        Strategy(
+            "horovod-tf",
+            "tensorflow",
+            "tf-horovod",
+            "dpscale.runners.horovod_tf",
+            "horovodrun",
+            False,
+            True,
+        ),
+        Strategy(
+            "mxnet-device", "mxnet", "mxnet", "dpscale.runners.mxnet_device", "single", True, False
+        ),
+        Strategy(
+            "mxnet-dist", "mxnet", "mxnet", "dpscale.runners.mxnet_dist", "mxnet-dist", False, True
+        ),
     )
 }
 

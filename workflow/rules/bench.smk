@@ -12,6 +12,17 @@ rule bench_cell:
         f"{RESULTS}/logs/cells/{CELL_PATTERN}.log",
     resources:
         bench_slot=1,
+        # On a SLURM cluster (--profile slurm) each cell is one job shaped like its
+        # processes; see src/dpscale/cluster.py. Local runs ignore these.
+        nodes=slurm_resource("nodes"),
+        tasks=slurm_resource("tasks"),
+        tasks_per_node=slurm_resource("tasks_per_node"),
+        mpi=slurm_resource("mpi"),
+        cpus_per_task=slurm_resource("cpus_per_task"),
+        mem_mb=slurm_resource("mem_mb"),
+        runtime=slurm_resource("runtime"),
+        gres=slurm_resource("gres"),
+        tasks_per_gpu=slurm_resource("tasks_per_gpu"),
     params:
         cell=lambda wc: cell_for(wc).to_json(),
         env_prefix=lambda wc, input: (

@@ -3,6 +3,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from dpscale.cluster import cell_resource
 from dpscale.core.config import ConfigError, check_config
 from dpscale.core.envs import READY_MARKER, env_folder_name
 from dpscale.core.matrix import expand as expand_matrix
@@ -44,6 +45,11 @@ def cell_for(wildcards):
     if cell_id not in CELLS:
         raise ValueError(f"{cell_id} is not a cell of study {config['study']!r}")
     return CELLS[cell_id]
+
+
+def slurm_resource(name):
+    """One SLURM resource of a cell's job (dpscale.cluster); None leaves it unset."""
+    return lambda wildcards: cell_resource(cell_for(wildcards), config["cluster"], name)
 
 
 def env_marker(name):

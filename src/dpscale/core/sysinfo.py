@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -80,7 +81,7 @@ def describe_system(
     threads_used: int,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    scheduler = {k: v for k, v in os.environ.items() if k.startswith("SLURM_") and k in _SLURM_KEYS}
+    scheduler = {k: v for k, v in os.environ.items() if k in _SLURM_KEYS}
     info: dict[str, Any] = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -96,18 +97,38 @@ def describe_system(
         "dpscale_commit": git_commit(),
         "scheduler": scheduler,
     }
+    allocation = os.environ.get("DPSCALE_ALLOCATION")
+    if allocation:  # set by dpscale.launch inside a SLURM job: what the job got, per node
+        try:
+            info["allocation"] = json.loads(allocation)
+        except json.JSONDecodeError:
+            info["allocation"] = {"unparsed": allocation}
     if extra:
         info.update(extra)
     return info
 
 
+# What the process that writes the result sees of its SLURM job and step.
 _SLURM_KEYS = {
     "SLURM_JOB_ID",
     "SLURM_JOB_NODELIST",
     "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
     "SLURM_NTASKS",
     "SLURM_TASKS_PER_NODE",
-    "SLURM_GPUS_ON_NODE",
-    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_CPUS_PER_NODE",
+    "SLURM_CPUS_ON_NODE",
     "SLURM_CPUS_PER_TASK",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "SLURM_JOB_PARTITION",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_STEP_ID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_PROCID",
+    "SLURMD_NODENAME",
 }

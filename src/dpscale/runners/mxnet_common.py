@@ -1,0 +1,194 @@
+"""The MXNet Gluon training step shared by the mxnet-device and mxnet-dist runners.
+
+fp32 in NCHW only: MXNet 1.9's mixed precision (contrib.amp) and NHWC layers are not wired
+into the Gluon builder, so other precisions and memory formats fail with a clear message
+instead of silently measuring something else.
+
+Threads: MKL-DNN kernels use OpenMP with ``OMP_NUM_THREADS`` (the cell's threads per
+device, set by the launcher before the process starts, as MXNet reads it at import); the
+engine keeps its default of one CPU worker thread, so ops run one after the other, each
+using those threads.
+
+Training mode (real data, core.training drives it): ``GluonTrainingBackend`` below. SGD with
+the cell's momentum and weight decay, the rate set with ``trainer.set_learning_rate`` before
+every step. MXNet's ``wd`` is L2 added to the gradient (grad + wd * w, on every parameter:
+Gluon parameters have wd_mult 1), as in torch, so it is passed as is. As in Keras, MXNet's
+momentum buffer holds lr-scaled steps (v = m v + lr (g + wd w); w -= v) where torch's holds
+gradients (b = m b + g + wd w; w -= lr b): the same while the rate is constant, slightly
+different while it warms up or decays. The gradient is that of the batch-mean loss over
+the global batch (``trainer.step(global batch)`` rescales the summed gradient).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from dpscale.builders.gluon_resnet import build_gluon_resnet, trainable_param_count
+from dpscale.core.cell import Cell
+from dpscale.core.runner_support import param_checksum
+
+OPTIMIZER = "sgd"
+OPTIMIZER_PARAMS = {"learning_rate": 0.01, "momentum": 0.9, "wd": 5e-5}
+
+
+def optimizer_params(cell: Cell) -> dict[str, float]:
+    train = cell.training
+    if train is None:
+        return dict(OPTIMIZER_PARAMS)
+    return {"learning_rate": train.base_lr, "momentum": train.momentum, "wd": train.weight_decay}
+
+
+def check_supported(cell: Cell) -> None:
+    if cell.precision != "fp32" or cell.memory_format != "contiguous":
+        raise ValueError(
+            "MXNet runners measure precision 'fp32' with memory_format 'contiguous' (NCHW) "
+            f"only; the cell asks for precision {cell.precision!r}, memory_format "
+            f"{cell.memory_format!r}"
+        )
+
+
+def threads_used(cell: Cell) -> int:
+    return int(os.environ.get("OMP_NUM_THREADS", cell.threads_per_device))
+
+
+def contexts(cell: Cell, first: int, count: int) -> list[mx.Context]:
+    if cell.accelerator == "cuda":
+        return [mx.gpu(first + i) for i in range(count)]
+    return [mx.cpu()]
+
+
+def build_net(cell: Cell, ctxs: list[mx.Context]) -> tuple[gluon.HybridBlock, int]:
+    """The spec's network, initialised identically on every context, hybridized."""
+    mx.random.seed(cell.seed)
+    net = build_gluon_resnet(cell.model.spec())
+    count = trainable_param_count(net)
+    net.initialize(ctx=ctxs)
+    net.hybridize(static_alloc=True, static_shape=True)
+    return net, count
+
+
+def synthetic_batch(
+    cell: Cell, batch: int, ctxs: list[mx.Context]
+) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]:
+    """Random images and labels created once, split over the contexts (no input pipeline)."""
+    mx.random.seed(cell.seed)
+    size = cell.model.image_size
+    images = mx.nd.random.normal(shape=(batch, 3, size, size))
+    labels = mx.nd.random.randint(0, cell.model.classes, shape=(batch,)).astype("float32")
+    return (
+        gluon.utils.split_and_load(images, ctxs, even_split=True),
+        gluon.utils.split_and_load(labels, ctxs, even_split=True),
+    )
+
+
+def make_train_step(
+    net: gluon.HybridBlock,
+    trainer: gluon.Trainer,
+    images: list[mx.nd.NDArray],
+    labels: list[mx.nd.NDArray],
+    global_batch: int,
+) -> Callable[[], None]:
+    """One synchronous step; the gradients are averaged over the global batch."""
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step() -> None:
+        with autograd.record():
+            losses = [loss_fn(net(x), y) for x, y in zip(images, labels, strict=True)]
+        autograd.backward(losses)
+        trainer.step(global_batch)
+
+    return step
+
+
+def synchronize() -> None:
+    mx.nd.waitall()
+
+
+class GluonTrainingBackend:
+    """One optimiser step or evaluation on numpy NHWC batches (see core.training).
+
+    Batches are transposed to NCHW and split over the contexts. ``world`` is the number of
+    processes whose gradients the trainer's kvstore sums (the gradient is rescaled by the
+    global batch); ``gather`` returns every process's values as rows (rank order), or is
+    None in a one-process strategy, where reductions are the identity.
+    """
+
+    def __init__(
+        self,
+        net: gluon.HybridBlock,
+        trainer: gluon.Trainer,
+        ctxs: list[mx.Context],
+        world: int = 1,
+        gather: Callable[[list[float]], np.ndarray] | None = None,
+    ) -> None:
+        self.net, self.trainer, self.ctxs = net, trainer, ctxs
+        self.world, self.gather = world, gather
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def _split(self, images: np.ndarray, labels: np.ndarray):
+        x = mx.nd.array(np.ascontiguousarray(images.transpose(0, 3, 1, 2)), dtype="float32")
+        y = mx.nd.array(labels, dtype="float32")
+        ctxs = self.ctxs[: min(len(self.ctxs), len(labels))]
+        return (
+            gluon.utils.split_and_load(x, ctxs, even_split=False),
+            gluon.utils.split_and_load(y, ctxs, even_split=False),
+        )
+
+    def _sums(self, outputs, losses, labels) -> tuple[float, int]:
+        loss = sum(float(part.sum().asscalar()) for part in losses)
+        right = sum(
+            int((out.argmax(axis=1) == y).sum().asscalar())
+            for out, y in zip(outputs, labels, strict=True)
+        )
+        return loss, right
+
+    def set_lr(self, lr: float) -> None:
+        self.trainer.set_learning_rate(lr)
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        xs, ys = self._split(images, labels)
+        with autograd.record():  # train mode: batch-norm uses batch statistics
+            outputs = [self.net(x) for x in xs]
+            losses = [self.loss_fn(out, y) for out, y in zip(outputs, ys, strict=True)]
+        autograd.backward(losses)
+        self.trainer.step(len(labels) * self.world)
+        return self._sums(outputs, losses, ys)
+
+    def evaluate(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        xs, ys = self._split(images, labels)
+        outputs = [self.net(x) for x in xs]  # predict mode: running statistics
+        losses = [self.loss_fn(out, y) for out, y in zip(outputs, ys, strict=True)]
+        return self._sums(outputs, losses, ys)
+
+    def sync(self) -> None:
+        synchronize()
+
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        if self.gather is None:
+            return list(values)
+        return self.gather(values).sum(axis=0).tolist()
+
+    def reduce_max(self, values: list[float]) -> list[float]:
+        if self.gather is None:
+            return list(values)
+        return self.gather(values).max(axis=0).tolist()
+
+
+def trained_param_checksum(net: gluon.HybridBlock, ctx: mx.Context) -> str:
+    """Checksum of the trainable parameters held on one context."""
+    params = net.collect_params().values()
+    return param_checksum(p.data(ctx).asnumpy() for p in params if p.grad_req != "null")
+
+
+def versions() -> dict[str, str]:
+    features = mx.runtime.Features()
+    wanted = ("CUDA", "CUDNN", "NCCL", "MKLDNN", "DIST_KVSTORE")
+    return {
+        "mxnet": mx.__version__,
+        "mxnet_features": ",".join(name for name in wanted if features.is_enabled(name)),
+    }

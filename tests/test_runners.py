@@ -1,0 +1,79 @@
+"""Every strategy's runner measures a tiny CPU cell through the real launcher.
+
+Each runs in its framework environment (built once, then cached under .envs/). Multi-process
+strategies must end with every rank holding bit-identical parameters.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from dpscale import launch
+from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.core.envs import build_env, env_prefix
+from dpscale.core.result import read_result
+from dpscale.registry import strategy
+
+pytestmark = pytest.mark.slow
+
+MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
+MEASURE = Measure(warmup_steps=1, windows=2, steps_per_window=2, timeout_s=600)
+
+
+@cache
+def prefix_for(env: str) -> Path:
+    prefix = env_prefix(env, ".envs")
+    log_path = prefix.parent / "logs" / f"{prefix.name}.log"  # as workflow/rules/envs.smk
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        build_env(env, prefix, log=log)
+    return prefix
+
+
+def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dict]:
+    cell = Cell("test", name, MODEL, "synthetic", 1, devices, 2, measure=MEASURE, **fields)
+    out = cell.result_path(tmp_path / "results")
+    log = tmp_path / "cell.log"
+    status = launch.launch(cell, out, prefix_for(strategy(name).env), log)
+    result = read_result(out)  # validates against the schema
+    assert result["status"] == status
+    return status, result
+
+
+@pytest.mark.parametrize(
+    ("name", "devices"),
+    [
+        ("torch-dp", 1),
+        ("torch-ddp", 2),
+        ("horovod-tf", 2),
+        ("mxnet-device", 1),
+        ("mxnet-dist", 2),
+    ],
+)
+def test_runner_measures_and_ranks_agree(tmp_path, name, devices):
+    status, result = measure(tmp_path, name, devices)
+    assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
+    measurement = result["measurement"]
+    assert len(measurement["per_rank_window_seconds"]) == devices
+    assert measurement["summary"]["img_s"]["n"] == MEASURE.windows
+    checksums = measurement["rank_param_checksums"]
+    assert len(checksums) == devices and len(set(checksums)) == 1, checksums
+    assert result["framework"] == strategy(name).framework
+    assert result["model_info"]["trainable_params"] == MODEL.spec().trainable_params()
+
+
+def test_mxnet_dist_with_several_servers(tmp_path):
+    status, result = measure(tmp_path, "mxnet-dist", 2, mxnet_servers=2)
+    assert status == "ok", result["reason"]
+    assert result["system"]["mxnet_servers"] == 2
+    assert len(set(result["measurement"]["rank_param_checksums"])) == 1
+
+
+def test_unsupported_combination_fails_with_a_clear_reason(tmp_path):
+    status, result = measure(tmp_path, "mxnet-dist", 2, memory_format="channels_last")
+    assert status == "failed"
+    assert "MXNet runners measure precision 'fp32'" in result["reason"], result["reason"]
+    assert "'channels_last'" in result["reason"]
