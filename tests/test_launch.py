@@ -37,6 +37,7 @@ FAKE_RUNNER = textwrap.dedent(
 @pytest.fixture
 def fake_env(tmp_path, monkeypatch):
     """An 'environment' whose python is this interpreter, and a fake runner module."""
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))  # not the machine's bench lock
     prefix = tmp_path / "env"
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "python").symlink_to(sys.executable)

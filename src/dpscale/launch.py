@@ -3,22 +3,30 @@ result file exists afterwards whatever happened (ok, oom, failed or skipped, wit
 
 Benchmark processes of different cells never overlap on one machine: each launch holds an
 exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
+Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so there is no lock;
+multi-process cells start their ranks as SLURM tasks (dpscale.slurm), after a probe step
+that checks each node gave the job what the cell needs, and the result's system description
+records what the job got (``system.allocation``).
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from dpscale import slurm
 from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
@@ -37,15 +45,23 @@ LOG_TAIL_CHARS = 4000
 # first exception a rank raised, not the launcher's summary that follows it.
 RANK_PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
+PROBE_TIMEOUT_S = 120
+TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
 
 
-def runtime_skip_reason(cell: Cell) -> str | None:
-    """Reasons this machine cannot run a cell, decided where the cell runs."""
+def runtime_skip_reason(
+    cell: Cell, allocation: slurm.Allocation | None = None, srun: bool = False
+) -> str | None:
+    """Reasons this machine cannot run a cell, decided where the cell runs.
+
+    In a SLURM job whose ranks are SLURM tasks (``srun``) the nodes, CPUs and GPUs are
+    checked per node by the probe step instead (a job that got less fails the cell).
+    """
     if cell.skip_reason:
         return cell.skip_reason
-    if cell.nodes > 1:
+    if cell.nodes > 1 and allocation is None:
         return "multi-node launch needs a multi-node allocation; not available in local runs"
-    if cell.accelerator == "cpu":
+    if cell.accelerator == "cpu" and not srun:
         wanted = cell.devices_per_node * cell.threads_per_device
         cpus = usable_cpus()
         if wanted > cpus:
@@ -78,7 +94,10 @@ def bench_lock(cell: Cell, log) -> Iterator[None]:
         if cell.accelerator == "cpu"
         else "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "all")
     )
-    path = Path(tempfile.gettempdir()) / f"dpscale-bench-{scope.replace(',', '_')}.lock"
+    path = (
+        Path(os.environ.get("DPSCALE_LOCK_DIR", tempfile.gettempdir()))
+        / f"dpscale-bench-{scope.replace(',', '_')}.lock"
+    )
     with open(path, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,6 +111,62 @@ def bench_lock(cell: Cell, log) -> Iterator[None]:
                 flush=True,
             )
         yield
+
+
+def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -> str | None:
+    """A SLURM job that runs the cell's processes in its own step (no srun)."""
+    if allocation is None or cell.nodes == 1:
+        return None
+    return (
+        f"cell spans {cell.nodes} nodes, but the launcher runs inside a job step "
+        f"(SLURM_STEP_ID set), where it cannot start tasks on other nodes: give the job "
+        f"mpi='srun' (dpscale.cluster does for multi-process cells)"
+    )
+
+
+def probe_nodes(cell: Cell, python: Path, env: dict[str, str], log) -> tuple[list, str | None]:
+    """Run the probe step: what each node gave the job, or why the step failed."""
+    command = slurm.probe_command(cell, python)
+    print("[dpscale] $ " + " ".join(command), file=log, flush=True)
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return [], f"probe step (srun) did not finish: {error}"
+    print(done.stdout, file=log, end="", flush=True)
+    if done.returncode != 0:
+        return [], (
+            f"probe step (srun, one task per node) exited with {done.returncode}: the job "
+            f"cannot start {cell.nodes} node(s) x {cell.devices_per_node} task(s) (see log)"
+        )
+    return slurm.parse_probe(done.stdout), None
+
+
+def describe_allocation(
+    allocation: slurm.Allocation | None, srun: bool, probe: list[dict]
+) -> dict | None:
+    """What the job got, for the result's ``system.allocation``."""
+    if allocation is None:
+        return None
+    return {
+        **allocation.to_dict(),
+        "launch": "srun" if srun else "in-step",
+        "probe": probe,
+        "gpus_per_node_seen": [slurm.visible_gpu_count(node) for node in probe],
+    }
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
 
 
 def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
@@ -110,9 +185,17 @@ def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
 
 
 def write_status(
-    cell: Cell, out: Path, status: str, reason: str, started_at: str, log_tail: str | None = None
+    cell: Cell,
+    out: Path,
+    status: str,
+    reason: str,
+    started_at: str,
+    log_tail: str | None = None,
+    allocation: dict | None = None,
 ) -> None:
-    system = describe_system({}, threads_used=0)
+    system = describe_system(
+        {}, threads_used=0, extra={"allocation": allocation} if allocation else None
+    )
     result = make_result(
         cell, status, started_at=started_at, system=system, reason=reason, log_tail=log_tail
     )
@@ -150,28 +233,59 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
     started_at = now_iso()
     log_start = _log_size(log_path)
     with open(log_path, "a") as log:
-        reason = runtime_skip_reason(cell)
+        plan = strategy(cell.strategy)
+        allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
+        srun = slurm.uses_srun(cell, plan.launcher, allocation)
+        reason = runtime_skip_reason(cell, allocation, srun)
         if reason:
             write_status(cell, out, "skipped", reason, started_at)
             print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
             return "skipped"
-        shortage = device_shortage(cell)
+        python = env_prefix / "bin" / "python"
+        env = runner_env(cell, env_prefix)
+        probe: list[dict] = []
+        if srun:
+            env = slurm.srun_env(env)
+            probe, shortage = probe_nodes(cell, python, env, log)
+            shortage = shortage or slurm.shortage(cell, allocation, probe)
+        else:
+            shortage = device_shortage(cell) or local_allocation_shortage(cell, allocation)
+        described = describe_allocation(allocation, srun, probe)
         if shortage:
-            write_status(cell, out, "failed", shortage, started_at)
+            write_status(cell, out, "failed", shortage, started_at, allocation=described)
             print(f"[dpscale] {cell.cell_id} failed: {shortage}", file=log, flush=True)
             return "failed"
-        plan = strategy(cell.strategy)
-        with tempfile.TemporaryDirectory(prefix="dpscale-cell-") as scratch:
+        if described:
+            env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
+        # the scratch folder holds the cell file every rank reads: on the shared file
+        # system next to the result when the ranks may run on other nodes
+        scratch_root = out.resolve().parent if srun else None
+        if scratch_root:
+            scratch_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
-            python = env_prefix / "bin" / "python"
-            command = LAUNCHERS[plan.launcher](cell, python, plan.runner, cell_file, out.resolve())
-            with bench_lock(cell, log):
-                print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-                returncode = _run(
-                    command, runner_env(cell, env_prefix), log, cell.measure.timeout_s
+            if srun:
+                rendered = slurm.render(
+                    cell,
+                    allocation,
+                    plan.launcher,
+                    python,
+                    plan.runner,
+                    cell_file,
+                    out.resolve(),
+                    port=free_port(),
                 )
-        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at)
+                command = rendered.argv
+                env.update(rendered.env)
+            else:
+                command = LAUNCHERS[plan.launcher](
+                    cell, python, plan.runner, cell_file, out.resolve()
+                )
+            with bench_lock(cell, log) if allocation is None else nullcontext():
+                print("[dpscale] $ " + " ".join(command), file=log, flush=True)
+                returncode = _run(command, env, log, cell.measure.timeout_s)
+        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
 
 
 def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
@@ -181,15 +295,26 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
     try:
         return process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, 9)
-        process.wait()
+        os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
+        try:
+            process.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         return None
     except BaseException:
         os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
         raise
 
 
-def _settle(cell: Cell, out: Path, returncode: int | None, tail: str, started_at: str) -> str:
+def _settle(
+    cell: Cell,
+    out: Path,
+    returncode: int | None,
+    tail: str,
+    started_at: str,
+    allocation: dict | None = None,
+) -> str:
     if returncode == 0 and out.is_file():
         return read_result(out)["status"]
     if returncode is None:
@@ -199,7 +324,7 @@ def _settle(cell: Cell, out: Path, returncode: int | None, tail: str, started_at
     else:
         status, reason = classify_failure(returncode, tail)
     out.unlink(missing_ok=True)
-    write_status(cell, out, status, reason, started_at, log_tail=tail)
+    write_status(cell, out, status, reason, started_at, log_tail=tail, allocation=allocation)
     return status
 
 
