@@ -9,6 +9,9 @@ import yaml
 from dpscale.core.cell import Cell, Measure, ModelConfig
 
 REPO = Path(__file__).resolve().parents[1]
+# The session fixture `slurm_cluster` (one throw-away SLURM cluster for every test module
+# that uses it; importing the fixture into each module would start one per module).
+pytest_plugins = ["slurm_cluster"]
 
 
 @pytest.fixture

@@ -124,9 +124,11 @@ def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -
     )
 
 
-def probe_nodes(cell: Cell, python: Path, env: dict[str, str], log) -> tuple[list, str | None]:
+def probe_nodes(
+    cell: Cell, allocation: slurm.Allocation, python: Path, env: dict[str, str], log
+) -> tuple[list, str | None]:
     """Run the probe step: what each node gave the job, or why the step failed."""
-    command = slurm.probe_command(cell, python)
+    command = slurm.probe_command(cell, python, allocation)
     print("[dpscale] $ " + " ".join(command), file=log, flush=True)
     try:
         done = subprocess.run(
@@ -246,7 +248,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
         probe: list[dict] = []
         if srun:
             env = slurm.srun_env(env)
-            probe, shortage = probe_nodes(cell, python, env, log)
+            probe, shortage = probe_nodes(cell, allocation, python, env, log)
             shortage = shortage or slurm.shortage(cell, allocation, probe)
         else:
             shortage = device_shortage(cell) or local_allocation_shortage(cell, allocation)

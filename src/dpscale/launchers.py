@@ -2,8 +2,8 @@
 
 Each launcher returns the argv to run; the runner module receives ``--cell-file`` and
 ``--out``.  ``python`` is the framework environment's interpreter; tools that come with the
-framework (horovodrun) are taken from the same environment.  Multi-node launch under SLURM
-is added per launcher kind.
+framework (horovodrun) are taken from the same environment.  Inside a SLURM job the
+multi-process kinds start their ranks as SLURM tasks instead (dpscale.slurm.render).
 """
 
 from __future__ import annotations

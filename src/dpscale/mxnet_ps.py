@@ -28,6 +28,7 @@ Framework-free: runs with any Python 3.11 (stdlib only).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import signal
@@ -164,6 +165,8 @@ def run(
     host: str = "127.0.0.1",
     worker_launcher: Sequence[str] = (),
 ) -> int:
+    with contextlib.suppress(OSError):  # ps-lite hands hosts to every node as given: an IP
+        host = socket.gethostbyname(host)
     job = Job(command, workers, servers, host, worker_launcher)
 
     def stop(signum, _frame):

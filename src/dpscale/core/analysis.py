@@ -94,6 +94,13 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "host": system.get("host"),
         "cpu_model": system.get("cpu_model"),
         "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
+        # what a SLURM job got (system.allocation, written by dpscale.launch)
+        "slurm_job_id": (system.get("scheduler") or {}).get("SLURM_JOB_ID"),
+        "slurm_nodes": ";".join((system.get("allocation") or {}).get("nodes", [])),
+        "gpus_per_node_seen": ";".join(
+            str(n) for n in (system.get("allocation") or {}).get("gpus_per_node_seen", [])
+        ),
+        "gpu_names_seen": ";".join(system.get("gpu_names_seen", [])),
         "framework_versions": json.dumps(system.get("framework_versions", {}), sort_keys=True),
         "env_file_sha256": system.get("env_file_sha256"),
         "dpscale_commit": system.get("dpscale_commit"),

@@ -1,0 +1,568 @@
+"""SLURM launch without SLURM: node lists, the allocation, the command every strategy runs in
+a 2-node x 4-GPU job, the per-task rank variables, the job's resources (through the SLURM
+executor plugin's own sbatch code) and the checks that fail a job that got too little."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import make_cell
+from dpscale import cluster, launch, mxnet_ps, slurm, slurm_task
+from dpscale.launchers import LAUNCHERS
+from dpscale.registry import STRATEGIES
+
+PY = Path("/envs/fw/bin/python")
+CELL_FILE = Path("/shared/results/.dpscale-cell-x/cell.json")
+OUT = Path("/shared/results/cells/x.json")
+RUNNER = ["--cell-file", str(CELL_FILE), "--out", str(OUT)]
+
+# What a 2-node x 4-GPU batch job sees (sbatch --nodes=2 --ntasks-per-node=4 --gres=gpu:4).
+TWO_BY_FOUR = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+    "SLURM_NNODES": "2",
+    "SLURM_NTASKS": "8",
+    "SLURM_TASKS_PER_NODE": "4(x2)",
+    "SLURM_JOB_CPUS_PER_NODE": "32(x2)",
+    "SLURM_GPUS_ON_NODE": "4",
+    "SLURM_JOB_PARTITION": "gpu",
+    "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+}
+SRUN_2X4 = [
+    "srun",
+    "--nodes=2",
+    "--ntasks=8",
+    "--ntasks-per-node=4",
+    "--cpus-per-task=8",
+    "--distribution=block",
+    "--kill-on-bad-exit=1",
+    "--gres=gpu:4",
+]
+ADDRS = json.dumps({"gpu07": "gpu07", "gpu08": "gpu08"}, sort_keys=True)
+
+
+def no_scontrol(command):
+    return None
+
+
+def gpu_cell(strategy: str, **kwargs):
+    return make_cell(
+        strategy, devices=4, nodes=2, accelerator="cuda", threads_per_device=8, **kwargs
+    )
+
+
+def two_by_four() -> slurm.Allocation:
+    allocation = slurm.allocation_from_env(TWO_BY_FOUR, run=no_scontrol)
+    assert allocation is not None
+    return allocation
+
+
+# ------------------------------------------------------------------ node lists
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "names"),
+    [
+        ("node[01-03],gpu5", ["node01", "node02", "node03", "gpu5"]),
+        ("gpu5", ["gpu5"]),
+        ("n[9-11]", ["n9", "n10", "n11"]),
+        ("c[1,3-4]", ["c1", "c3", "c4"]),
+        ("rack[1-2]-n[01-02]", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]),
+        ("a[1-2],b,c[07-08]", ["a1", "a2", "b", "c07", "c08"]),
+    ],
+)
+def test_nodelist_expander(nodelist, names):
+    assert slurm.expand_nodelist(nodelist) == names
+    assert slurm.hostnames(nodelist, run=no_scontrol) == names
+
+
+def test_hostnames_prefer_scontrol():
+    assert slurm.hostnames("x[1-2]", run=lambda c: "x1\nx2\n") == ["x1", "x2"]
+
+
+def test_per_node_counts():
+    assert slurm.expand_tasks_per_node("4(x2)") == [4, 4]
+    assert slurm.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    with pytest.raises(ValueError):
+        slurm.expand_tasks_per_node("two")
+
+
+# ------------------------------------------------------------------ the allocation
+
+
+def test_allocation_from_the_environment():
+    allocation = two_by_four()
+    assert allocation.nodes == ("gpu07", "gpu08")
+    assert allocation.ntasks == 8 and allocation.tasks_per_node == (4, 4)
+    assert allocation.cpus_per_node == (32, 32) and allocation.gpus_on_node == 4
+    assert allocation.first_address == "gpu07" and not allocation.in_step
+    assert slurm.allocation_from_env({"PATH": "/bin"}) is None
+
+
+def test_allocation_from_scontrol_when_the_plugin_stripped_the_environment():
+    """snakemake's SLURM jobstep keeps only SLURM_JOB_ID (and a few ids) in the job's env."""
+    answers = {
+        "job": (
+            "JobId=77 JobName=x UserId=me(1) JobState=RUNNING Partition=gpu NodeList=gpu[07-08] "
+            "BatchHost=gpu07 NumNodes=2 NumCPUs=64 NumTasks=8 CPUs/Task=8 "
+            "TRES=cpu=64,mem=64G,node=2,billing=64,gres/gpu=8 Command=/x/y.sh\n"
+        ),
+        "node": (
+            "NodeName=gpu07 Arch=x86_64 NodeAddr=10.0.0.7 NodeHostName=gpu07 Gres=gpu:a100:4\n"
+            "NodeName=gpu08 Arch=x86_64 NodeAddr=10.0.0.8 NodeHostName=gpu08 Gres=gpu:a100:4\n"
+        ),
+    }
+
+    def run(command):
+        if command[:2] == ["scontrol", "show"] and command[2] in answers:
+            return answers[command[2]]
+        return None
+
+    allocation = slurm.allocation_from_env({"SLURM_JOB_ID": "77"}, run=run)
+    assert allocation.source == "scontrol"
+    assert allocation.nodes == ("gpu07", "gpu08") and allocation.ntasks == 8
+    assert allocation.gpus_total == 8 and allocation.partition == "gpu"
+    assert allocation.first_address == "10.0.0.7"
+
+
+def test_srun_env_drops_inherited_task_layout():
+    env = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "1", "SRUN_CPUS_PER_TASK": "1", "PATH": "/bin"}
+    assert slurm.srun_env(env) == {"SLURM_JOB_ID": "1", "PATH": "/bin"}
+
+
+# ------------------------------------------------------------------ command lines (2 x 4 GPUs)
+
+
+def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
+    cell = make_cell("torch-dp", devices=4, accelerator="cuda")
+    assert not slurm.uses_srun(cell, "single", two_by_four())
+    assert LAUNCHERS["single"](cell, PY, "dpscale.runners.torch_dp", CELL_FILE, OUT) == [
+        str(PY),
+        "-m",
+        "dpscale.runners.torch_dp",
+        *RUNNER,
+    ]
+    assert cluster.cell_resources(cell, {"mem_mb_per_device": 1000}) == {
+        "nodes": 1,
+        "tasks": 1,
+        "cpus_per_task": 4,
+        "mem_mb": 4000,
+        "runtime": 11,
+        "gres": "gpu:4",
+        "tasks_per_gpu": 0,
+    }
+
+
+def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
+    cell = gpu_cell("torch-ddp")
+    assert slurm.uses_srun(cell, "torchrun", two_by_four())
+    launch_ = slurm.render(
+        cell, two_by_four(), "torchrun", PY, "dpscale.runners.torch_ddp", CELL_FILE, OUT, port=29400
+    )
+    assert launch_.argv == [
+        *SRUN_2X4,
+        str(PY),
+        "-m",
+        "dpscale.slurm_task",
+        "torch",
+        "--",
+        str(PY),
+        "-m",
+        "dpscale.runners.torch_ddp",
+        *RUNNER,
+    ]
+    assert launch_.env == {
+        "MASTER_ADDR": "gpu07",
+        "MASTER_PORT": "29400",
+        "DPSCALE_NODE_ADDRS": ADDRS,
+    }
+
+
+def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
+    cell = gpu_cell("horovod-tf")
+    launch_ = slurm.render(
+        cell, two_by_four(), "horovodrun", PY, "dpscale.runners.horovod_tf", CELL_FILE, OUT, port=1
+    )
+    assert launch_.argv == [
+        str(PY),
+        "-m",
+        "dpscale.horovod_gloo",
+        "--hosts=gpu07:4,gpu08:4",
+        "--address=gpu07",
+        "--timeout=60",
+        "--",
+        *SRUN_2X4,
+        str(PY),
+        "-m",
+        "dpscale.slurm_task",
+        "horovod",
+        "--",
+        str(PY),
+        "-m",
+        "dpscale.runners.horovod_tf",
+        *RUNNER,
+    ]
+    assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
+
+
+def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
+    cell = gpu_cell("mxnet-dist", mxnet_servers=2)
+    launch_ = slurm.render(
+        cell, two_by_four(), "mxnet-dist", PY, "dpscale.runners.mxnet_dist", CELL_FILE, OUT, port=1
+    )
+    worker_launcher = " ".join([*SRUN_2X4, str(PY), "-m", "dpscale.slurm_task", "mxnet", "--"])
+    assert launch_.argv == [
+        str(PY),
+        "-m",
+        "dpscale.mxnet_ps",
+        "--workers=8",
+        "--servers=2",
+        "--timeout=60",
+        "--host=gpu07",
+        f"--worker-launcher={worker_launcher}",
+        "--",
+        str(PY),
+        "-m",
+        "dpscale.runners.mxnet_dist",
+        *RUNNER,
+    ]
+    assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
+
+
+def test_a_job_with_more_nodes_than_the_cell_names_the_first_ones():
+    cell = make_cell("torch-ddp", devices=4, accelerator="cuda", threads_per_device=8)
+    argv = slurm.render(cell, two_by_four(), "torchrun", PY, "m", CELL_FILE, OUT, port=1).argv
+    assert argv[:4] == ["srun", "--nodes=1", "--nodelist=gpu07", "--ntasks=4"]
+    assert slurm.probe_command(cell, PY, two_by_four())[:3] == argv[:3]
+
+
+def test_single_process_launcher_has_nothing_to_srun():
+    with pytest.raises(ValueError):
+        slurm.render(gpu_cell("torch-dp"), two_by_four(), "single", PY, "m", CELL_FILE, OUT, port=1)
+
+
+def test_cpu_cells_ask_threads_per_device_and_no_gpus():
+    cell = make_cell("torch-ddp", devices=2, nodes=2, threads_per_device=3)
+    assert slurm.srun_prefix(cell) == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=4",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=3",
+        "--distribution=block",
+        "--kill-on-bad-exit=1",
+    ]
+    probe = slurm.probe_command(cell, PY)
+    assert probe[:5] == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=1",
+    ]
+    assert probe[-3:] == ["-m", "dpscale.slurm_task", "--probe"]
+
+
+def test_inside_a_job_step_the_processes_start_locally():
+    in_step = slurm.allocation_from_env({**TWO_BY_FOUR, "SLURM_STEP_ID": "0"}, run=no_scontrol)
+    cell = make_cell("torch-ddp", devices=2)
+    assert not slurm.uses_srun(cell, "torchrun", in_step)
+    assert not slurm.uses_srun(make_cell("torch-ddp", devices=1), "torchrun", two_by_four())
+    assert not slurm.uses_srun(cell, "torchrun", None)
+    assert slurm.uses_srun(cell, "torchrun", two_by_four())
+
+
+# ------------------------------------------------------------------ each task's rank variables
+
+TASK_5 = {  # task 5 of 8: second node, local rank 1
+    "SLURM_PROCID": "5",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_NUM_TASKS": "8",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+    "SLURMD_NODENAME": "gpu08",
+    "DPSCALE_NODE_ADDRS": json.dumps({"gpu07": "10.0.0.7", "gpu08": "10.0.0.8"}),
+}
+
+
+def test_torch_task_env():
+    assert slurm_task.task_env("torch", TASK_5) == {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+        "GROUP_RANK": "1",
+    }
+
+
+def test_horovod_task_env_matches_horovodrun_s_slot_variables():
+    env = slurm_task.task_env("horovod", {**TASK_5, "HOROVOD_GLOO_IFACE": "ib0"})
+    assert env == {
+        "HOROVOD_HOSTNAME": "gpu08",
+        "HOROVOD_RANK": "5",
+        "HOROVOD_SIZE": "8",
+        "HOROVOD_LOCAL_RANK": "1",
+        "HOROVOD_LOCAL_SIZE": "4",
+        "HOROVOD_CROSS_RANK": "1",
+        "HOROVOD_CROSS_SIZE": "2",
+    }
+    local = {**TASK_5, "DPSCALE_NODE_ADDRS": json.dumps({"gpu08": "127.0.0.1"})}
+    assert slurm_task.task_env("horovod", local)["HOROVOD_GLOO_IFACE"] == "lo"
+
+
+def test_mxnet_task_env():
+    assert slurm_task.task_env("mxnet", TASK_5) == {
+        "DMLC_ROLE": "worker",
+        "DPSCALE_LOCAL_RANK": "1",
+        "DMLC_NODE_HOST": "10.0.0.8",
+    }
+
+
+def test_task_shim_rejects_unknown_kinds():
+    with pytest.raises(ValueError):
+        slurm_task.task_env("jax", TASK_5)
+    with pytest.raises(SystemExit):
+        slurm_task.main(["jax", "--", "true"])
+
+
+# ------------------------------------------------------------------ what the job got
+
+
+def node(name, index, cpus=32, gpus=4, visible="0,1,2,3"):
+    return {
+        "node": name,
+        "node_index": index,
+        "job_cpus_on_node": cpus,
+        "cpus_usable": 1,
+        "cuda_visible_devices": visible,
+        "gpus": [{"name": "NVIDIA A100"}] * gpus,
+    }
+
+
+def test_a_job_with_what_the_cell_asks_passes():
+    probe = slurm.parse_probe(
+        "srun: noise\n" + "\n".join(json.dumps(n) for n in [node("gpu08", 1), node("gpu07", 0)])
+    )
+    assert [n["node"] for n in probe] == ["gpu07", "gpu08"]
+    assert slurm.shortage(gpu_cell("torch-ddp"), two_by_four(), probe) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "probe", "reason"),
+    [
+        (
+            {**TWO_BY_FOUR, "SLURM_JOB_NODELIST": "gpu07", "SLURM_NTASKS": "4"},
+            [node("gpu07", 0)],
+            "cell asks for 2 nodes, the job got 1 (gpu07)",
+        ),
+        (
+            {**TWO_BY_FOUR, "SLURM_NTASKS": "6"},
+            [node("gpu07", 0), node("gpu08", 1)],
+            "cell needs 8 tasks (2 nodes x 4), the job got 6",
+        ),
+        (TWO_BY_FOUR, [node("gpu07", 0)], "only 1 of the job's 2 nodes answered the probe step"),
+        (
+            TWO_BY_FOUR,
+            [node("gpu07", 0), node("gpu08", 1, gpus=4, visible="0,1")],
+            "cell asks for 4 GPUs per node, node gpu08 sees 2 (CUDA_VISIBLE_DEVICES=0,1)",
+        ),
+        (
+            TWO_BY_FOUR,
+            [node("gpu07", 0, cpus=16), node("gpu08", 1)],
+            "cell needs 4 device(s) x 8 thread(s) = 32 CPUs per node, node gpu07 gave the job 16",
+        ),
+    ],
+)
+def test_a_job_that_got_less_fails_with_the_reason(env, probe, reason):
+    allocation = slurm.allocation_from_env(env, run=no_scontrol)
+    assert slurm.shortage(gpu_cell("torch-ddp"), allocation, probe) == reason
+
+
+def test_multi_node_cell_outside_slurm_is_skipped_and_inside_is_not():
+    cell = make_cell("torch-ddp", devices=1, nodes=2)
+    assert "multi-node allocation" in launch.runtime_skip_reason(cell, None)
+    assert launch.runtime_skip_reason(cell, two_by_four(), srun=True) is None
+
+
+def test_launcher_fails_a_multi_node_cell_when_the_job_got_one_node(tmp_path, monkeypatch):
+    """End to end through dpscale.launch with a fake srun: the probe shows one node."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    srun = fake_bin / "srun"
+    probe_line = json.dumps(node("n1", 0, cpus=2, gpus=0, visible=None))
+    srun.write_text(f"#!/bin/sh\necho '{probe_line}'\n")
+    srun.chmod(0o755)
+    for key in list(__import__("os").environ):
+        if key.startswith("SLURM_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PATH", f"{fake_bin}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_ID", "9")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setattr(slurm, "run_quietly", no_scontrol)
+    cell = make_cell("torch-ddp", devices=1, nodes=2)
+    out = cell.result_path(tmp_path / "results")
+    status = launch.launch(cell, out, tmp_path / "env", tmp_path / "cell.log")
+    result = json.loads(out.read_text())
+    assert status == "failed"
+    assert result["reason"] == "only 1 of the job's 2 nodes answered the probe step"
+    allocation = result["system"]["allocation"]
+    assert allocation["nodes"] == ["n1", "n2"] and allocation["launch"] == "srun"
+    assert allocation["probe"][0]["node"] == "n1"
+    assert result["system"]["scheduler"]["SLURM_JOB_ID"] == "9"
+
+
+# ------------------------------------------------------------------ the job's resources
+
+
+def plugin_sbatch_flags(resources: dict) -> str:
+    """What snakemake-executor-plugin-slurm 2.8 submits for these resources: its own code."""
+    submit_string = pytest.importorskip("snakemake_executor_plugin_slurm.submit_string")
+    utils = pytest.importorskip("snakemake_executor_plugin_slurm.utils")
+
+    class Resources(dict):
+        __getattr__ = dict.get
+
+    job = SimpleNamespace(resources=Resources(resources), threads=1)
+    params = {
+        "run_uuid": "u",
+        "slurm_logfile": "l",
+        "comment_str": "c",
+        "account": "",
+        "partition": "",
+        "workdir": "",
+    }
+    return submit_string.get_submit_command(job, params) + utils.set_gres_string(job)
+
+
+DEFAULTS = {"gpu_model": None, "cpus_per_device": None, "mem_mb_per_device": 8000}
+
+
+@pytest.mark.parametrize(
+    ("cell", "flags"),
+    [
+        (
+            gpu_cell("torch-ddp"),
+            "-t 11 --mem 32000 --nodes=2 --ntasks-per-node=4 --cpus-per-task=8 --gres=gpu:a100:4",
+        ),
+        (
+            make_cell("torch-ddp", devices=1, nodes=2, accelerator="cuda"),
+            "-t 11 --mem 8000 --nodes=2 --ntasks=2 --cpus-per-task=1 --gres=gpu:a100:1",
+        ),
+        (
+            make_cell("horovod-tf", devices=2),
+            "-t 11 --mem 16000 --nodes=1 --ntasks-per-node=2 --cpus-per-task=1",
+        ),
+        (
+            make_cell("mxnet-device", devices=4, accelerator="cuda", threads_per_device=2),
+            "-t 11 --mem 32000 --nodes=1 --cpus-per-task=8 --gres=gpu:a100:4",
+        ),
+        (
+            make_cell("torch-ddp", devices=1),
+            "-t 11 --mem 8000 --nodes=1 --ntasks=1 --cpus-per-task=1",
+        ),
+        (
+            make_cell("torch-dp", devices=2, skip_reason="cpu"),
+            "-t 10 --mem 1000 --nodes=1 --ntasks=1 --cpus-per-task=1",
+        ),
+    ],
+)
+def test_plugin_turns_cell_resources_into_these_sbatch_flags(cell, flags):
+    resources = cluster.cell_resources(cell, {**DEFAULTS, "gpu_model": "a100"})
+    submitted = " ".join(plugin_sbatch_flags(resources).split())
+    start = submitted.index(" -t ")
+    assert submitted[start + 1 :] == flags
+    assert "--ntasks-per-gpu" not in submitted  # never the tasks-x-GPUs trap
+
+
+def test_resource_defaults_and_overrides():
+    cell = make_cell("torch-ddp", devices=2, threads_per_device=2)
+    assert cluster.cell_resources(cell, DEFAULTS) == {
+        "nodes": 1,
+        "mpi": "srun",
+        "tasks_per_node": 2,
+        "cpus_per_task": 2,
+        "mem_mb": 16000,
+        "runtime": 11,
+    }
+    custom = {**DEFAULTS, "cpus_per_device": 6, "runtime_min": 90, "mem_mb_per_device": 500}
+    resources = cluster.cell_resources(cell, custom)
+    assert (resources["cpus_per_task"], resources["runtime"], resources["mem_mb"]) == (6, 90, 1000)
+    assert cluster.cell_resource(cell, custom, "gres") is None
+    with pytest.raises(KeyError):
+        cluster.cell_resource(cell, custom, "gpu")
+
+
+def test_every_strategy_s_multi_process_cells_are_srun_jobs():
+    for name, plan in STRATEGIES.items():
+        cell = make_cell(name, devices=2)
+        assert cluster.uses_srun(cell) == (not plan.one_process), name
+        resources = cluster.cell_resources(cell, DEFAULTS)
+        assert ("mpi" in resources) == slurm.uses_srun(cell, plan.launcher, two_by_four()), name
+
+
+# ------------------------------------------------------------------ mxnet_ps with srun workers
+
+FAKE_RUNNER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    folder, role = Path(sys.argv[1]), os.environ["DMLC_ROLE"]
+    keys = ["DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_NODE_HOST", "DPSCALE_LOCAL_RANK"]
+    name = f"{role}-{os.environ.get('DPSCALE_LOCAL_RANK', '')}-{os.getpid()}"
+    (folder / name).write_text(json.dumps({k: os.environ.get(k) for k in keys}))
+    if role != "worker":
+        while len(list(folder.glob("worker-*"))) < 2:
+            time.sleep(0.05)
+    """
+)
+# Stands in for srun: starts the command twice as tasks 0 and 1 of one node.
+FAKE_SRUN = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, SLURM_PROCID=str(i), SLURM_LOCALID=str(i), SLURM_NODEID="0",
+                   SLURM_STEP_NUM_TASKS="2", SLURM_STEP_TASKS_PER_NODE="2",
+                   SLURMD_NODENAME="n1")
+        procs.append(subprocess.Popen(sys.argv[1:], env=env))
+    sys.exit(max(p.wait() for p in procs))
+    """
+)
+
+
+def test_mxnet_ps_starts_workers_through_the_launcher(tmp_path, monkeypatch):
+    (tmp_path / "runner.py").write_text(FAKE_RUNNER)
+    (tmp_path / "srun.py").write_text(FAKE_SRUN)
+    src = str(Path(slurm.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", src)
+    monkeypatch.setenv("DPSCALE_NODE_ADDRS", json.dumps({"n1": "10.1.1.1"}))
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    launcher = [sys.executable, str(tmp_path / "srun.py"), sys.executable, "-m"]
+    launcher += ["dpscale.slurm_task", "mxnet", "--"]
+    code = mxnet_ps.run(
+        [sys.executable, str(tmp_path / "runner.py"), str(seen)],
+        workers=2,
+        servers=1,
+        timeout_s=60,
+        host="10.1.1.1",
+        worker_launcher=launcher,
+    )
+    assert code == 0
+    records = [json.loads(p.read_text()) for p in seen.iterdir()]
+    by_role = {}
+    for record in records:
+        by_role.setdefault(record["DMLC_ROLE"], []).append(record)
+    assert len(by_role["scheduler"]) == 1 and len(by_role["server"]) == 1
+    assert by_role["scheduler"][0]["DMLC_NODE_HOST"] == "10.1.1.1"
+    assert sorted(w["DPSCALE_LOCAL_RANK"] for w in by_role["worker"]) == ["0", "1"]
+    assert {w["DMLC_NODE_HOST"] for w in by_role["worker"]} == {"10.1.1.1"}
+    assert {r["DMLC_PS_ROOT_URI"] for r in records} == {"10.1.1.1"}
