@@ -92,7 +92,9 @@ def build_model(cell: Cell) -> tuple[tf.keras.Model, int]:
         if cell.accelerator != "cuda":
             raise ValueError(f"precision {cell.precision!r} needs accelerator 'cuda'")
         tf.keras.mixed_precision.set_global_policy(POLICIES[cell.precision])
-    tf.random.set_seed(cell.seed)
+    # Not tf.random.set_seed alone: Keras 2's unseeded initializers draw their seeds from
+    # Python's random module, so only this makes the initial weights a function of the seed.
+    tf.keras.utils.set_random_seed(cell.seed)
     model = build_keras_resnet(cell.model.spec(), channels_last=channels_last(cell))
     return model, trainable_param_count(model)
 
