@@ -173,8 +173,8 @@ def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def point_means(cells: pd.DataFrame) -> pd.DataFrame:
-    """Mean img/s per configuration over repeats (ok cells only), with a 95% half-width."""
-    ok = cells[cells["status"] == "ok"]
+    """Mean img/s per configuration over repeats (ok throughput cells), with a 95% half-width."""
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
         return pd.DataFrame(columns=[*POINT_KEY, "img_s", "img_s_ci95"])
     grouped = ok.groupby(POINT_KEY, sort=True)

@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dpscale.core import fits  # noqa: E402
+from dpscale.registry import STRATEGIES  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -29,13 +30,14 @@ def empty_figure(path: Path, message: str) -> None:
 
 
 def _panels(models: list[str], height: float = 4.0):
-    figure, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), height), squeeze=False)
+    figure, axes = plt.subplots(1, len(models), figsize=(8 * len(models), height), squeeze=False)
     return figure, dict(zip(models, axes[0], strict=True))
 
 
 def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, tuple[str, str]]]:
     """Colour per strategy; (line style, marker) per device count."""
-    strategies = sorted(frame["strategy"].unique())
+    # one colour per registered strategy, the same in every figure of every study
+    strategies = sorted(set(STRATEGIES) | set(frame["strategy"].unique()))
     colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
     worlds = sorted(frame["world_size"].unique())
     styles = {
@@ -47,9 +49,9 @@ def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, tuple[
 
 def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
-    ok = cells[cells["status"] == "ok"]
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
-        empty_figure(path, "No successful cells to plot.")
+        empty_figure(path, "No successful throughput cells to plot.")
         return
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(ok)
@@ -89,7 +91,7 @@ def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) 
         axis.set_title(model)
         axis.set_xlabel("per-device batch")
         axis.set_ylabel("global images/s (mean, 95% CI)")
-        axis.legend(fontsize="small", loc="lower right")
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -128,7 +130,7 @@ def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
         axis.set_xlabel("devices (world size)")
         axis.set_ylabel("speedup vs 1 device (weak scaling)")
         axis.set_xticks(sorted(scaling["world_size"].unique()))
-        axis.legend(fontsize="small", loc="upper left")
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
