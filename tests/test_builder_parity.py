@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.core.envs import build_env, env_prefix, env_python
+from dpscale.core.envs import ensure_env, env_python
 from dpscale.core.paths import REPO_ROOT, SRC_DIR
 from dpscale.core.resnet_spec import parity_specs
 
@@ -47,11 +47,7 @@ def run_builder(framework: str) -> subprocess.CompletedProcess[str] | None:
     env_name, module = BUILDERS[framework]
     if not _module_path(module).is_file():
         return None
-    prefix = env_prefix(env_name, ".envs")
-    log_path = prefix.parent / "logs" / f"{prefix.name}.log"  # as workflow/rules/envs.smk
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
-        build_env(env_name, prefix, log=log)
+    prefix = ensure_env(env_name)
     env = dict(os.environ, PYTHONPATH=str(SRC_DIR), OMP_NUM_THREADS="1")
     return subprocess.run(
         [str(env_python(prefix)), "-m", module, "--json"],

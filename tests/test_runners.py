@@ -13,7 +13,7 @@ import pytest
 
 from dpscale import launch
 from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import build_env, env_prefix
+from dpscale.core.envs import ensure_env
 from dpscale.core.result import read_result
 from dpscale.registry import strategy
 
@@ -25,12 +25,7 @@ MEASURE = Measure(warmup_steps=1, windows=2, steps_per_window=2, timeout_s=600)
 
 @cache
 def prefix_for(env: str) -> Path:
-    prefix = env_prefix(env, ".envs")
-    log_path = prefix.parent / "logs" / f"{prefix.name}.log"  # as workflow/rules/envs.smk
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
-        build_env(env, prefix, log=log)
-    return prefix
+    return ensure_env(env)
 
 
 def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dict]:

@@ -17,7 +17,7 @@ import pytest
 from dpscale import launch
 from dpscale.core.cell import Cell, Measure, ModelConfig, Training
 from dpscale.core.datasets import prepare_digits
-from dpscale.core.envs import build_env, env_prefix
+from dpscale.core.envs import ensure_env
 from dpscale.core.result import read_result
 from dpscale.registry import STRATEGIES, strategy
 
@@ -29,12 +29,7 @@ TARGET = 0.8
 
 @cache
 def prefix_for(env: str) -> Path:
-    prefix = env_prefix(env, ".envs")
-    log_path = prefix.parent / "logs" / f"{prefix.name}.log"  # as workflow/rules/envs.smk
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
-        build_env(env, prefix, log=log)
-    return prefix
+    return ensure_env(env)
 
 
 @pytest.fixture(scope="module")

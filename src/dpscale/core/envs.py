@@ -96,6 +96,17 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
     return marker
 
 
+def ensure_env(name: str, env_dir: str | Path = ".envs") -> Path:
+    """Build (or find) an environment outside the workflow, logging where the workflow does
+    (``<env_dir>/logs/<name>-<hash>.log``); returns its prefix."""
+    prefix = env_prefix(name, env_dir)
+    log_path = prefix.parent / "logs" / f"{prefix.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        build_env(name, prefix, log=log)
+    return prefix
+
+
 def _run(command: list[str], log, env: dict[str, str] | None = None) -> None:
     print("[dpscale] $ " + " ".join(command), file=log, flush=True)
     subprocess.run(
