@@ -10,17 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpscale.core import datasets
+from dpscale.core import dataprep
+from dpscale.core.dataprep import prepare_cifar10, prepare_digits, verify_md5
 from dpscale.core.datasets import (
     DatasetError,
     augment_batch,
     load_dataset,
     normalise,
-    prepare_cifar10,
-    prepare_digits,
     shard_indices,
     stable_permutation,
-    verify_md5,
 )
 
 N_PER_BATCH = 4
@@ -43,7 +41,7 @@ def _fake_batch(seed: int, n: int = N_PER_BATCH) -> dict[str, object]:
 
 def _fake_members() -> dict[str, bytes]:
     """The official pickle layout, tiny: 5 train batches, a test batch and the metadata."""
-    names = [*datasets.CIFAR10_TRAIN_BATCHES, "test_batch"]
+    names = [*dataprep.CIFAR10_TRAIN_BATCHES, "test_batch"]
     members = {name: pickle.dumps(_fake_batch(i), protocol=2) for i, name in enumerate(names)}
     meta = {"label_names": [f"class{i}" for i in range(10)], "num_cases_per_batch": N_PER_BATCH}
     members["batches.meta"] = pickle.dumps(meta, protocol=2)
@@ -53,7 +51,7 @@ def _fake_members() -> dict[str, bytes]:
 def _fake_archive(path: Path) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         for name, raw in _fake_members().items():
-            info = tarfile.TarInfo(f"{datasets.CIFAR10_FOLDER}/{name}")
+            info = tarfile.TarInfo(f"{dataprep.CIFAR10_FOLDER}/{name}")
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
     return path
@@ -93,7 +91,7 @@ def test_digits_preparation_is_byte_identical(digits_npz: Path, tmp_path: Path) 
 
 def test_resize_keeps_a_constant_image_constant() -> None:
     image = np.full((1, 8, 8), 7.0)
-    np.testing.assert_allclose(datasets.resize_bilinear(image, 32), 7.0)
+    np.testing.assert_allclose(dataprep.resize_bilinear(image, 32), 7.0)
 
 
 def test_corrupt_npz_is_detected(digits_npz: Path, tmp_path: Path) -> None:
@@ -123,16 +121,16 @@ def test_missing_cifar_source_is_one_clear_line(tmp_path: Path) -> None:
         prepare_cifar10(tmp_path / "out", missing)
     message = str(info.value)
     assert "\n" not in message
-    assert str(missing) in message and datasets.CIFAR10_ARCHIVE in message
-    assert datasets.CIFAR10_MD5 in message
+    assert str(missing) in message and dataprep.CIFAR10_ARCHIVE in message
+    assert dataprep.CIFAR10_MD5 in message
 
 
 def test_cifar_archive_with_wrong_md5_is_rejected(tmp_path: Path) -> None:
-    archive = _fake_archive(tmp_path / datasets.CIFAR10_ARCHIVE)
+    archive = _fake_archive(tmp_path / dataprep.CIFAR10_ARCHIVE)
     with pytest.raises(DatasetError) as info:
         prepare_cifar10(tmp_path / "out", archive)
     message = str(info.value)
-    assert "\n" not in message and "md5" in message and datasets.CIFAR10_MD5 in message
+    assert "\n" not in message and "md5" in message and dataprep.CIFAR10_MD5 in message
     assert not (tmp_path / "out" / "cifar10.npz").exists()
 
 
@@ -144,7 +142,7 @@ def test_verify_md5(tmp_path: Path) -> None:
 
 
 def test_cifar_archive_layout_is_converted_to_nhwc(tmp_path: Path) -> None:
-    archive = _fake_archive(tmp_path / datasets.CIFAR10_ARCHIVE)
+    archive = _fake_archive(tmp_path / dataprep.CIFAR10_ARCHIVE)
     npz = prepare_cifar10(tmp_path / "out", archive, archive_md5=_md5(archive))
     ds = load_dataset(npz)
     assert ds.x_train.shape == (5 * N_PER_BATCH, 32, 32, 3)
@@ -158,13 +156,13 @@ def test_cifar_archive_layout_is_converted_to_nhwc(tmp_path: Path) -> None:
 
 
 def test_cifar_folder_checks_member_md5s(tmp_path: Path) -> None:
-    folder = tmp_path / datasets.CIFAR10_FOLDER
+    folder = tmp_path / dataprep.CIFAR10_FOLDER
     folder.mkdir()
     for name, raw in _fake_members().items():
         (folder / name).write_bytes(raw)
     with pytest.raises(DatasetError, match="data_batch_1 has md5"):
         prepare_cifar10(tmp_path / "out", tmp_path)  # finds the folder inside
-    md5s = {name: _md5(folder / name) for name in datasets.CIFAR10_MEMBER_MD5S}
+    md5s = {name: _md5(folder / name) for name in dataprep.CIFAR10_MEMBER_MD5S}
     ds = load_dataset(prepare_cifar10(tmp_path / "out", folder, member_md5s=md5s))
     assert len(ds.x_train) == 5 * N_PER_BATCH
     (folder / "data_batch_3").unlink()
@@ -174,7 +172,7 @@ def test_cifar_folder_checks_member_md5s(tmp_path: Path) -> None:
 
 def test_cifar_pickles_may_not_name_other_globals(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not a CIFAR-10 batch"):
-        datasets._unpickle(pickle.dumps({"data": Path("x")}), "data_batch_1")
+        dataprep._unpickle(pickle.dumps({"data": Path("x")}), "data_batch_1")
 
 
 # --------------------------------------------------------------------------- sharding
@@ -264,12 +262,12 @@ def test_normalise() -> None:
 
 
 def test_cli_prepares_digits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert datasets.main(["prepare", "digits", "--out", str(tmp_path), "--image-size", "8"]) == 0
+    assert dataprep.main(["prepare", "digits", "--out", str(tmp_path), "--image-size", "8"]) == 0
     path = Path(capsys.readouterr().out.strip())
     assert load_dataset(path).image_size == 8
 
 
 def test_cli_reports_missing_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = datasets.main(["prepare", "cifar10", "--out", str(tmp_path), "--source", "/nope"])
+    code = dataprep.main(["prepare", "cifar10", "--out", str(tmp_path), "--source", "/nope"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "/nope" in err

@@ -7,7 +7,7 @@ import pytest
 from conftest import make_cell
 from dpscale.core import accuracy as acc
 from dpscale.core.cell import Training
-from dpscale.core.datasets import prepare_digits
+from dpscale.core.dataprep import prepare_digits
 from dpscale.core.lr import scaled_lr
 from dpscale.core.result import make_result, now_iso, validate_result
 from dpscale.core.training import run_training

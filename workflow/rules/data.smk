@@ -11,11 +11,9 @@ rule prepare_digits:
     localrule: True
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.core.datasets prepare digits --out {params.out_dir}"
-            " --image-size {wildcards.size} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.core.dataprep prepare digits --out {params.out_dir}"
+        " --image-size {wildcards.size} > {log} 2>&1"
 
 
 rule prepare_cifar10:
@@ -27,8 +25,6 @@ rule prepare_cifar10:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         source=cifar10_source_args,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.core.datasets prepare cifar10 --out {params.out_dir}"
-            " {params.source} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.core.dataprep prepare cifar10 --out {params.out_dir}"
+        " {params.source} > {log} 2>&1"
