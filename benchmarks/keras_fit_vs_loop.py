@@ -4,7 +4,7 @@
 
 Same cell for both (resnet18, imagenet stem, 64 px, 10 classes, CPU), each run as its own
 horovodrun job, alternating, while holding the benchmark lock. The loop is the runner's
-(dpscale.runners.horovod_tf) timed by the core protocol; fit gets hvd.DistributedOptimizer
+(dpscale.strategies.horovod_tf) timed by the core protocol; fit gets hvd.DistributedOptimizer
 and the broadcast callback, its epochs are the windows (fit reads the logs back to the host
 before on_epoch_end, which synchronises), and its first epoch is the warm-up. Prints global
 img/s (mean and 95% CI over windows, slowest rank per window) per round and path.
@@ -32,7 +32,7 @@ def worker(path: str, cell: Cell) -> None:
     import tensorflow as tf
 
     from dpscale.core.timing import slowest_rank, throughput_measurement, time_windows
-    from dpscale.runners import horovod_tf as ht
+    from dpscale.strategies import horovod_tf as ht
 
     ht.configure_threads(cell)
     hvd.init()
@@ -40,7 +40,7 @@ def worker(path: str, cell: Cell) -> None:
     model, _ = ht.build_model(cell)
     m = cell.measure
     if path == "loop":
-        optimizer = ht.make_optimizer(cell)
+        optimizer = ht.make_sgd(cell)
         ht.broadcast_initial_state(model, optimizer)
         step, sync = ht.make_train_step(cell, model, optimizer, cell.batch_per_device)
         windows = time_windows(step, sync, m.warmup_steps, m.windows, m.steps_per_window)

@@ -87,7 +87,7 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
 def test_matrix_keeps_impossible_cells_as_skipped(default_config):
     default_config["nodes"] = [1, 2]
     default_config["modes"] = ["synthetic"]
-    cells = expand(check(default_config))
+    cells = expand(check(default_config), STRATEGIES)
     # strategies x models x batches x devices x nodes
     assert len(cells) == len(default_config["strategies"]) * 1 * 4 * 2 * 2
     dp_multi = [
@@ -103,7 +103,7 @@ def test_matrix_keeps_impossible_cells_as_skipped(default_config):
 
 def test_repeats_are_separate_cells(default_config):
     default_config["measure"]["repeats"] = 3
-    cells = expand(check(default_config))
+    cells = expand(check(default_config), STRATEGIES)
     assert {c.repeat for c in cells} == {0, 1, 2}
 
 
@@ -112,14 +112,14 @@ def test_study_presets_are_valid_over_the_default(default_config, preset):
     merged = {**default_config, **yaml.safe_load(preset.read_text())}
     config = check(merged)
     assert config["study"] == preset.stem
-    assert expand(config)
+    assert expand(config, STRATEGIES)
 
 
 def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_config):
     default_config["strategies"] = ["torch-ddp", "mxnet-dist"]
-    before = {c.cell_id: c for c in expand(check(default_config))}
+    before = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
     default_config["mxnet_servers"] = 3
-    after = {c.cell_id: c for c in expand(check(default_config))}
+    after = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
     assert set(before) == set(after)
     assert {c.mxnet_servers for c in after.values() if c.strategy == "mxnet-dist"} == {3}
     assert {c.mxnet_servers for c in after.values() if c.strategy == "torch-ddp"} == {1}
@@ -127,7 +127,7 @@ def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_con
 
 
 def test_one_process_strategies_are_skipped_beyond_one_cpu_device(default_config):
-    cells = expand(check(default_config))
+    cells = expand(check(default_config), STRATEGIES)
     skipped = {c.strategy for c in cells if c.skip_reason and c.devices_per_node == 2}
     assert skipped == {"torch-dp", "mxnet-device"}
 
@@ -136,7 +136,7 @@ def test_training_matrix_runs_one_baseline_per_seed(default_config):
     default_config["modes"] = ["train"]
     default_config["train"].update(strategies=["torch-ddp"], lr_rules=["none", "linear"])
     default_config["train"].update(seeds=[0, 1], batch_sizes=[32], base_batch=32)
-    cells = expand(check(default_config))
+    cells = expand(check(default_config), STRATEGIES)
     one = [c for c in cells if c.world_size == 1]
     two = [c for c in cells if c.world_size == 2]
     assert [(c.training.lr_rule, c.seed) for c in one] == [("none", 0), ("none", 1)]

@@ -11,7 +11,7 @@ import pytest
 from conftest import make_cell
 from dpscale import launch
 from dpscale.core.result import read_result
-from dpscale.registry import Strategy
+from dpscale.core.strategy import Strategy
 
 FAKE_RUNNER = textwrap.dedent(
     """
@@ -50,7 +50,7 @@ def fake_env(tmp_path, monkeypatch):
             FAKE_RUNNER.format(behaviour=behaviour)
         )
         fake = Strategy(
-            "torch-ddp", "fake", "fake", f"fake_runner_{behaviour}", "single", False, True
+            "torch-ddp", "fake", "fake", "single", f"fake_runner_{behaviour}", False, True
         )
         monkeypatch.setattr(launch, "strategy", lambda name: fake)
         return prefix
@@ -146,11 +146,12 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
 
 
 def test_multi_process_launchers_start_one_process_per_device(tmp_path):
-    from dpscale.launchers import LAUNCHERS
+    from dpscale.launch_kinds import kind, runner_argv
 
     cell = make_cell(strategy="mxnet-dist", devices=2, mxnet_servers=3)
     python = tmp_path / "env" / "bin" / "python"
-    hvd = LAUNCHERS["horovodrun"](cell, python, "m", Path("c.json"), Path("o.json"))
+    runner = runner_argv(python, "m", Path("c.json"), Path("o.json"))
+    hvd = kind("horovod").local(cell, python, runner)
     assert hvd[:7] == [
         str(tmp_path / "env" / "bin" / "horovodrun"),
         "-np",
@@ -160,7 +161,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
         "--gloo",
         str(python),
     ]
-    ps = LAUNCHERS["mxnet-dist"](cell, python, "m", Path("c.json"), Path("o.json"))
+    ps = kind("mxnet").local(cell, python, runner)
     assert ps[:6] == [
         str(python),
         "-m",

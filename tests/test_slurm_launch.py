@@ -14,7 +14,7 @@ import pytest
 
 from conftest import make_cell
 from dpscale import cluster, launch, mxnet_ps, slurm, slurm_task
-from dpscale.launchers import LAUNCHERS
+from dpscale.launch_kinds import kind, runner_argv, uses_srun
 from dpscale.registry import STRATEGIES
 
 PY = Path("/envs/fw/bin/python")
@@ -61,6 +61,11 @@ def two_by_four() -> slurm.Allocation:
     allocation = slurm.allocation_from_env(TWO_BY_FOUR, run=no_scontrol)
     assert allocation is not None
     return allocation
+
+
+def render(cell, launch_kind: str, module: str, port: int = 1):
+    runner = runner_argv(PY, module, CELL_FILE, OUT)
+    return kind(launch_kind).srun(cell, two_by_four(), PY, runner, port)
 
 
 # ------------------------------------------------------------------ node lists
@@ -141,11 +146,12 @@ def test_srun_env_drops_inherited_task_layout():
 
 def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
     cell = make_cell("torch-dp", devices=4, accelerator="cuda")
-    assert not slurm.uses_srun(cell, "single", two_by_four())
-    assert LAUNCHERS["single"](cell, PY, "dpscale.runners.torch_dp", CELL_FILE, OUT) == [
+    assert not launch.ranks_as_tasks(cell, two_by_four())
+    runner = runner_argv(PY, "dpscale.strategies.torch_dp", CELL_FILE, OUT)
+    assert kind("single").local(cell, PY, runner) == [
         str(PY),
         "-m",
-        "dpscale.runners.torch_dp",
+        "dpscale.strategies.torch_dp",
         *RUNNER,
     ]
     assert cluster.cell_resources(cell, {"mem_mb_per_device": 1000}) == {
@@ -161,10 +167,8 @@ def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
 
 def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
     cell = gpu_cell("torch-ddp")
-    assert slurm.uses_srun(cell, "torchrun", two_by_four())
-    launch_ = slurm.render(
-        cell, two_by_four(), "torchrun", PY, "dpscale.runners.torch_ddp", CELL_FILE, OUT, port=29400
-    )
+    assert launch.ranks_as_tasks(cell, two_by_four())
+    launch_ = render(cell, "torch", "dpscale.strategies.torch_ddp", port=29400)
     assert launch_.argv == [
         *SRUN_2X4,
         str(PY),
@@ -174,7 +178,7 @@ def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
         "--",
         str(PY),
         "-m",
-        "dpscale.runners.torch_ddp",
+        "dpscale.strategies.torch_ddp",
         *RUNNER,
     ]
     assert launch_.env == {
@@ -186,9 +190,7 @@ def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
 
 def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     cell = gpu_cell("horovod-tf")
-    launch_ = slurm.render(
-        cell, two_by_four(), "horovodrun", PY, "dpscale.runners.horovod_tf", CELL_FILE, OUT, port=1
-    )
+    launch_ = render(cell, "horovod", "dpscale.strategies.horovod_tf")
     assert launch_.argv == [
         str(PY),
         "-m",
@@ -205,7 +207,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
         "--",
         str(PY),
         "-m",
-        "dpscale.runners.horovod_tf",
+        "dpscale.strategies.horovod_tf",
         *RUNNER,
     ]
     assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
@@ -213,9 +215,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
 
 def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
     cell = gpu_cell("mxnet-dist", mxnet_servers=2)
-    launch_ = slurm.render(
-        cell, two_by_four(), "mxnet-dist", PY, "dpscale.runners.mxnet_dist", CELL_FILE, OUT, port=1
-    )
+    launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
     worker_launcher = " ".join([*SRUN_2X4, str(PY), "-m", "dpscale.slurm_task", "mxnet", "--"])
     assert launch_.argv == [
         str(PY),
@@ -229,7 +229,7 @@ def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_
         "--",
         str(PY),
         "-m",
-        "dpscale.runners.mxnet_dist",
+        "dpscale.strategies.mxnet_dist",
         *RUNNER,
     ]
     assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
@@ -237,14 +237,14 @@ def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_
 
 def test_a_job_with_more_nodes_than_the_cell_names_the_first_ones():
     cell = make_cell("torch-ddp", devices=4, accelerator="cuda", threads_per_device=8)
-    argv = slurm.render(cell, two_by_four(), "torchrun", PY, "m", CELL_FILE, OUT, port=1).argv
+    argv = render(cell, "torch", "m").argv
     assert argv[:4] == ["srun", "--nodes=1", "--nodelist=gpu07", "--ntasks=4"]
     assert slurm.probe_command(cell, PY, two_by_four())[:3] == argv[:3]
 
 
 def test_single_process_launcher_has_nothing_to_srun():
     with pytest.raises(ValueError):
-        slurm.render(gpu_cell("torch-dp"), two_by_four(), "single", PY, "m", CELL_FILE, OUT, port=1)
+        render(gpu_cell("torch-dp"), "single", "m")
 
 
 def test_cpu_cells_ask_threads_per_device_and_no_gpus():
@@ -272,10 +272,10 @@ def test_cpu_cells_ask_threads_per_device_and_no_gpus():
 def test_inside_a_job_step_the_processes_start_locally():
     in_step = slurm.allocation_from_env({**TWO_BY_FOUR, "SLURM_STEP_ID": "0"}, run=no_scontrol)
     cell = make_cell("torch-ddp", devices=2)
-    assert not slurm.uses_srun(cell, "torchrun", in_step)
-    assert not slurm.uses_srun(make_cell("torch-ddp", devices=1), "torchrun", two_by_four())
-    assert not slurm.uses_srun(cell, "torchrun", None)
-    assert slurm.uses_srun(cell, "torchrun", two_by_four())
+    assert not launch.ranks_as_tasks(cell, in_step)
+    assert not launch.ranks_as_tasks(make_cell("torch-ddp", devices=1), two_by_four())
+    assert not launch.ranks_as_tasks(cell, None)
+    assert launch.ranks_as_tasks(cell, two_by_four())
 
 
 # ------------------------------------------------------------------ each task's rank variables
@@ -503,9 +503,9 @@ def test_resource_defaults_and_overrides():
 def test_every_strategy_s_multi_process_cells_are_srun_jobs():
     for name, plan in STRATEGIES.items():
         cell = make_cell(name, devices=2)
-        assert cluster.uses_srun(cell) == (not plan.one_process), name
+        assert uses_srun(cell, plan.launch) == (not plan.one_process), name
         resources = cluster.cell_resources(cell, DEFAULTS)
-        assert ("mpi" in resources) == slurm.uses_srun(cell, plan.launcher, two_by_four()), name
+        assert ("mpi" in resources) == launch.ranks_as_tasks(cell, two_by_four()), name
 
 
 # ------------------------------------------------------------------ mxnet_ps with srun workers

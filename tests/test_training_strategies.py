@@ -16,7 +16,7 @@ import pytest
 
 from dpscale import launch
 from dpscale.core.cell import Cell, Measure, ModelConfig, Training
-from dpscale.core.datasets import prepare_digits
+from dpscale.core.dataprep import prepare_digits
 from dpscale.core.envs import ensure_env
 from dpscale.core.result import read_result
 from dpscale.registry import STRATEGIES, strategy

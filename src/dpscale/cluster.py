@@ -4,12 +4,13 @@ ignore them (the local executor only counts ``bench_slot``).
 
 One job per cell, shaped like the processes the cell starts (``dpscale.slurm`` starts them):
 
-* one-process cells (``torch-dp``, ``mxnet-device``, and every 1-device cell): one task on
-  one node with all the cell's devices and ``devices x cpus_per_device`` CPUs. No ``mpi``
-  resource, so the plugin runs the job inside ``srun -n1`` and the launcher starts the
-  runner directly in that step.
-* multi-process cells (``torch-ddp``, ``horovod-tf``, ``mxnet-dist`` with more than one
-  device): one task per device, ``cpus_per_device`` CPUs each, on ``nodes`` nodes, with
+* one-process cells (strategies that drive all devices from one process, and every
+  1-device cell): one task on one node with all the cell's devices and
+  ``devices x cpus_per_device`` CPUs. No ``mpi`` resource, so the plugin runs the job
+  inside ``srun -n1`` and the launcher starts the runner directly in that step.
+* multi-process cells (one process per device and more than one device:
+  ``dpscale.launch_kinds.uses_srun``): one task per device, ``cpus_per_device`` CPUs
+  each, on ``nodes`` nodes, with
   ``mpi="srun"``: the plugin then runs the launcher in the batch step (no outer srun), and
   the launcher starts the ranks with its own ``srun``. ``devices_per_node > 1`` asks
   ``--ntasks-per-node`` (the plugin's ``tasks_per_node``); one device per node asks
@@ -33,6 +34,7 @@ import math
 from typing import Any
 
 from dpscale.core.cell import Cell
+from dpscale.launch_kinds import uses_srun
 from dpscale.registry import STRATEGIES
 
 STARTUP_MARGIN_MIN = 10
@@ -51,11 +53,6 @@ RESOURCE_KEYS = (
 )
 
 
-def uses_srun(cell: Cell) -> bool:
-    """Whether the cell's processes are SLURM tasks started by the launcher's srun."""
-    return not STRATEGIES[cell.strategy].one_process and cell.world_size > 1
-
-
 def cell_resources(cell: Cell, cluster: dict[str, Any]) -> dict[str, int | str]:
     """The SLURM resources of one cell's job (only the keys it needs).
 
@@ -71,7 +68,7 @@ def cell_resources(cell: Cell, cluster: dict[str, Any]) -> dict[str, int | str]:
         "runtime": cluster.get("runtime_min")
         or math.ceil(cell.measure.timeout_s / 60) + STARTUP_MARGIN_MIN,
     }
-    if uses_srun(cell):
+    if uses_srun(cell, STRATEGIES[cell.strategy].launch):
         resources["mpi"] = "srun"
         resources["cpus_per_task"] = cpus_per_device
         if per_node > 1:

@@ -31,8 +31,8 @@ from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
 from dpscale.core.result import make_result, now_iso, read_result, write_result
-from dpscale.core.sysinfo import describe_system, nvidia_gpus, usable_cpus
-from dpscale.launchers import LAUNCHERS
+from dpscale.core.sysinfo import describe_system, nvidia_gpus, usable_cpus, visible_gpu_count
+from dpscale.launch_kinds import kind, runner_argv, uses_srun
 from dpscale.registry import strategy
 
 OOM_PATTERNS = re.compile(
@@ -72,13 +72,26 @@ def runtime_skip_reason(
     return None
 
 
+def ranks_as_tasks(cell: Cell, allocation: slurm.Allocation | None) -> bool:
+    """Start the cell's ranks as SLURM tasks (else: directly, as on a workstation).
+
+    Cells whose launch kind starts one process per device (launch_kinds.uses_srun), in an
+    allocation, unless the launcher already runs inside a job step (the plugin's
+    ``srun -n1`` for jobs without ``mpi``): a nested srun would wait for the CPUs that step
+    holds, so those run their processes locally in the step.
+    """
+    return (
+        allocation is not None
+        and not allocation.in_step
+        and uses_srun(cell, strategy(cell.strategy).launch)
+    )
+
+
 def device_shortage(cell: Cell) -> str | None:
     if cell.accelerator != "cuda":
         return None
-    seen = len(nvidia_gpus())
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        seen = min(seen, len([d for d in visible.split(",") if d.strip()]))
+    seen = visible_gpu_count(len(nvidia_gpus()), visible)
     if seen < cell.devices_per_node:
         return (
             f"cell asks for {cell.devices_per_node} GPUs per node, the job sees {seen} "
@@ -237,7 +250,9 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
     with open(log_path, "a") as log:
         plan = strategy(cell.strategy)
         allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
-        srun = slurm.uses_srun(cell, plan.launcher, allocation)
+        # ranks as SLURM tasks, unless the launcher already runs inside a job step (the
+        # plugin's srun -n1 for jobs without mpi): a nested srun would wait for its CPUs
+        srun = allocation is not None and not allocation.in_step and uses_srun(cell, plan.launch)
         reason = runtime_skip_reason(cell, allocation, srun)
         if reason:
             write_status(cell, out, "skipped", reason, started_at)
@@ -267,23 +282,13 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
         with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
+            runner = runner_argv(python, plan.runner, cell_file, out.resolve())
             if srun:
-                rendered = slurm.render(
-                    cell,
-                    allocation,
-                    plan.launcher,
-                    python,
-                    plan.runner,
-                    cell_file,
-                    out.resolve(),
-                    port=free_port(),
-                )
+                rendered = kind(plan.launch).srun(cell, allocation, python, runner, free_port())
                 command = rendered.argv
                 env.update(rendered.env)
             else:
-                command = LAUNCHERS[plan.launcher](
-                    cell, python, plan.runner, cell_file, out.resolve()
-                )
+                command = kind(plan.launch).local(cell, python, runner)
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
                 returncode = _run(command, env, log, cell.measure.timeout_s)

@@ -7,21 +7,13 @@ that always leaves a result. How it starts the cell's processes:
 * one-process cells (``torch-dp``, ``mxnet-device``, 1-device cells): the job is one task
   with all the node's devices; the plugin already runs the launcher inside that task
   (``srun -n1``), so the runner is started directly, as on a workstation.
-* multi-process cells (``torch-ddp``, ``horovod-tf``, ``mxnet-dist``): the job has one task
-  per device (``mpi="srun"``: the launcher runs in the batch step, on the allocation's first
-  node). The launcher first runs a probe step (one task per node) that reports what each
-  node really got, then starts one SLURM task per device with
-  ``srun --nodes=K --ntasks=N --ntasks-per-node=D --cpus-per-task=T --distribution=block``.
-  Every task runs ``python -m dpscale.slurm_task KIND -- RUNNER...``, which turns
-  SLURM_PROCID / SLURM_LOCALID / SLURM_NODEID into the framework's rank variables:
-
-  - DDP: env:// rendezvous. ``MASTER_ADDR`` = first node, ``MASTER_PORT`` = a port that was
-    free on it; rank 0 (task 0, on the first node) hosts the store. No torchrun.
-  - Horovod (Gloo build, no MPI): ``dpscale.horovod_gloo`` does what ``horovodrun --gloo``
-    does, minus ssh: it starts Horovod's rendezvous server on the first node, then the srun
-    line; each task gets ``HOROVOD_RANK``/``SIZE``/``LOCAL_RANK``/... from its SLURM ids.
-  - MXNet dist_sync: ``dpscale.mxnet_ps`` starts the ps-lite scheduler and servers on the
-    first node (``DMLC_PS_ROOT_URI``) and the workers as the srun tasks: task i is worker i.
+* multi-process cells (one process per device): the job has one task per device
+  (``mpi="srun"``: the launcher runs in the batch step, on the allocation's first node). The
+  launcher first runs a probe step (one task per node) that reports what each node really
+  got, then starts one SLURM task per device with the srun line of :func:`srun_prefix`,
+  rendered by the strategy's launch kind (dpscale.launch_kinds). Every task runs
+  ``python -m dpscale.slurm_task KIND -- RUNNER...``, which turns SLURM_PROCID /
+  SLURM_LOCALID / SLURM_NODEID (:func:`slurm_ids`) into the framework's rank variables.
 
 Everything here is a pure function of the cell and an :class:`Allocation` (parsed from the
 environment, with ``scontrol`` only to fill in what the environment lacks), so the command
@@ -30,10 +22,13 @@ lines are tested without SLURM. Stdlib only.
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import json
 import re
-import shlex
 import shutil
+import socket
+import struct
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.core.cell import Cell
+from dpscale.core.sysinfo import visible_gpu_count as _visible_gpus
 
 SCONTROL_TIMEOUT_S = 20
-# Kinds of dpscale.launchers.LAUNCHERS that start one process per device.
-MULTI_PROCESS_KINDS = ("torchrun", "horovodrun", "mxnet-dist")
-TASK_KIND = {"torchrun": "torch", "horovodrun": "horovod", "mxnet-dist": "mxnet"}
+SIOCGIFADDR = 0x8915
 
 Runner = Callable[[Sequence[str]], str | None]  # runs a command, returns stdout or None
 
@@ -263,21 +257,6 @@ def srun_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def uses_srun(cell: Cell, launcher_kind: str, allocation: Allocation | None) -> bool:
-    """Start the cell's processes as SLURM tasks (else: directly, as on a workstation).
-
-    Multi-process cells in an allocation, unless the launcher itself runs inside a job
-    step (the plugin's ``srun -n1`` for jobs without ``mpi``): a nested srun would wait
-    for the CPUs that step holds, so those run their processes locally in the step.
-    """
-    return (
-        allocation is not None
-        and not allocation.in_step
-        and launcher_kind in MULTI_PROCESS_KINDS
-        and cell.world_size > 1
-    )
-
-
 # ------------------------------------------------------------------ what the job got
 
 
@@ -308,14 +287,8 @@ def parse_probe(stdout: str) -> list[dict[str, Any]]:
 
 
 def visible_gpu_count(node: Mapping[str, Any]) -> int:
-    """GPUs a process on this node can use: nvidia-smi's list, narrowed by
-    CUDA_VISIBLE_DEVICES when that is set."""
-    seen = len(node.get("gpus") or [])
-    visible = node.get("cuda_visible_devices")
-    if visible is not None:
-        listed = len([d for d in str(visible).split(",") if d.strip()])
-        seen = min(seen, listed) if seen else listed
-    return seen
+    """GPUs a process on this probed node can use (see core.sysinfo.visible_gpu_count)."""
+    return _visible_gpus(len(node.get("gpus") or []), node.get("cuda_visible_devices"))
 
 
 def shortage(cell: Cell, allocation: Allocation, probe: Sequence[Mapping[str, Any]]) -> str | None:
@@ -379,71 +352,65 @@ def srun_prefix(
     return flags
 
 
-def _runner_args(python: str | Path, module: str, cell_file: Path, out: Path) -> list[str]:
-    return [str(python), "-m", module, "--cell-file", str(cell_file), "--out", str(out)]
+# ------------------------------------------------------------------ inside one task
 
 
-def _task(kind: str, python: str | Path) -> list[str]:
-    return [str(python), "-m", "dpscale.slurm_task", kind, "--"]
+def slurm_ids(env: Mapping[str, str]) -> dict[str, int | str]:
+    """rank, local rank, node index, world size, tasks on this node, nodes, node name of a
+    task started by srun with block distribution."""
+    node_index = int(env.get("SLURM_NODEID", 0))
+    size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
+    per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
+    local_size = (count_on_node(per_node, node_index) if per_node else None) or size
+    return {
+        "rank": int(env["SLURM_PROCID"]),
+        "local_rank": int(env.get("SLURM_LOCALID", 0)),
+        "node_index": node_index,
+        "size": size,
+        "local_size": local_size,
+        "nodes": int(env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or 1),
+        "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
+    }
 
 
-@dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]  # added to the launcher's environment (srun passes it to the tasks)
+def count_on_node(text: str, index: int) -> int | None:
+    """The ``index``-th node's entry of a per-node count (SLURM_TASKS_PER_NODE, ...)."""
+    counts = expand_tasks_per_node(text)
+    return counts[index] if index < len(counts) else None
 
 
-def render(
-    cell: Cell,
-    allocation: Allocation,
-    launcher_kind: str,
-    python: str | Path,
-    module: str,
-    cell_file: Path,
-    out: Path,
-    *,
-    port: int,
-) -> Launch:
-    """The command that starts a multi-process cell's ranks as SLURM tasks.
+def node_address(env: Mapping[str, str], node: str) -> str:
+    """A node's address: from the launcher's map (SLURM's NodeAddr), else the name."""
+    try:
+        return json.loads(env.get("DPSCALE_NODE_ADDRS") or "{}").get(node, node)
+    except json.JSONDecodeError:
+        return node
 
-    ``port``: a TCP port free on the first node (DDP's store); Horovod's rendezvous server
-    and MXNet's scheduler pick their own.
-    """
-    if launcher_kind not in MULTI_PROCESS_KINDS:
-        raise ValueError(f"launcher {launcher_kind!r} starts one process; nothing to srun")
-    runner = _runner_args(python, module, cell_file, out)
-    root = allocation.first_address
-    env = {"DPSCALE_NODE_ADDRS": json.dumps(allocation.node_addresses, sort_keys=True)}
-    srun = srun_prefix(cell, allocation=allocation)
-    kind = TASK_KIND[launcher_kind]
-    if launcher_kind == "torchrun":
-        env.update(MASTER_ADDR=root, MASTER_PORT=str(port))
-        return Launch([*srun, *_task(kind, python), *runner], env)
-    if launcher_kind == "horovodrun":
-        hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in allocation.nodes[: cell.nodes])
-        argv = [
-            str(python),
-            "-m",
-            "dpscale.horovod_gloo",
-            f"--hosts={hosts}",
-            f"--address={root}",
-            f"--timeout={cell.measure.timeout_s}",
-            "--",
-            *srun,
-            *_task(kind, python),
-            *runner,
-        ]
-        return Launch(argv, env)
-    argv = [
-        str(python),
-        "-m",
-        "dpscale.mxnet_ps",
-        f"--workers={cell.world_size}",
-        f"--servers={cell.mxnet_servers}",
-        f"--timeout={cell.measure.timeout_s}",
-        f"--host={root}",
-        f"--worker-launcher={shlex.join([*srun, *_task(kind, python)])}",
-        "--",
-        *runner,
-    ]
-    return Launch(argv, env)
+
+def resolved(address: str) -> str:
+    """An IP address for ps-lite, which passes hosts around as given: the name's, if any."""
+    try:
+        return socket.gethostbyname(address)
+    except OSError:
+        return address
+
+
+def interface_for(address: str) -> str | None:
+    """The network interface that owns ``address`` (for Gloo), or None."""
+    try:
+        ip = socket.gethostbyname(address)
+    except OSError:
+        return None
+    if ipaddress.ip_address(ip).is_loopback:
+        return "lo"
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                packed = fcntl.ioctl(
+                    sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15])
+                )
+            except OSError:
+                continue
+        if socket.inet_ntoa(packed[20:24]) == ip:
+            return name
+    return None

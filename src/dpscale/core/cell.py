@@ -35,6 +35,20 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class SGD:
+    """Stochastic gradient descent with momentum, as every framework applies it here:
+    ``weight_decay`` is L2 added to the gradient (g + wd * w), torch's convention."""
+
+    lr: float
+    momentum: float
+    weight_decay: float
+
+
+# The optimiser of synthetic (throughput) cells, the same in every framework.
+SYNTHETIC_SGD = SGD(lr=0.01, momentum=0.9, weight_decay=5e-5)
+
+
+@dataclass(frozen=True)
 class Training:
     """How a real-data training cell trains (mode ``train``).
 
@@ -92,6 +106,14 @@ class Cell:
     @property
     def global_batch(self) -> int:
         return self.batch_per_device * self.world_size
+
+    @property
+    def sgd(self) -> SGD:
+        """The optimiser settings (training cells: their base rate, rescheduled per step)."""
+        if self.training is None:
+            return SYNTHETIC_SGD
+        t = self.training
+        return SGD(lr=t.base_lr, momentum=t.momentum, weight_decay=t.weight_decay)
 
     @property
     def cell_id(self) -> str:

@@ -3,40 +3,42 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dpscale.core.cell import Cell, Measure, ModelConfig, Training
-from dpscale.registry import STRATEGIES
+from dpscale.core.strategy import Strategy
 
 
-def expand(config: dict[str, Any]) -> list[Cell]:
+def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
     """Every cell of the matrix, including those that cannot run (with ``skip_reason``).
 
-    ``config`` must already be checked (``dpscale.core.config.check_config``).
+    ``config`` must already be checked (``dpscale.core.config.check_config``);
+    ``strategies``: the registered strategies (dpscale.registry.STRATEGIES).
     """
     cells = []
     if "synthetic" in config["modes"]:
-        cells += _synthetic_cells(config)
+        cells += _synthetic_cells(config, strategies)
     if "train" in config["modes"]:
-        cells += _training_cells(config)
+        cells += _training_cells(config, strategies)
     return cells
 
 
-def _cell(config: dict[str, Any], name: str, **fields: Any) -> Cell:
-    strategy = STRATEGIES[name]
+def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
+    options = {key: config[key] for key in strategy.cell_options}
     return Cell(
         study=config["study"],
-        strategy=name,
+        strategy=strategy.name,
         accelerator=config["accelerator"],
         threads_per_device=config["threads_per_device"],
         precision=config["precision"],
         memory_format=config["memory_format"],
-        # only the cells that use it carry it, so changing it reruns only those
-        mxnet_servers=config["mxnet_servers"] if strategy.launcher == "mxnet-dist" else 1,
-        skip_reason=strategy.static_skip_reason(
+        skip_reason=strategy.skip_reason(
             config["accelerator"], fields["nodes"], fields["devices_per_node"]
         ),
+        # only the cells that use a strategy's option carry it: changing it reruns only those
+        **options,
         **fields,
     )
 
@@ -47,13 +49,13 @@ def _measure(config: dict[str, Any]) -> Measure:
     return Measure(**measure)
 
 
-def _synthetic_cells(config: dict[str, Any]) -> list[Cell]:
+def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
     measure = _measure(config)
     models = [ModelConfig(**model) for model in config["models"]]
     return [
         _cell(
             config,
-            name,
+            strategies[name],
             model=model,
             mode="synthetic",
             nodes=nodes,
@@ -81,7 +83,7 @@ def dataset_file(train: dict[str, Any], model: ModelConfig) -> str:
     return str(Path(train["data_dir"]) / f"{train['dataset']}.npz")
 
 
-def _training_cells(config: dict[str, Any]) -> list[Cell]:
+def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
     train = config["train"]
     measure = _measure(config)
     cells = []
@@ -115,7 +117,7 @@ def _training_cells(config: dict[str, Any]) -> list[Cell]:
         cells.append(
             _cell(
                 config,
-                name,
+                strategies[name],
                 model=model,
                 mode="train",
                 nodes=nodes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -15,7 +16,6 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dpscale.core import fits  # noqa: E402
-from dpscale.registry import STRATEGIES  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -34,10 +34,14 @@ def _panels(models: list[str], height: float = 4.0):
     return figure, dict(zip(models, axes[0], strict=True))
 
 
-def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, tuple[str, str]]]:
-    """Colour per strategy; (line style, marker) per device count."""
-    # one colour per registered strategy, the same in every figure of every study
-    strategies = sorted(set(STRATEGIES) | set(frame["strategy"].unique()))
+def _style_keys(
+    frame: pd.DataFrame, known: Sequence[str] = ()
+) -> tuple[dict[str, tuple], dict[int, tuple[str, str]]]:
+    """Colour per strategy; (line style, marker) per device count.
+
+    ``known``: every registered strategy, so one strategy has the same colour in every
+    figure of every study."""
+    strategies = sorted(set(known) | set(frame["strategy"].unique()))
     colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
     worlds = sorted(frame["world_size"].unique())
     styles = {
@@ -47,14 +51,16 @@ def _style_keys(frame: pd.DataFrame) -> tuple[dict[str, tuple], dict[int, tuple[
     return colours, styles
 
 
-def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
+def throughput_figure(
+    cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path, known: Sequence[str] = ()
+) -> None:
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
         empty_figure(path, "No successful throughput cells to plot.")
         return
     sns.set_theme(style="whitegrid")
-    colours, styles = _style_keys(ok)
+    colours, styles = _style_keys(ok, known)
     figure, panels = _panels(sorted(ok["model"].unique()))
     fitted = fit_table[fit_table["status"] == "ok"].set_index(["model", "strategy", "world_size"])
     for (model, strategy, world), group in ok.groupby(["model", "strategy", "world_size"]):
@@ -97,7 +103,7 @@ def throughput_figure(cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path) 
     plt.close(figure)
 
 
-def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
+def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Weak-scaling speedup vs device count with the ideal line."""
     layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
     scaling = scaling[layouts > 1]
@@ -105,7 +111,7 @@ def speedup_figure(scaling: pd.DataFrame, path: Path) -> None:
         empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
         return
     sns.set_theme(style="whitegrid")
-    colours, _ = _style_keys(scaling)
+    colours, _ = _style_keys(scaling, known)
     figure, panels = _panels(sorted(scaling["model"].unique()))
     batches = sorted(scaling["batch_per_device"].unique())
     markers = dict(zip(batches, "osD^v<>ph*", strict=False))
@@ -169,7 +175,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
     plt.close(figure)
 
 
-def framework_figure(cells: pd.DataFrame, path: Path) -> None:
+def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Global img/s of every strategy on the same cells: one panel per model and device
     layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
     from dpscale.core.analysis import point_means
@@ -179,7 +185,7 @@ def framework_figure(cells: pd.DataFrame, path: Path) -> None:
         empty_figure(path, "No successful throughput cells to compare.")
         return
     sns.set_theme(style="whitegrid")
-    colours, _ = _style_keys(points)
+    colours, _ = _style_keys(points, known)
     strategies = sorted(points["strategy"].unique())
     batches = sorted(points["batch_per_device"].unique())
     models = sorted(points["model"].unique())

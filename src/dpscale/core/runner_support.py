@@ -66,6 +66,8 @@ def write_synthetic_result(
     trainable_params: int,
     system_extra: dict[str, Any] | None = None,
     rank_param_checksums: Sequence[str] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
 ) -> None:
     windows = slowest_rank(per_rank_windows)
     measurement = throughput_measurement(
@@ -77,8 +79,9 @@ def write_synthetic_result(
         measurement["rank_param_checksums"] = list(rank_param_checksums)
     result = make_result(
         cell,
-        "ok",
+        status,
         started_at=started_at,
+        reason=reason,
         system=describe_system(framework_versions, threads_used, system_extra),
         measurement=measurement,
         trainable_params=trainable_params,
@@ -101,12 +104,15 @@ def write_training_result(
     trainable_params: int,
     rank_param_checksums: Sequence[str],
     system_extra: dict[str, Any] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
 ) -> None:
     training = {**training, "rank_param_checksums": list(rank_param_checksums)}
     result = make_result(
         cell,
-        "ok",
+        status,
         started_at=started_at,
+        reason=reason,
         system=describe_system(framework_versions, threads_used, system_extra),
         training=training,
         trainable_params=trainable_params,

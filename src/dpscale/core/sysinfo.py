@@ -32,6 +32,19 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def visible_gpu_count(listed_by_nvidia_smi: int, cuda_visible_devices: str | None) -> int:
+    """GPUs a process can use: nvidia-smi's list, narrowed by CUDA_VISIBLE_DEVICES when set.
+
+    When nvidia-smi lists none (missing on the node, or failing) the count cannot be
+    checked, and CUDA_VISIBLE_DEVICES is taken as it is; the runner then counts the
+    framework's own devices and fails a cell that sees fewer (runner_support.require_devices).
+    """
+    if cuda_visible_devices is None:
+        return listed_by_nvidia_smi
+    listed = len([d for d in str(cuda_visible_devices).split(",") if d.strip()])
+    return min(listed_by_nvidia_smi, listed) if listed_by_nvidia_smi else listed
+
+
 def nvidia_gpus() -> list[dict[str, str]]:
     """GPUs as nvidia-smi sees them (honours CUDA_VISIBLE_DEVICES only via the framework)."""
     if shutil.which("nvidia-smi") is None:

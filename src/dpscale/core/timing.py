@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 Step = Callable[[], None]
 Sync = Callable[[], None]
@@ -71,6 +70,8 @@ def summarise(values: Sequence[float]) -> Summary:
 def _t_half_width(sd: float, n: int) -> float:
     if n < 2:
         return math.nan
+    from scipy import stats as scipy_stats  # here: importing scipy.stats takes ~1 s
+
     return float(scipy_stats.t.ppf(0.975, df=n - 1) * sd / math.sqrt(n))
 
 

@@ -1,4 +1,5 @@
-"""The MXNet Gluon training step shared by the mxnet-device and mxnet-dist runners.
+"""MXNet Gluon code shared by the mxnet-device and mxnet-dist adapters: contexts, the
+network, the synthetic step, the training backend and :class:`MXNetRank`.
 
 fp32 in NCHW only: MXNet 1.9's mixed precision (contrib.amp) and NHWC layers are not wired
 into the Gluon builder, so other precisions and memory formats fail with a clear message
@@ -23,24 +24,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
 from dpscale.builders.gluon_resnet import build_gluon_resnet, trainable_param_count
-from dpscale.core.cell import Cell
+from dpscale.core.cell import SGD, Cell
 from dpscale.core.runner_support import param_checksum
 
 OPTIMIZER = "sgd"
-OPTIMIZER_PARAMS = {"learning_rate": 0.01, "momentum": 0.9, "wd": 5e-5}
 
 
-def optimizer_params(cell: Cell) -> dict[str, float]:
-    train = cell.training
-    if train is None:
-        return dict(OPTIMIZER_PARAMS)
-    return {"learning_rate": train.base_lr, "momentum": train.momentum, "wd": train.weight_decay}
+def optimizer_params(sgd: SGD) -> dict[str, float]:
+    """MXNet's ``wd`` adds wd * w to the gradient: the convention of core.cell.SGD."""
+    return {"learning_rate": sgd.lr, "momentum": sgd.momentum, "wd": sgd.weight_decay}
 
 
 def check_supported(cell: Cell) -> None:
@@ -192,3 +191,62 @@ def versions() -> dict[str, str]:
         "mxnet": mx.__version__,
         "mxnet_features": ",".join(name for name in wanted if features.is_enabled(name)),
     }
+
+
+class MXNetRank:
+    """What the core loop (core.measure.run_cell) needs from an MXNet process.
+
+    ``gather``/``finish`` come from the adapter: the identity and nothing in one process;
+    files and kvstore barriers in a dist_sync job. ``reduce`` gathers numbers for the
+    training backend's sums and maxima (None: one process, the identity).
+    """
+
+    framework = "mxnet"
+
+    def __init__(
+        self,
+        cell: Cell,
+        net: gluon.HybridBlock,
+        trainer: gluon.Trainer,
+        ctxs: list[mx.Context],
+        trainable_params: int,
+        *,
+        rank: int = 0,
+        size: int = 1,
+        gather: Callable[[Any], list[Any]] = lambda value: [value],
+        reduce: Callable[[list[float]], np.ndarray] | None = None,
+        finish: Callable[[], None] = lambda: None,
+        system_extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.cell, self.net, self.trainer, self.ctxs = cell, net, trainer, ctxs
+        self.trainable_params, self.threads_used = trainable_params, threads_used(cell)
+        self.rank, self.size = rank, size
+        self.batch = cell.batch_per_device * len(ctxs)  # split over the contexts
+        self.gather, self._reduce, self.finish = gather, reduce, finish
+        self._system_extra = system_extra or {}
+
+    def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        images, labels = synthetic_batch(self.cell, self.batch, self.ctxs)
+        global_batch = self.batch * self.size
+        return make_train_step(self.net, self.trainer, images, labels, global_batch), synchronize
+
+    def training_backend(self) -> GluonTrainingBackend:
+        return GluonTrainingBackend(self.net, self.trainer, self.ctxs, self.size, self._reduce)
+
+    def matmul(self, n: int, dtype: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        ctx = self.ctxs[0]
+        a, b = (mx.nd.random.normal(shape=(n, n), ctx=ctx).astype(dtype) for _ in range(2))
+        c = mx.nd.empty((n, n), ctx=ctx, dtype=dtype)
+        return (lambda: mx.nd.dot(a, b, out=c)), synchronize
+
+    def param_checksums(self) -> list[str]:
+        return [trained_param_checksum(self.net, ctx) for ctx in self.ctxs]
+
+    def device_names(self) -> list[str]:
+        return [str(ctx) for ctx in self.ctxs] if self.cell.accelerator == "cuda" else []
+
+    def versions(self) -> dict[str, str]:
+        return versions()
+
+    def system_extra(self) -> dict[str, Any]:
+        return {"mxnet_contexts": [str(c) for c in self.ctxs], **self._system_extra}

@@ -1,29 +1,26 @@
-"""The PyTorch training step shared by the DataParallel and DDP runners."""
+"""PyTorch code shared by the torch-dp and torch-ddp adapters: threads, device, the model,
+the synthetic step, the training backend, and the :class:`TorchRank` the core loop drives.
+
+Every call that talks to other ranks is in the adapters (marked ``[distributed]``); here
+only ``TorchRank.gather``/``finish``, which the DDP adapter turns on.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from dpscale.builders.torch_resnet import build_torch_resnet, trainable_param_count
-from dpscale.core.cell import Cell
-from dpscale.core.runner_support import param_checksum
+from dpscale.core.cell import SGD, Cell
+from dpscale.core.runner_support import param_checksum, require_devices
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
-
-
-@dataclass
-class TorchSetup:
-    device: torch.device
-    model: nn.Module  # possibly wrapped (DataParallel, DistributedDataParallel)
-    trainable_params: int
-    step: Callable[[], None]
-    sync: Callable[[], None]
 
 
 def configure_threads(cell: Cell) -> int:
@@ -32,6 +29,15 @@ def configure_threads(cell: Cell) -> int:
     else:
         torch.backends.cudnn.benchmark = True
     return torch.get_num_threads()
+
+
+def pin_device(cell: Cell, local_rank: int = 0) -> torch.device:
+    """This process's (first) device: the GPU of its local rank, or the CPU."""
+    if cell.accelerator != "cuda":
+        return torch.device("cpu")
+    require_devices(cell, torch.cuda.device_count())
+    torch.cuda.set_device(local_rank)
+    return torch.device(f"cuda:{local_rank}")
 
 
 def synchronizer(device: torch.device) -> Callable[[], None]:
@@ -48,6 +54,13 @@ def build_model(cell: Cell, device: torch.device) -> tuple[nn.Module, int]:
     if cell.memory_format == "channels_last":
         model = model.to(memory_format=torch.channels_last)
     return model, count
+
+
+def make_sgd(parameters, sgd: SGD) -> torch.optim.Optimizer:
+    """torch's SGD adds weight_decay * w to the gradient: the convention of core.cell.SGD."""
+    return torch.optim.SGD(
+        parameters, lr=sgd.lr, momentum=sgd.momentum, weight_decay=sgd.weight_decay
+    )
 
 
 def synthetic_batch(
@@ -67,7 +80,7 @@ def make_train_step(
     cell: Cell, model: nn.Module, device: torch.device, batch: int
 ) -> Callable[[], None]:
     images, labels = synthetic_batch(cell, batch, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
+    optimizer = make_sgd(model.parameters(), cell.sgd)
     loss_fn = nn.CrossEntropyLoss()
     amp_dtype = AMP_DTYPES.get(cell.precision)
     scaler = torch.amp.GradScaler("cuda", enabled=cell.precision == "amp_fp16")
@@ -103,24 +116,13 @@ def versions() -> dict[str, str]:
     return found
 
 
-def gpu_names(count: int) -> list[str]:
-    return [torch.cuda.get_device_name(i) for i in range(count)]
-
-
 class TorchTrainingBackend:
     """One optimiser step or evaluation on numpy NHWC batches (see core.training)."""
 
     def __init__(self, cell: Cell, model: nn.Module, device: torch.device, distributed: bool):
-        train = cell.training
-        assert train is not None
         self.model, self.device, self.distributed = model, device, distributed
         self.channels_last = cell.memory_format == "channels_last"
-        self.optimizer = torch.optim.SGD(
-            model.parameters(),
-            lr=train.base_lr,
-            momentum=train.momentum,
-            weight_decay=train.weight_decay,
-        )
+        self.optimizer = make_sgd(model.parameters(), cell.sgd)
         self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
         self.sync = synchronizer(device)
 
@@ -156,11 +158,78 @@ class TorchTrainingBackend:
         if not self.distributed:
             return list(values)
         tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        torch.distributed.all_reduce(tensor, op=op)
+        dist.all_reduce(tensor, op=op)  # [distributed]
         return tensor.tolist()
 
     def reduce_sum(self, values: list[float]) -> list[float]:
-        return self._reduce(values, torch.distributed.ReduceOp.SUM)
+        return self._reduce(values, dist.ReduceOp.SUM)
 
     def reduce_max(self, values: list[float]) -> list[float]:
-        return self._reduce(values, torch.distributed.ReduceOp.MAX)
+        return self._reduce(values, dist.ReduceOp.MAX)
+
+
+class TorchRank:
+    """What the core loop (core.measure.run_cell) needs from a torch process.
+
+    ``distributed``: the process is one rank of a torch.distributed group (DDP); otherwise
+    it is the only process and gathering is the identity.
+    """
+
+    framework = "torch"
+
+    def __init__(
+        self,
+        cell: Cell,
+        model: nn.Module,
+        device: torch.device,
+        trainable_params: int,
+        threads_used: int,
+        batch: int,
+        distributed: bool = False,
+    ) -> None:
+        self.cell, self.model, self.device = cell, model, device
+        self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
+        self.distributed = distributed
+        self.rank = dist.get_rank() if distributed else 0
+        self.size = dist.get_world_size() if distributed else 1
+
+    def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        step = make_train_step(self.cell, self.model, self.device, self.batch)
+        return step, synchronizer(self.device)
+
+    def training_backend(self) -> TorchTrainingBackend:
+        return TorchTrainingBackend(self.cell, self.model, self.device, self.distributed)
+
+    def matmul(self, n: int, dtype: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        kind = getattr(torch, dtype)
+        a, b = (torch.randn(n, n, device=self.device).to(kind) for _ in range(2))
+        c = torch.empty(n, n, device=self.device, dtype=kind)
+        return (lambda: torch.mm(a, b, out=c)), synchronizer(self.device)
+
+    def gather(self, value: Any) -> list[Any]:
+        if not self.distributed:
+            return [value]
+        values: list[Any] = [None] * self.size
+        dist.all_gather_object(values, value)  # [distributed] every rank's value, rank order
+        return values
+
+    def param_checksums(self) -> list[str]:
+        return [trained_param_checksum(self.model)]
+
+    def device_names(self) -> list[str]:
+        if self.device.type != "cuda":
+            return []
+        if self.distributed:
+            return [torch.cuda.get_device_name(self.device)]
+        return [torch.cuda.get_device_name(i) for i in range(self.cell.devices_per_node)]
+
+    def versions(self) -> dict[str, str]:
+        return versions()
+
+    def system_extra(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self) -> None:
+        if self.distributed:
+            dist.barrier()  # [distributed] rank 0 has written the result
+            dist.destroy_process_group()

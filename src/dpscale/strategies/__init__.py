@@ -1,0 +1,1 @@
+"""Strategy adapters: one module per strategy (see dpscale.registry)."""

@@ -1,4 +1,5 @@
-"""horovod-tf: TensorFlow 2.15 (Keras 2) + Horovod, one process per device, via horovodrun.
+"""horovod-tf: TensorFlow 2.15 (Keras 2) + Horovod, one process per device (launch kind
+``horovod``: horovodrun --gloo locally, SLURM tasks around a Gloo rendezvous on clusters).
 
 Gloo on CPU (NCCL where Horovod was built with it). Rank 0's initial weights and optimizer
 state are broadcast before the first step; gradients are averaged by
@@ -22,13 +23,14 @@ inter-op 2 against 70 with inter-op 1 (it used the idle second core), while two 
 measured on more cores than the N-device cells get per device, and speedups understated.
 Well beyond the cores, spinning thread pools collapse throughput (see the README).
 
-Training mode (real data, core.training drives it): ``KerasTrainingBackend`` below, SGD
-with the cell's momentum and weight decay, the learning rate assigned to the optimizer's
-variable before every step, the summed cross-entropy returned and its batch mean
-differentiated (gradients averaged over ranks by DistributedGradientTape, like DDP). Keras'
-SGD(weight_decay=...) is decoupled decay; torch's is L2 added to the gradient, so the
-optimizer gets none and ``weight_decay * w`` is added to each averaged gradient. One
-difference from torch is left: Keras' momentum buffer holds lr-scaled steps (v = m v - lr g;
+Optimiser (synthetic and training mode alike, core.cell.SGD): Keras' SGD with the cell's
+momentum; Keras' own SGD(weight_decay=...) is decoupled decay, torch's is L2 added to the
+gradient, so the optimizer gets none and ``weight_decay * w`` is added to each averaged
+gradient (:func:`apply_sgd`). Training mode (real data, core.training drives it):
+``KerasTrainingBackend`` below, the learning rate assigned to the optimizer's variable
+before every step, the summed cross-entropy returned and its batch mean differentiated
+(gradients averaged over ranks by DistributedGradientTape, like DDP). One difference from
+torch is left: Keras' momentum buffer holds lr-scaled steps (v = m v - lr g;
 w += v) where torch's holds gradients (b = m b + g; w -= lr b); the two agree while the rate
 is constant and differ slightly while it warms up or decays.
 
@@ -42,26 +44,30 @@ channels_last NHWC.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-import horovod
-import horovod.tensorflow as hvd
-import numpy as np
-import tensorflow as tf
+from dpscale.core.cell import SGD, Cell
+from dpscale.core.measure import run_cell
+from dpscale.core.runner_support import param_checksum, parse_runner_args, require_devices
+from dpscale.core.strategy import Strategy, framework_imports
 
-from dpscale.builders.keras_resnet import build_keras_resnet, trainable_param_count
-from dpscale.core.cell import Cell
-from dpscale.core.result import now_iso
-from dpscale.core.runner_support import (
-    param_checksum,
-    parse_runner_args,
-    progress,
-    require_devices,
-    write_synthetic_result,
-    write_training_result,
+with framework_imports() as framework:
+    import horovod
+    import horovod.tensorflow as hvd
+    import numpy as np
+    import tensorflow as tf
+
+    from dpscale.builders.keras_resnet import build_keras_resnet, trainable_param_count
+
+STRATEGY = Strategy(
+    name="horovod-tf",
+    framework="tensorflow",
+    env="tf-horovod",
+    launch="horovod",
+    runner=__name__,
+    one_process=False,
+    multi_node=True,
 )
-from dpscale.core.timing import time_windows
-from dpscale.core.training import run_training
-
 POLICIES = {"amp_bf16": "mixed_bfloat16", "amp_fp16": "mixed_float16"}
 INTER_OP_THREADS = 1
 
@@ -99,15 +105,19 @@ def build_model(cell: Cell) -> tuple[tf.keras.Model, int]:
     return model, trainable_param_count(model)
 
 
-def make_optimizer(cell: Cell) -> tf.keras.optimizers.Optimizer:
-    if cell.training is not None:  # weight decay is added to the gradients (see the top)
-        train = cell.training
-        optimizer = tf.keras.optimizers.SGD(learning_rate=train.base_lr, momentum=train.momentum)
-    else:
-        optimizer = tf.keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, weight_decay=5e-5)
+def make_sgd(cell: Cell) -> tf.keras.optimizers.Optimizer:
+    """Keras SGD with momentum; weight decay is added to the gradients (:func:`apply_sgd`)."""
+    optimizer = tf.keras.optimizers.SGD(learning_rate=cell.sgd.lr, momentum=cell.sgd.momentum)
     if cell.precision == "amp_fp16":
         optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     return optimizer
+
+
+def apply_sgd(optimizer, sgd: SGD, grads: list[tf.Tensor], variables: list[tf.Variable]) -> None:
+    """One SGD step with L2 weight decay added to the (averaged) gradients, as torch does."""
+    if sgd.weight_decay:
+        grads = [g + sgd.weight_decay * v for g, v in zip(grads, variables, strict=True)]
+    optimizer.apply_gradients(zip(grads, variables, strict=True))
 
 
 def broadcast_initial_state(model: tf.keras.Model, optimizer) -> None:
@@ -135,6 +145,7 @@ def make_train_step(
     A tf.function returns only after all its stateful ops (the weight updates) have run (on
     a GPU: were queued, on the one compute stream, before the host read's copy is)."""
     images, labels = synthetic_batch(cell, batch)
+    sgd = cell.sgd
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     scaled = cell.precision == "amp_fp16"
 
@@ -144,11 +155,11 @@ def make_train_step(
             logits = tf.cast(model(images, training=True), tf.float32)
             loss = loss_fn(labels, logits)
             target = optimizer.get_scaled_loss(loss) if scaled else loss
-        tape = hvd.DistributedGradientTape(tape)
+        tape = hvd.DistributedGradientTape(tape)  # [distributed] averages the gradients
         grads = tape.gradient(target, model.trainable_variables)
         if scaled:
             grads = optimizer.get_unscaled_gradients(grads)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        apply_sgd(optimizer, sgd, grads, model.trainable_variables)
         return loss
 
     last: list[tf.Tensor] = []
@@ -180,8 +191,7 @@ class KerasTrainingBackend:
     def __init__(self, cell: Cell, model: tf.keras.Model, optimizer) -> None:
         train = cell.training
         assert train is not None
-        self.model, self.optimizer = model, optimizer
-        self.weight_decay = train.weight_decay
+        self.model, self.optimizer, self.sgd = model, optimizer, cell.sgd
         self.nchw = not channels_last(cell)
         self.scaled = cell.precision == "amp_fp16"
         size = cell.model.image_size
@@ -203,12 +213,11 @@ class KerasTrainingBackend:
             loss, right = summed_loss_and_correct(labels, logits)
             mean = loss / tf.cast(tf.shape(labels)[0], tf.float32)
             target = self.optimizer.get_scaled_loss(mean) if self.scaled else mean
+        # [distributed] DistributedGradientTape averages the gradients over the ranks
         grads = hvd.DistributedGradientTape(tape).gradient(target, variables)
         if self.scaled:
             grads = self.optimizer.get_unscaled_gradients(grads)
-        if self.weight_decay:
-            grads = [g + self.weight_decay * v for g, v in zip(grads, variables, strict=True)]
-        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        apply_sgd(self.optimizer, self.sgd, grads, variables)
         return loss, right
 
     def _evaluate_step(self, images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -232,7 +241,7 @@ class KerasTrainingBackend:
         if hvd.size() == 1:
             return list(values)
         tensor = tf.constant(values, dtype=tf.float64)
-        return hvd.allreduce(tensor, op=op, name=name).numpy().tolist()
+        return hvd.allreduce(tensor, op=op, name=name).numpy().tolist()  # [distributed]
 
     def reduce_sum(self, values: list[float]) -> list[float]:
         return self._reduce(values, hvd.Sum, "dpscale_reduce_sum")
@@ -252,58 +261,71 @@ def versions() -> dict[str, str]:
     return found
 
 
+class HorovodRank:
+    """What the core loop (core.measure.run_cell) needs from a Horovod rank."""
+
+    framework = "tensorflow"
+
+    def __init__(self, cell: Cell, model: tf.keras.Model, optimizer, params: int) -> None:
+        self.cell, self.model, self.optimizer = cell, model, optimizer
+        self.trainable_params, self.threads_used = params, cell.threads_per_device
+        self.rank, self.size, self.batch = hvd.rank(), hvd.size(), cell.batch_per_device
+
+    def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        return make_train_step(self.cell, self.model, self.optimizer, self.batch)
+
+    def training_backend(self) -> KerasTrainingBackend:
+        return KerasTrainingBackend(self.cell, self.model, self.optimizer)
+
+    def matmul(self, n: int, dtype: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        a, b = (tf.cast(tf.random.normal((n, n)), dtype) for _ in range(2))
+        last: list[tf.Tensor] = []
+
+        def step() -> None:
+            last[:] = [tf.linalg.matmul(a, b)]
+
+        return step, lambda: last[0].numpy()
+
+    def gather(self, value: Any) -> list[Any]:
+        return hvd.allgather_object(value)  # [distributed] every rank's value, rank order
+
+    def param_checksums(self) -> list[str]:
+        return [trained_param_checksum(self.model)]
+
+    def device_names(self) -> list[str]:
+        return [
+            tf.config.experimental.get_device_details(gpu).get("device_name", "")
+            for gpu in tf.config.get_visible_devices("GPU")
+        ]
+
+    def versions(self) -> dict[str, str]:
+        return versions()
+
+    def system_extra(self) -> dict[str, Any]:
+        return {
+            "data_format": "NHWC" if channels_last(self.cell) else "NCHW",
+            "inter_op_threads": INTER_OP_THREADS,
+        }
+
+    def finish(self) -> None:
+        hvd.join()  # [distributed] rank 0 has written the result
+
+
 def main(argv: list[str] | None = None) -> None:
+    framework.require()
     cell, out = parse_runner_args(argv)
-    started_at = now_iso()
-    threads = configure_threads(cell)
-    hvd.init()
-    rank = hvd.rank()
+    configure_threads(cell)
+
+    hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if hvd.size() != cell.world_size:
         raise RuntimeError(f"world size {hvd.size()} != cell's {cell.world_size}")
     pin_device(cell, hvd.local_rank())
 
     model, params = build_model(cell)
-    optimizer = make_optimizer(cell)
-    broadcast_initial_state(model, optimizer)
+    optimizer = make_sgd(cell)
+    broadcast_initial_state(model, optimizer)  # [distributed] rank 0's weights to every rank
 
-    def log(message: str) -> None:
-        progress(message, rank)
-
-    log(f"{cell.cell_id}: Horovod rank {rank}/{hvd.size()}, batch {cell.batch_per_device}")
-    if cell.mode == "train":
-        backend = KerasTrainingBackend(cell, model, optimizer)
-        training = run_training(cell, backend, rank, hvd.size(), cell.batch_per_device, log)
-    else:
-        step, sync = make_train_step(cell, model, optimizer, cell.batch_per_device)
-        m = cell.measure
-        windows = time_windows(step, sync, m.warmup_steps, m.windows, m.steps_per_window, log)
-        gathered = hvd.allgather_object(windows)
-    checksums = hvd.allgather_object(trained_param_checksum(model))
-    gpu_names = hvd.allgather_object(
-        [
-            tf.config.experimental.get_device_details(g).get("device_name", "")
-            for g in tf.config.get_visible_devices("GPU")
-        ]
-    )
-    if rank != 0:
-        return
-    common = {
-        "started_at": started_at,
-        "framework": "tensorflow",
-        "framework_versions": versions(),
-        "threads_used": threads,
-        "trainable_params": params,
-        "system_extra": {
-            "gpu_names_seen": [n for names in gpu_names for n in names],
-            "data_format": "NHWC" if channels_last(cell) else "NCHW",
-            "inter_op_threads": INTER_OP_THREADS,
-        },
-        "rank_param_checksums": checksums,
-    }
-    if cell.mode == "train":
-        write_training_result(cell, out, training=training, **common)
-    else:
-        write_synthetic_result(cell, out, per_rank_windows=gathered, **common)
+    run_cell(cell, out, HorovodRank(cell, model, optimizer, params))
 
 
 if __name__ == "__main__":

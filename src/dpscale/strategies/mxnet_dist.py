@@ -1,53 +1,57 @@
 """mxnet-dist: kvstore 'dist_sync', one worker process per device, parameter servers.
 
-Started by dpscale.mxnet_ps, which runs this same module as the ps-lite scheduler, the
-servers (``mxnet_servers`` in the config) and the workers: in a scheduler or server process
-``import mxnet`` serves until the job ends and exits, so only workers get past the imports.
+Started by dpscale.mxnet_ps (launch kind ``mxnet``), which runs this same module as the
+ps-lite scheduler, the servers (``mxnet_servers`` in the config) and the workers: in a
+scheduler or server process ``import mxnet`` serves until the job ends and exits, so only
+workers get past the imports.
 
-The Trainer updates on the kvstore (Gluon's default for dist kvstores, the classic parameter
-server): workers push gradients, the servers sum them over workers and apply SGD, workers
-pull the new weights. Creating the Trainer's kvstore entries broadcasts worker 0's initial
-parameters. The gradient is averaged over the global batch (``trainer.step(global_batch)``).
+Synthetic mode: the Trainer updates on the kvstore (Gluon's default for dist kvstores, the
+classic parameter server): workers push gradients, the servers sum them over workers and
+apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries broadcasts
+worker 0's initial parameters. The gradient is averaged over the global batch.
 
-Each worker times its windows and writes them, with its parameter checksum, to a file next
-to ``--out``; after a kvstore barrier worker 0 merges them (the slowest rank's time is the
-window's time) and writes the result. The kvstore itself cannot carry them: the servers
-would apply the optimizer to anything pushed.
+Training mode updates on the workers instead (``update_on_kvstore=False``): the servers
+only sum the gradients, each worker pulls the sum and applies SGD itself. The learning rate
+changes every step, and ``trainer.set_learning_rate`` changes only the worker's optimizer:
+the servers' copy is pickled once, when the Trainer sends it. All workers pull the same sum
+and apply the same update, so their parameters stay bit-identical. With no optimizer on the
+servers, the kvstore also carries the epoch sums and maxima (``KVStoreGather``).
 
-Training mode (mxnet_common.GluonTrainingBackend) updates on the workers instead
-(``update_on_kvstore=False``): the servers only sum the gradients, each worker pulls the
-sum and applies SGD itself. The learning rate changes every step, and
-``trainer.set_learning_rate`` changes only the worker's optimizer: the servers' copy is
-pickled once, when the Trainer sends it. All workers pull the same sum and apply the same
-update, so their parameters stay bit-identical. With no optimizer on the servers, the
-kvstore also carries the epoch sums, maxima and final checksums (``KVStoreGather``).
+What rank 0 gathers for the result (windows, checksums) goes through files next to the
+result, not the kvstore: with the optimizer on the servers, anything pushed is updated.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-import mxnet as mx
 import numpy as np
-from mxnet import gluon
 
-from dpscale.core.result import now_iso, write_json_atomic
-from dpscale.core.runner_support import (
-    parse_runner_args,
-    progress,
-    require_devices,
-    write_synthetic_result,
-    write_training_result,
+from dpscale.core.measure import run_cell
+from dpscale.core.result import write_json_atomic
+from dpscale.core.runner_support import parse_runner_args, require_devices
+from dpscale.core.strategy import Strategy, framework_imports
+
+with framework_imports() as framework:
+    import mxnet as mx
+    from mxnet import gluon
+
+    from dpscale.frameworks import mxnet_ops
+
+STRATEGY = Strategy(
+    name="mxnet-dist",
+    framework="mxnet",
+    env="mxnet",
+    launch="mxnet",
+    runner=__name__,
+    one_process=False,
+    multi_node=True,
+    cell_options=("mxnet_servers",),
 )
-from dpscale.core.timing import time_windows
-from dpscale.core.training import run_training
-from dpscale.runners import mxnet_common as mc
-
-
-def rank_file(out: Path, rank: int) -> Path:
-    return out.with_name(f".{out.name}.rank{rank}.json")
 
 
 class KVStoreGather:
@@ -72,95 +76,67 @@ class KVStoreGather:
         rows = np.zeros(shape, dtype=np.float64)
         rows[self.kv.rank] = values
         gathered = mx.nd.zeros(shape, dtype="float64")
-        self.kv.pushpull(key, mx.nd.array(rows, dtype="float64"), out=gathered)
+        self.kv.pushpull(key, mx.nd.array(rows, dtype="float64"), out=gathered)  # [distributed]
         return gathered.asnumpy()
 
-    def checksums(self, checksum: str) -> list[str]:
-        """Every worker's hex sha256, carried as 32 byte values."""
-        rows = self(list(bytes.fromhex(checksum)))
-        return [bytes(int(b) for b in row).hex() for row in rows]
 
+class FileGather:
+    """Every worker's JSON value on worker 0: a file per worker, then a kvstore barrier."""
 
-def train(cell, out: Path, started_at: str, kv: mx.kvstore.KVStore, ctxs, log) -> None:
-    net, params = mc.build_net(cell, ctxs)
-    trainer = gluon.Trainer(
-        net.collect_params(),
-        mc.OPTIMIZER,
-        mc.optimizer_params(cell),
-        kvstore=kv,
-        update_on_kvstore=False,
-    )
-    gather = KVStoreGather(kv, first_key=len(net.collect_params().keys()))
-    backend = mc.GluonTrainingBackend(net, trainer, ctxs, kv.num_workers, gather)
-    training = run_training(cell, backend, kv.rank, kv.num_workers, cell.batch_per_device, log)
-    checksums = gather.checksums(mc.trained_param_checksum(net, ctxs[0]))
-    if kv.rank == 0:
-        write_training_result(
-            cell,
-            out,
-            started_at=started_at,
-            training=training,
-            framework="mxnet",
-            framework_versions=mc.versions(),
-            threads_used=mc.threads_used(cell),
-            trainable_params=params,
-            system_extra={"mxnet_servers": cell.mxnet_servers},
-            rank_param_checksums=checksums,
-        )
-    kv._barrier()  # rank 0 has written the result before any worker exits
+    def __init__(self, kv: mx.kvstore.KVStore, out: Path) -> None:
+        self.kv, self.out, self.calls = kv, out, itertools.count()
+
+    def _file(self, call: int, rank: int) -> Path:
+        return self.out.with_name(f".{self.out.name}.gather{call}.rank{rank}.json")
+
+    def __call__(self, value: Any) -> list[Any]:
+        call = next(self.calls)
+        write_json_atomic(self._file(call, self.kv.rank), {"value": value})
+        self.kv._barrier()  # [distributed] every worker's file is complete
+        if self.kv.rank != 0:
+            return []
+        files = [self._file(call, r) for r in range(self.kv.num_workers)]
+        values = [json.loads(f.read_text())["value"] for f in files]
+        for f in files:
+            f.unlink(missing_ok=True)
+        return values
 
 
 def main(argv: list[str] | None = None) -> None:
+    framework.require()
     cell, out = parse_runner_args(argv)
-    started_at = now_iso()
-    mc.check_supported(cell)
-    kv = mx.kv.create("dist_sync")
-    rank, local_rank = kv.rank, int(os.environ.get("DPSCALE_LOCAL_RANK", 0))
+    mxnet_ops.check_supported(cell)
+
+    kv = mx.kv.create("dist_sync")  # [distributed] join the ps-lite job as a worker
     if kv.num_workers != cell.world_size:
         raise RuntimeError(f"{kv.num_workers} workers != cell's world size {cell.world_size}")
-    on_cuda = cell.accelerator == "cuda"
-    require_devices(cell, mx.context.num_gpus() if on_cuda else 1)
-    ctxs = mc.contexts(cell, first=local_rank, count=1)
+    require_devices(cell, mx.context.num_gpus() if cell.accelerator == "cuda" else 1)
+    ctxs = mxnet_ops.contexts(cell, first=int(os.environ.get("DPSCALE_LOCAL_RANK", 0)), count=1)
 
-    def log(message: str) -> None:
-        progress(message, rank)
-
-    if cell.mode == "train":
-        log(f"{cell.cell_id}: dist_sync worker {rank}/{kv.num_workers} on {ctxs[0]}, training")
-        train(cell, out, started_at, kv, ctxs, log)
-        return
-    net, params = mc.build_net(cell, ctxs)
+    net, params = mxnet_ops.build_net(cell, ctxs)
+    # [distributed] the Trainer's kvstore entries broadcast worker 0's initial parameters;
+    # every step pushes gradients to the servers and pulls the result
     trainer = gluon.Trainer(
         net.collect_params(),
-        mc.OPTIMIZER,
-        dict(mc.OPTIMIZER_PARAMS),
+        mxnet_ops.OPTIMIZER,
+        mxnet_ops.optimizer_params(cell.sgd),
         kvstore=kv,
-        update_on_kvstore=True,
+        update_on_kvstore=cell.mode != "train",
     )
-    images, labels = mc.synthetic_batch(cell, cell.batch_per_device, ctxs)
-    step = mc.make_train_step(net, trainer, images, labels, cell.global_batch)
-    log(f"{cell.cell_id}: dist_sync worker {rank}/{kv.num_workers} on {ctxs[0]}")
-    m = cell.measure
-    windows = time_windows(step, mc.synchronize, m.warmup_steps, m.windows, m.steps_per_window, log)
-    mine = {"windows": windows, "checksum": mc.trained_param_checksum(net, ctxs[0])}
-    write_json_atomic(rank_file(out, rank), mine)
-    kv._barrier()  # every worker's file is complete
-    if rank == 0:
-        ranks = [json.loads(rank_file(out, r).read_text()) for r in range(kv.num_workers)]
-        write_synthetic_result(
-            cell,
-            out,
-            started_at=started_at,
-            per_rank_windows=[r["windows"] for r in ranks],
-            framework="mxnet",
-            framework_versions=mc.versions(),
-            threads_used=mc.threads_used(cell),
-            trainable_params=params,
-            system_extra={"mxnet_servers": cell.mxnet_servers},
-            rank_param_checksums=[r["checksum"] for r in ranks],
-        )
-        for r in range(kv.num_workers):
-            rank_file(out, r).unlink(missing_ok=True)
+    rank = mxnet_ops.MXNetRank(
+        cell,
+        net,
+        trainer,
+        ctxs,
+        params,
+        rank=kv.rank,
+        size=kv.num_workers,
+        gather=FileGather(kv, out.resolve()),
+        reduce=KVStoreGather(kv, first_key=len(net.collect_params().keys())),
+        finish=kv._barrier,  # [distributed] rank 0 has written the result
+        system_extra={"mxnet_servers": cell.mxnet_servers},
+    )
+    run_cell(cell, out, rank)
 
 
 if __name__ == "__main__":

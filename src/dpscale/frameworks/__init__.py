@@ -1,0 +1,1 @@
+"""Framework code shared by the adapters of one framework (imported in its environment)."""

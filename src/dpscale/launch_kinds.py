@@ -1,0 +1,204 @@
+"""How a strategy's ranks start: one renderer per launch kind, in one place.
+
+A kind is named after the runtime that tells each process its rank; a strategy's adapter
+names its kind (``Strategy.launch``) and nothing else does. Each kind renders
+
+* ``local``: the command that starts a cell's processes on this machine;
+* ``srun``: the command that starts them as SLURM tasks of an allocation (kinds with one
+  process per device; dpscale.launch runs it after the probe step, see dpscale.slurm);
+* ``rank_env``: the variables one SLURM task sets from its SLURM ids before it becomes the
+  runner (``python -m dpscale.slurm_task <kind> -- RUNNER...``).
+
+Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
+``python`` is the framework environment's interpreter; tools that come with the framework
+(horovodrun) are taken from the same environment. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpscale import slurm
+from dpscale.core.cell import Cell
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]  # added to the launcher's environment (srun passes it to the tasks)
+
+
+def runner_argv(python: str | Path, module: str, cell_file: Path, out: Path) -> list[str]:
+    return [str(python), "-m", module, "--cell-file", str(cell_file), "--out", str(out)]
+
+
+def task_shim(kind: str, python: str | Path) -> list[str]:
+    """What each SLURM task runs before the runner: its SLURM ids -> the kind's variables."""
+    return [str(python), "-m", "dpscale.slurm_task", kind, "--"]
+
+
+class LaunchKind:
+    """One process per node driving all of its devices (and the base of the other kinds)."""
+
+    name = "single"
+    one_process = True
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return list(runner)
+
+    def srun(
+        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    ) -> Launch:
+        raise ValueError(f"launch kind {self.name!r} starts one process; nothing to srun")
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        raise ValueError(f"launch kind {self.name!r} has no ranks to start as SLURM tasks")
+
+
+class Torch(LaunchKind):
+    """torch.distributed: torchrun locally; under SLURM, env:// rendezvous at rank 0's node
+    (``MASTER_ADDR`` = first node, ``MASTER_PORT`` = a port that was free on it)."""
+
+    name = "torch"
+    one_process = False
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return [
+            str(python),
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={cell.devices_per_node}",
+            *runner[1:],
+        ]
+
+    def srun(
+        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    ) -> Launch:
+        env = _node_addresses_env(allocation)
+        env.update(MASTER_ADDR=allocation.first_address, MASTER_PORT=str(port))
+        tasks = [*slurm.srun_prefix(cell, allocation=allocation), *task_shim(self.name, python)]
+        return Launch([*tasks, *runner], env)
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        return {  # what init_process_group's env:// reads
+            "RANK": str(ids["rank"]),
+            "WORLD_SIZE": str(ids["size"]),
+            "LOCAL_RANK": str(ids["local_rank"]),
+            "LOCAL_WORLD_SIZE": str(ids["local_size"]),
+            "GROUP_RANK": str(ids["node_index"]),
+        }
+
+
+class Horovod(LaunchKind):
+    """Horovod over Gloo (no MPI): ``horovodrun --gloo`` locally; under SLURM,
+    dpscale.horovod_gloo runs the rendezvous server on the first node and the ranks are
+    srun tasks with horovodrun's slot variables."""
+
+    name = "horovod"
+    one_process = False
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        n = cell.devices_per_node
+        horovodrun = str(Path(python).parent / "horovodrun")
+        return [horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", *runner]
+
+    def srun(
+        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    ) -> Launch:
+        hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in allocation.nodes[: cell.nodes])
+        argv = [
+            str(python),
+            "-m",
+            "dpscale.horovod_gloo",
+            f"--hosts={hosts}",
+            f"--address={allocation.first_address}",
+            f"--timeout={cell.measure.timeout_s}",
+            "--",
+            *slurm.srun_prefix(cell, allocation=allocation),
+            *task_shim(self.name, python),
+            *runner,
+        ]
+        return Launch(argv, _node_addresses_env(allocation))
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        out = {  # what horovodrun --gloo gives each slot (create_slot_env_vars)
+            "HOROVOD_HOSTNAME": str(ids["node"]),
+            "HOROVOD_RANK": str(ids["rank"]),
+            "HOROVOD_SIZE": str(ids["size"]),
+            "HOROVOD_LOCAL_RANK": str(ids["local_rank"]),
+            "HOROVOD_LOCAL_SIZE": str(ids["local_size"]),
+            "HOROVOD_CROSS_RANK": str(ids["node_index"]),
+            "HOROVOD_CROSS_SIZE": str(ids["nodes"]),
+        }
+        if not env.get("HOROVOD_GLOO_IFACE"):
+            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            if iface:
+                out["HOROVOD_GLOO_IFACE"] = iface
+        return out
+
+
+class MXNetParameterServer(LaunchKind):
+    """ps-lite (kvstore dist_sync): dpscale.mxnet_ps starts the scheduler, the servers and
+    one worker per device; under SLURM the workers are srun tasks (task i is worker i)."""
+
+    name = "mxnet"
+    one_process = False
+
+    def _job(self, cell: Cell, python: Path, world: int) -> list[str]:
+        return [
+            str(python),
+            "-m",
+            "dpscale.mxnet_ps",
+            f"--workers={world}",
+            f"--servers={cell.mxnet_servers}",
+            f"--timeout={cell.measure.timeout_s}",
+        ]
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return [*self._job(cell, python, cell.devices_per_node), "--", *runner]
+
+    def srun(
+        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    ) -> Launch:
+        workers = [*slurm.srun_prefix(cell, allocation=allocation), *task_shim(self.name, python)]
+        argv = [
+            *self._job(cell, python, cell.world_size),
+            f"--host={allocation.first_address}",
+            f"--worker-launcher={shlex.join(workers)}",
+            "--",
+            *runner,
+        ]
+        return Launch(argv, _node_addresses_env(allocation))
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
+        if not env.get("DMLC_INTERFACE"):
+            out["DMLC_NODE_HOST"] = slurm.resolved(slurm.node_address(env, str(ids["node"])))
+        return out
+
+
+def _node_addresses_env(allocation: slurm.Allocation) -> dict[str, str]:
+    return {"DPSCALE_NODE_ADDRS": json.dumps(allocation.node_addresses, sort_keys=True)}
+
+
+KINDS: dict[str, LaunchKind] = {
+    kind.name: kind for kind in (LaunchKind(), Torch(), Horovod(), MXNetParameterServer())
+}
+
+
+def kind(name: str) -> LaunchKind:
+    if name not in KINDS:
+        raise ValueError(f"launch kind {name!r} is not one of {sorted(KINDS)}")
+    return KINDS[name]
+
+
+def uses_srun(cell: Cell, launch_kind: str) -> bool:
+    """Whether a cell's ranks are SLURM tasks when it runs in a job: one process per device
+    and more than one process. (dpscale.cluster shapes such a job with ``mpi="srun"``;
+    dpscale.launch starts them locally instead when it already runs inside a job step.)"""
+    return not kind(launch_kind).one_process and cell.world_size > 1
