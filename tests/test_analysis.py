@@ -1,5 +1,7 @@
 """Tables and figures from synthetic cell results with a known throughput law."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,6 +24,27 @@ def measured(cell, rng):
         for _ in range(4)
     ]
     return throughput_measurement(seconds, steps, cell.batch_per_device, cell.world_size)
+
+
+TABLES = ("cells", "windows", "fits", "scaling", "break_even")
+
+
+def aggregate(tables: Path, paths) -> None:
+    options = [f"--{n.replace('_', '-')}={tables / f'{n}.csv'}" for n in TABLES]
+    cli(["aggregate", *options, *map(str, paths)])
+
+
+def figures(tables: Path, out: Path, kinds) -> None:
+    inputs = [f"--{n}={tables / f'{n}.csv'}" for n in ("cells", "windows", "fits", "scaling")]
+    cli(["figures", *inputs, *[f"--{k}={out / f'{k}.png'}" for k in kinds]])
+
+
+def html_tables(tables: Path) -> None:
+    pairs = []
+    for name in ("cells", "fits", "scaling", "break_even"):
+        pairs += [f"--{name.replace('_', '-')}", str(tables / f"{name}.csv")]
+        pairs.append(str(tables / f"{name}.html"))
+    cli(["html-tables", *pairs])
 
 
 @pytest.fixture
@@ -49,7 +72,7 @@ def results_dir(tmp_path):
 
 def test_tables_recover_the_law_and_keep_every_cell(results_dir):
     root, paths = results_dir
-    cli(["aggregate", "--tables", str(root / "tables"), *map(str, paths)])
+    aggregate(root / "tables", paths)
     cells = pd.read_csv(root / "tables" / "cells.csv")
     assert len(cells) == 9
     assert cells.set_index("strategy").loc["torch-dp", "reason"] == "one process"
@@ -71,20 +94,9 @@ def test_tables_recover_the_law_and_keep_every_cell(results_dir):
 def test_figures_and_html_are_written(results_dir):
     root, paths = results_dir
     tables = root / "tables"
-    cli(["aggregate", "--tables", str(tables), *map(str, paths)])
-    cli(
-        [
-            "figures",
-            "--tables",
-            str(tables),
-            "--figures",
-            str(root / "figures"),
-            "throughput",
-            "speedup",
-            "residuals",
-        ]
-    )
-    cli(["html-tables", "--tables", str(tables)])
+    aggregate(tables, paths)
+    figures(tables, root / "figures", ["throughput", "speedup", "residuals"])
+    html_tables(tables)
     for name in ("throughput", "speedup", "residuals"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 10_000
     html = (tables / "cells.html").read_text()
@@ -99,19 +111,8 @@ def test_only_failed_cells_still_give_tables_and_figures(tmp_path):
         make_result(cell, "failed", started_at=now_iso(), system=SYSTEM, reason="boom"),
     )
     tables = tmp_path / "tables"
-    cli(["aggregate", "--tables", str(tables), str(path)])
-    cli(
-        [
-            "figures",
-            "--tables",
-            str(tables),
-            "--figures",
-            str(tmp_path / "figures"),
-            "throughput",
-            "speedup",
-            "residuals",
-        ]
-    )
-    cli(["html-tables", "--tables", str(tables)])
+    aggregate(tables, [path])
+    figures(tables, tmp_path / "figures", ["throughput", "speedup", "residuals"])
+    html_tables(tables)
     assert (tmp_path / "figures" / "speedup.png").is_file()
     assert analysis.cells_table(analysis.load_results([path])).loc[0, "status"] == "failed"

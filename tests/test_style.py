@@ -29,8 +29,16 @@ def test_snakefmt():
     assert check.returncode == 0, check.stderr
 
 
+# Deliberate: dpscale builds its framework environments itself (pip, envs/*.txt): no conda
+# channel is reachable where it runs, and each rule's software is the analysis environment.
+TOLERATED_LINTS = {"Specify a conda environment or container for each rule."}
+
+
 @pytest.mark.slow
 def test_snakemake_lint_is_clean():
-    lint = run(sys.executable, "-m", "snakemake", "--lint")
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    assert "Lints for" not in lint.stdout + lint.stderr
+    lint = run(sys.executable, "-m", "snakemake", "--lint", "--nolock")
+    text = lint.stdout + lint.stderr
+    titles = {line[6:].rstrip(":") for line in text.splitlines() if line.startswith("    * ")}
+    assert titles <= TOLERATED_LINTS, text
+    # --lint exits 1 when it printed any lint, tolerated or not
+    assert lint.returncode == (1 if titles else 0), text

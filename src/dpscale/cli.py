@@ -35,68 +35,74 @@ def aggregate(args: argparse.Namespace) -> None:
     windows = analysis.windows_table(results)
     fit_table = analysis.fits_table(windows)
     scaling = analysis.scaling_table(cells)
-    out = Path(args.tables)
-    out.mkdir(parents=True, exist_ok=True)
-    cells.to_csv(out / "cells.csv", index=False)
-    windows.to_csv(out / "windows.csv", index=False)
-    fit_table.to_csv(out / "fits.csv", index=False)
-    scaling.to_csv(out / "scaling.csv", index=False)
-    analysis.break_even_table(fit_table, cells).to_csv(out / "break_even.csv", index=False)
+    break_even = analysis.break_even_table(fit_table, cells)
+    for frame, path in (
+        (cells, args.cells),
+        (windows, args.windows),
+        (fit_table, args.fits),
+        (scaling, args.scaling),
+        (break_even, args.break_even),
+    ):
+        _csv(frame, path)
     counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
     print(f"[dpscale] {len(cells)} cells {counts}; {int((fit_table['status'] == 'ok').sum())} fits")
 
 
+def _csv(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+
+
 def figures(args: argparse.Namespace) -> None:
     from dpscale.core import plots
+    from dpscale.registry import STRATEGIES
 
-    tables, out = Path(args.tables), Path(args.figures)
-    out.mkdir(parents=True, exist_ok=True)
-    cells = pd.read_csv(tables / "cells.csv")
-    fit_table = pd.read_csv(tables / "fits.csv")
-    windows = pd.read_csv(tables / "windows.csv")
-    scaling = pd.read_csv(tables / "scaling.csv")
+    known = list(STRATEGIES)
+    cells, fit_table = pd.read_csv(args.cells), pd.read_csv(args.fits)
+    windows, scaling = pd.read_csv(args.windows), pd.read_csv(args.scaling)
     kinds = {
-        "throughput": lambda p: plots.throughput_figure(cells, fit_table, p),
-        "speedup": lambda p: plots.speedup_figure(scaling, p),
+        "throughput": lambda p: plots.throughput_figure(cells, fit_table, p, known),
+        "speedup": lambda p: plots.speedup_figure(scaling, p, known),
         "residuals": lambda p: plots.residuals_figure(windows, fit_table, p),
-        "frameworks": lambda p: plots.framework_figure(cells, p),
+        "frameworks": lambda p: plots.framework_figure(cells, p, known),
     }
-    for kind in args.kinds:
-        kinds[kind](out / f"{kind}.png")
+    for kind, draw in kinds.items():
+        path = getattr(args, kind)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            draw(path)
 
 
 def html_tables(args: argparse.Namespace) -> None:
     from dpscale.core.html import write_table_html
 
-    tables = Path(args.tables)
-    cells = pd.read_csv(tables / "cells.csv")
+    cells = pd.read_csv(args.cells[0])
     write_table_html(
         cells.reindex(columns=["strategy", "model", *CELL_COLUMNS]),
-        tables / "cells.html",
+        args.cells[1],
         "Every cell",
         "One row per cell, status included. img/s are global (all devices), "
         "mean of the timed windows with the half-width of its 95% confidence interval.",
     )
     write_table_html(
-        pd.read_csv(tables / "fits.csv"),
-        tables / "fits.html",
+        pd.read_csv(args.fits[0]),
+        args.fits[1],
         "Throughput-law fits",
         "T(b) = b/v0 + t_c fitted by least squares to every timed window of each group; v0 is "
         "per device (img/s), t_c the constant step time (s), b90 = 9 v0 t_c the per-device batch "
         "at which throughput reaches 90% of its ceiling N v0; _se are standard errors.",
     )
     write_table_html(
-        pd.read_csv(tables / "break_even.csv"),
-        tables / "break_even.html",
+        pd.read_csv(args.break_even[0]),
+        args.break_even[1],
         "Break-even global batch (strong scaling)",
         "From the fitted laws: the global batch B above which N devices finish a step sooner than "
         "one (B/v0_1 + t_1 > B/(N v0_N) + t_N), and the ring all-reduce bus bandwidth that would "
         "explain the extra constant time t_N - t_1 for fp32 gradients (2(N-1)/N S / beta).",
     )
-    scaling = pd.read_csv(tables / "scaling.csv")
     write_table_html(
-        scaling,
-        tables / "scaling.html",
+        pd.read_csv(args.scaling[0]),
+        args.scaling[1],
         "Weak-scaling speedup and efficiency",
         "Speedup = global img/s at N devices over the same strategy's 1-device img/s at the same "
         "per-device batch; efficiency = speedup / N; intervals by first-order error propagation.",
@@ -110,25 +116,24 @@ def accuracy(args: argparse.Namespace) -> None:
     from dpscale.core.html import write_table_html
 
     results = acc.training_results(analysis.load_results(args.results))
-    tables, figures = Path(args.tables), Path(args.figures)
-    tables.mkdir(parents=True, exist_ok=True)
-    figures.mkdir(parents=True, exist_ok=True)
     runs, epochs = acc.runs_table(results), acc.epochs_table(results)
     summary, deltas = acc.summary_table(runs), acc.delta_table(runs)
     tta = acc.time_to_accuracy_table(runs)
-    for name, frame in (
-        ("training_runs", runs),
-        ("training_epochs", epochs),
-        ("accuracy", summary),
-        ("accuracy_delta", deltas),
-        ("time_to_accuracy", tta),
+    for frame, path in (
+        (runs, args.runs),
+        (epochs, args.epochs),
+        (summary, args.summary),
+        (deltas, args.deltas),
+        (tta, args.tta),
     ):
-        frame.to_csv(tables / f"{name}.csv", index=False)
-    training_plots.accuracy_curves(epochs, figures / "accuracy.png")
-    training_plots.epoch_time_figure(runs, figures / "epoch_time.png")
+        _csv(frame, path)
+    for path in (args.curves, args.epoch_time):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    training_plots.accuracy_curves(epochs, args.curves)
+    training_plots.epoch_time_figure(runs, args.epoch_time)
     write_table_html(
         deltas,
-        tables / "accuracy_delta.html",
+        args.deltas_html,
         "Accuracy against the 1-device baseline",
         "Final and best validation accuracy minus the same strategy's 1-device run at the base "
         "batch (unscaled learning rate), mean over seeds, with Welch 95% intervals "
@@ -137,7 +142,7 @@ def accuracy(args: argparse.Namespace) -> None:
     )
     write_table_html(
         tta,
-        tables / "time_to_accuracy.html",
+        args.tta_html,
         "Time to accuracy",
         "Mean wall time (training plus validation, slowest rank) to the first epoch whose "
         "validation accuracy reaches the target, over the seeds that reached it; empty when "
@@ -150,22 +155,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
     agg = commands.add_parser("aggregate", help="cell results -> tidy tables and fits")
-    agg.add_argument("--tables", required=True, help="output folder for the CSV tables")
+    for name in ("cells", "windows", "fits", "scaling", "break-even"):
+        agg.add_argument(f"--{name}", type=Path, required=True, help=f"{name} table (CSV)")
     agg.add_argument("results", nargs="+", help="cell result JSON files")
     agg.set_defaults(func=aggregate)
-    fig = commands.add_parser("figures", help="tables -> report figures")
-    fig.add_argument("--tables", required=True)
-    fig.add_argument("--figures", required=True)
-    fig.add_argument(
-        "kinds", nargs="+", choices=["throughput", "speedup", "residuals", "frameworks"]
-    )
+    fig = commands.add_parser("figures", help="tables -> report figures (those given)")
+    for name in ("cells", "windows", "fits", "scaling"):
+        fig.add_argument(f"--{name}", type=Path, required=True, help=f"{name} table (CSV)")
+    for name in ("throughput", "speedup", "residuals", "frameworks"):
+        fig.add_argument(f"--{name}", type=Path, dest=name, help=f"{name} figure (PNG)")
     fig.set_defaults(func=figures)
     tab = commands.add_parser("html-tables", help="tables -> HTML tables for the report")
-    tab.add_argument("--tables", required=True)
+    for name in ("cells", "fits", "scaling", "break-even"):
+        tab.add_argument(f"--{name}", type=Path, nargs=2, required=True, metavar=("CSV", "HTML"))
     tab.set_defaults(func=html_tables)
     acc = commands.add_parser("accuracy", help="training cells -> accuracy tables and figures")
-    acc.add_argument("--tables", required=True)
-    acc.add_argument("--figures", required=True)
+    for name in ("runs", "epochs", "summary", "deltas", "tta"):
+        acc.add_argument(f"--{name}", type=Path, required=True, help=f"{name} table (CSV)")
+    for name in ("deltas-html", "tta-html", "curves", "epoch-time"):
+        acc.add_argument(f"--{name}", type=Path, required=True)
     acc.add_argument("results", nargs="*", help="cell result JSON files (others are ignored)")
     acc.set_defaults(func=accuracy)
     args = parser.parse_args(argv)

@@ -13,12 +13,10 @@ rule aggregate:
     log:
         f"{RESULTS}/logs/aggregate.log",
     localrule: True
-    params:
-        tables=lambda wc, output: Path(output.cells).parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.cli aggregate --tables {params.tables} {input} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli aggregate --cells {output.cells} --windows {output.windows}"
+        " --fits {output.fits} --scaling {output.scaling} --break-even {output.break_even}"
+        " {input} > {log} 2>&1"
 
 
 rule accuracy:
@@ -57,11 +55,8 @@ rule accuracy:
     log:
         f"{RESULTS}/logs/accuracy.log",
     localrule: True
-    params:
-        tables=lambda wc, output: Path(output.runs).parent,
-        figures=lambda wc, output: Path(output.curves).parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.cli accuracy --tables {params.tables}"
-            " --figures {params.figures} {input} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli accuracy --runs {output.runs} --epochs {output.epochs}"
+        " --summary {output.summary} --deltas {output.deltas} --tta {output.tta}"
+        " --deltas-html {output.deltas_html} --tta-html {output.tta_html}"
+        " --curves {output.curves} --epoch-time {output.epoch_time} {input} > {log} 2>&1"

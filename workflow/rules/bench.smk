@@ -10,6 +10,8 @@ rule bench_cell:
         f"{RESULTS}/cells/{CELL_PATTERN}.json",
     log:
         f"{RESULTS}/logs/cells/{CELL_PATTERN}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/cells/{CELL_PATTERN}.tsv"
     resources:
         bench_slot=1,
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its
@@ -28,11 +30,9 @@ rule bench_cell:
         env_prefix=lambda wc, input: (
             str(Path(input.env).parent) if input.env else "none"
         ),
-    run:
-        shell(
-            "{PYTHON} -m dpscale.launch --cell {params.cell:q} --env {params.env_prefix}"
-            " --out {output} --log {log} 2>> {log}"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.launch --cell {params.cell:q} --env {params.env_prefix}"
+        " --out {output} --log {log} 2>> {log}"
 
 
 rule cells:

@@ -1,3 +1,4 @@
+import shlex
 import sys
 from pathlib import Path
 
@@ -15,9 +16,11 @@ except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
 validate(config, "../schemas/config.schema.yaml")
 
-PYTHON = sys.executable
+# Every shell job runs dpscale with the interpreter that runs Snakemake (the analysis
+# environment); the framework environments are the launcher's business.
+shell.prefix(f"export DPSCALE_PYTHON={shlex.quote(sys.executable)}; ")
 RESULTS = f"{config['results_dir']}/{config['study']}"
-CELLS = {cell.cell_id: cell for cell in expand_matrix(config)}
+CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
 
 

@@ -14,10 +14,8 @@ rule build_env:
         bench_slot=1,
     params:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.core.envs {wildcards.env} --env-dir {params.env_dir} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.core.envs {wildcards.env} --env-dir {params.env_dir} > {log} 2>&1"
 
 
 rule envs:

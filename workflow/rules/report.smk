@@ -35,14 +35,11 @@ rule figures:
     log:
         f"{RESULTS}/logs/figures.log",
     localrule: True
-    params:
-        tables=lambda wc, input: Path(input.cells).parent,
-        figures=lambda wc, output: Path(output.throughput).parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.cli figures --tables {params.tables} --figures {params.figures}"
-            " throughput speedup residuals frameworks > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli figures --cells {input.cells} --windows {input.windows}"
+        " --fits {input.fits} --scaling {input.scaling} --throughput {output.throughput}"
+        " --speedup {output.speedup} --residuals {output.residuals}"
+        " --frameworks {output.frameworks} > {log} 2>&1"
 
 
 rule html_tables:
@@ -79,9 +76,7 @@ rule html_tables:
     log:
         f"{RESULTS}/logs/html_tables.log",
     localrule: True
-    params:
-        tables=lambda wc, input: Path(input.cells).parent,
-    run:
-        shell(
-            "{PYTHON} -m dpscale.cli html-tables --tables {params.tables} > {log} 2>&1"
-        )
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli html-tables --cells {input.cells} {output.cells}"
+        " --fits {input.fits} {output.fits} --scaling {input.scaling} {output.scaling}"
+        " --break-even {input.break_even} {output.break_even} > {log} 2>&1"

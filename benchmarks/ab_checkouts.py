@@ -1,0 +1,80 @@
+"""Synthetic img/s of every strategy on the same cells from two checkouts, alternated.
+
+    .venv/bin/python benchmarks/ab_checkouts.py --a /path/to/before --b . --rounds 3
+
+Each round runs every strategy's cell once from checkout A and once from checkout B (A B,
+then B A in the next round, so drift hits both), through each checkout's own launcher
+(``python -m dpscale.launch`` with that checkout's ``src`` first on PYTHONPATH) and the
+same framework environments. The cells are the default study's shape: resnet18, imagenet
+stem, 64 px, 10 classes, per-device batch 16, 1 thread per device; 2 processes for the
+strategies with one process per device, 1 for the others. Prints each pair and, per
+strategy, the median of the B/A ratios of mean img/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.core.envs import env_prefix
+from dpscale.registry import STRATEGIES
+
+MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
+MEASURE = Measure(warmup_steps=3, windows=5, steps_per_window=3, timeout_s=600)
+
+
+def cell_for(name: str) -> Cell:
+    devices = 1 if STRATEGIES[name].one_process else 2
+    return Cell("ab", name, MODEL, "synthetic", 1, devices, 16, measure=MEASURE)
+
+
+def run(checkout: Path, cell: Cell, env_dir: str, scratch: Path) -> float:
+    out, log = scratch / "result.json", scratch / "cell.log"
+    out.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
+    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
+    command += ["--env", str(env_prefix(STRATEGIES[cell.strategy].env, env_dir))]
+    command += ["--out", str(out), "--log", str(log)]
+    subprocess.run(command, env=env, cwd=checkout, check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    if result["status"] != "ok":
+        sys.exit(f"{checkout} {cell.cell_id}: {result['status']}: {result['reason']}")
+    return result["measurement"]["summary"]["img_s"]["mean"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", type=Path, required=True, help="checkout A (before)")
+    parser.add_argument("--b", type=Path, default=Path("."), help="checkout B (after)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--env-dir", default=".envs")
+    parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES))
+    args = parser.parse_args()
+    checkouts = {"A": args.a.resolve(), "B": args.b.resolve()}
+    ratios: dict[str, list[float]] = {name: [] for name in args.strategies}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.rounds):
+            order = "AB" if index % 2 == 0 else "BA"
+            for name in args.strategies:
+                rates = {
+                    k: run(checkouts[k], cell_for(name), args.env_dir, Path(tmp)) for k in order
+                }
+                ratios[name].append(rates["B"] / rates["A"])
+                print(
+                    f"round {index + 1} {name}: A {rates['A']:.1f} B {rates['B']:.1f} img/s "
+                    f"B/A {ratios[name][-1]:.3f}",
+                    flush=True,
+                )
+    for name, values in ratios.items():
+        print(f"{name}: median B/A {statistics.median(values):.3f} over {len(values)} pairs")
+
+
+if __name__ == "__main__":
+    main()

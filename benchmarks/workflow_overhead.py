@@ -1,0 +1,76 @@
+"""Snakemake's own cost per job: a study's wall time minus its cells' launcher times, over
+the number of jobs (issue 8's definition).
+
+    .venv/bin/python benchmarks/workflow_overhead.py --configfile benchmarks/overhead_study.yaml
+
+Runs ``snakemake`` on the study in a fresh results folder (environments as configured, so
+build them first with ``snakemake envs``), reads the launcher time of every cell from the
+``benchmark:`` file rule ``bench_cell`` writes (seconds of the whole ``dpscale.launch``
+process, imports included), and prints wall time, summed launcher time, jobs and the
+overhead per job. ``--repo`` runs another checkout of dpscale (for before/after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def run_study(repo: Path, configfile: Path, results: Path) -> tuple[float, int, str]:
+    env = dict(os.environ, PYTHONPATH=str(repo / "src"))
+    command = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "--configfile",
+        str(configfile),
+        "--config",
+        f"results_dir={results}",
+        "--cores",
+        "2",
+    ]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"snakemake failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    jobs = re.findall(r"^(?:total|\s*\d+)\s+\d+\s*$", done.stderr, re.MULTILINE)
+    match = re.search(r"^total\s+(\d+)\s*$", done.stderr, re.MULTILINE)
+    return wall, int(match.group(1)) if match else len(jobs), done.stderr
+
+
+def launcher_seconds(results: Path) -> list[float]:
+    seconds = []
+    for path in results.rglob("benchmarks/**/*.tsv"):
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle, delimiter="\t"))
+        seconds += [float(row["s"]) for row in rows]
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configfile", type=Path, default=HERE / "benchmarks/overhead_study.yaml")
+    parser.add_argument("--repo", type=Path, default=HERE)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dpscale-overhead-") as tmp:
+        wall, jobs, _ = run_study(args.repo.resolve(), args.configfile.resolve(), Path(tmp))
+        cells = launcher_seconds(Path(tmp))
+    if not cells:
+        sys.exit("no benchmark files found: does rule bench_cell have a benchmark: directive?")
+    overhead = wall - sum(cells)
+    print(
+        f"repo {args.repo}: {jobs} jobs ({len(cells)} cells), wall {wall:.1f} s, "
+        f"launchers {sum(cells):.1f} s, overhead {overhead:.1f} s = {overhead / jobs:.2f} s/job"
+    )
+
+
+if __name__ == "__main__":
+    main()
