@@ -155,3 +155,42 @@ def test_unknown_training_strategy_is_named(default_config):
     default_config["train"]["strategies"] = ["torch-ddp", "jax"]
     with pytest.raises(ConfigError, match=r"^train.strategies\[1\]: 'jax' is not allowed"):
         check(default_config)
+
+
+@pytest.mark.parametrize(
+    ("networks", "expected"),
+    [
+        ([{"name": "lan", "rate": "1gig"}], "networks[0].rate: '1gig' is not a rate; allowed"),
+        ([{"name": "lan", "rate": "1gbit", "delay": "1s"}], "networks[0].delay: '1s'"),
+        ([{"name": "Host", "rate": "1gbit"}], "networks[0].name: 'Host' is not allowed"),
+        ([{"name": "host", "rate": "1gbit"}], "networks[0].name: 'host' is not allowed"),
+        (["host", "lan"], "networks[1]: 'lan' is not one of 'host'"),
+        ([{"name": "a", "rate": "1gbit", "interface": "ib0"}], "networks[0]: give either"),
+        (
+            [{"name": "a", "rate": "1gbit"}, {"name": "a", "rate": "2gbit"}],
+            "networks: names must be",
+        ),
+    ],
+)
+def test_bad_networks_are_one_line_naming_the_entry(default_config, networks, expected):
+    default_config["networks"] = networks
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value).startswith(expected), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_networks_apply_to_cells_across_nodes_only(default_config):
+    default_config.update(
+        nodes=[1, 2],
+        strategies=["torch-ddp"],
+        modes=["synthetic"],
+        networks=["host", {"name": "1gbe", "rate": "1gbit"}],
+    )
+    cells = expand(check(default_config), STRATEGIES)
+    one = {c.network.name for c in cells if c.nodes == 1}
+    two = {c.network.name for c in cells if c.nodes == 2}
+    assert one == {"host"} and two == {"host", "1gbe"}
+    emulated = next(c for c in cells if c.network.name == "1gbe")
+    assert emulated.cell_id.split("/")[2] == "synthetic-net-1gbe"
+    assert type(emulated).from_json(emulated.to_json()) == emulated

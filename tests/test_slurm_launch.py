@@ -14,7 +14,7 @@ import pytest
 
 from conftest import make_cell
 from dpscale import cluster, launch, mxnet_ps, slurm, slurm_task
-from dpscale.launch_kinds import kind, runner_argv, uses_srun
+from dpscale.launch_kinds import kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
 
 PY = Path("/envs/fw/bin/python")
@@ -65,7 +65,7 @@ def two_by_four() -> slurm.Allocation:
 
 def render(cell, launch_kind: str, module: str, port: int = 1):
     runner = runner_argv(PY, module, CELL_FILE, OUT)
-    return kind(launch_kind).srun(cell, two_by_four(), PY, runner, port)
+    return kind(launch_kind).tasks(cell, PY, runner, srun_placement(cell, two_by_four()), port)
 
 
 # ------------------------------------------------------------------ node lists

@@ -24,15 +24,23 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
-from dpscale import slurm
+from dpscale import netns, slurm
 from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
 from dpscale.core.result import make_result, now_iso, read_result, write_result
 from dpscale.core.sysinfo import describe_system, nvidia_gpus, usable_cpus, visible_gpu_count
-from dpscale.launch_kinds import kind, runner_argv, uses_srun
+from dpscale.launch_kinds import (
+    Placement,
+    kind,
+    netns_placement,
+    runner_argv,
+    srun_placement,
+    uses_srun,
+)
 from dpscale.registry import strategy
 
 OOM_PATTERNS = re.compile(
@@ -46,6 +54,13 @@ LOG_TAIL_CHARS = 4000
 RANK_PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
 PROBE_TIMEOUT_S = 120
+# What each framework reads to pick the network interface its ranks talk over.
+INTERFACE_VARIABLES = (
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "HOROVOD_GLOO_IFACE",
+    "DMLC_INTERFACE",
+)
 TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
 
 
@@ -59,14 +74,25 @@ def runtime_skip_reason(
     """
     if cell.skip_reason:
         return cell.skip_reason
-    if cell.nodes > 1 and allocation is None:
+    emulated = cell.nodes > 1 and cell.network.emulated
+    if emulated and allocation is not None:
+        return (
+            f"network {cell.network.name!r} is emulated on one machine; in a SLURM job use "
+            "'host' or a real interconnect ({name, interface})"
+        )
+    if emulated:
+        reason = netns.unavailable(cell.network.delay)
+        if reason:
+            return reason
+    elif cell.nodes > 1 and allocation is None:
         return "multi-node launch needs a multi-node allocation; not available in local runs"
     if cell.accelerator == "cpu" and not srun:
-        wanted = cell.devices_per_node * cell.threads_per_device
+        processes = cell.world_size if emulated else cell.devices_per_node
+        wanted = processes * cell.threads_per_device
         cpus = usable_cpus()
         if wanted > cpus:
             return (
-                f"needs {cell.devices_per_node} device(s) x {cell.threads_per_device} thread(s) = "
+                f"needs {processes} device(s) x {cell.threads_per_device} thread(s) = "
                 f"{wanted} CPUs, this machine has {cpus}: oversubscribed timings are meaningless"
             )
     return None
@@ -196,6 +222,10 @@ def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
         DPSCALE_ENV_HASH=built_env_hash(env_prefix),
         PATH=os.pathsep.join([str(env_prefix / "bin"), env.get("PATH", "")]),
     )
+    if cell.network.interface:  # a real interconnect, selected by name (config networks)
+        for variable in INTERFACE_VARIABLES:
+            env[variable] = cell.network.interface
+        env.update(dict(cell.network.env))
     return env
 
 
@@ -250,9 +280,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
     with open(log_path, "a") as log:
         plan = strategy(cell.strategy)
         allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
-        # ranks as SLURM tasks, unless the launcher already runs inside a job step (the
-        # plugin's srun -n1 for jobs without mpi): a nested srun would wait for its CPUs
-        srun = allocation is not None and not allocation.in_step and uses_srun(cell, plan.launch)
+        srun = ranks_as_tasks(cell, allocation)
         reason = runtime_skip_reason(cell, allocation, srun)
         if reason:
             write_status(cell, out, "skipped", reason, started_at)
@@ -283,16 +311,54 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
             runner = runner_argv(python, plan.runner, cell_file, out.resolve())
-            if srun:
-                rendered = kind(plan.launch).srun(cell, allocation, python, runner, free_port())
-                command = rendered.argv
-                env.update(rendered.env)
-            else:
-                command = kind(plan.launch).local(cell, python, runner)
-            with bench_lock(cell, log) if allocation is None else nullcontext():
-                print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-                returncode = _run(command, env, log, cell.measure.timeout_s)
+            try:
+                returncode = _start(
+                    cell, plan, allocation if srun else None, python, runner, env, log
+                )
+            except netns.NetnsError as error:
+                reason = f"could not build the emulated network: {error}"
+                write_status(cell, out, "failed", reason, started_at)
+                print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
+                return "failed"
         return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
+
+
+def _start(cell, plan, allocation, python: Path, runner: list[str], env: dict, log) -> int | None:
+    """Start the cell's processes, wait for them; the exit status (None: timed out)."""
+    with (
+        bench_lock(cell, log) if allocation is None else nullcontext(),
+        _placed(cell, allocation, python) as placement,
+    ):
+        if placement is None:
+            command = kind(plan.launch).local(cell, python, runner)
+        else:
+            rendered = kind(plan.launch).tasks(cell, python, runner, placement.tasks, free_port())
+            command = [*placement.prefix, *rendered.argv]
+            env.update(rendered.env)
+        print("[dpscale] $ " + " ".join(command), file=log, flush=True)
+        return _run(command, env, log, cell.measure.timeout_s)
+
+
+@dataclass(frozen=True)
+class Placed:
+    tasks: Placement  # where the ranks run as tasks
+    prefix: list[str]  # what the launch kind's command runs under (its first node)
+
+
+@contextmanager
+def _placed(
+    cell: Cell, allocation: slurm.Allocation | None, python: Path
+) -> Iterator[Placed | None]:
+    """Where a multi-process cell's ranks start as tasks: SLURM's nodes, emulated nodes (network
+    namespaces built for this run and removed after it), or None: locally, as on a workstation."""
+    if allocation is not None:
+        yield Placed(srun_placement(cell, allocation), [])
+    elif cell.nodes > 1 and cell.network.emulated:
+        with netns.emulated_nodes(cell.nodes, cell.network.rate, cell.network.delay) as nodes:
+            placement = netns_placement(cell, python, nodes.names, nodes.addresses)
+            yield Placed(placement, nodes.exec_prefix(0))
+    else:
+        yield None
 
 
 def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
@@ -335,7 +401,14 @@ def _settle(
     return status
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM (Snakemake stopping a job, scancel) unwinds like Ctrl-C: the ranks are
+    stopped and emulated networks removed (Python's default would just end the process)."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> None:
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(description="Measure one dpscale cell")
     parser.add_argument("--cell", required=True, help="cell JSON (see dpscale.core.cell.Cell)")
     parser.add_argument("--env", required=True, type=Path, help="framework environment prefix")

@@ -4,9 +4,11 @@ A kind is named after the runtime that tells each process its rank; a strategy's
 names its kind (``Strategy.launch``) and nothing else does. Each kind renders
 
 * ``local``: the command that starts a cell's processes on this machine;
-* ``srun``: the command that starts them as SLURM tasks of an allocation (kinds with one
-  process per device; dpscale.launch runs it after the probe step, see dpscale.slurm);
-* ``rank_env``: the variables one SLURM task sets from its SLURM ids before it becomes the
+* ``tasks``: the command that starts them as tasks placed on nodes (kinds with one process
+  per device): SLURM tasks of an allocation (:func:`srun_placement`; dpscale.launch runs
+  it after the probe step, see dpscale.slurm), or tasks in the network namespaces of
+  emulated nodes (:func:`netns_placement`, started by dpscale.netns_run the way srun does);
+* ``rank_env``: the variables one task sets from its SLURM ids before it becomes the
   runner (``python -m dpscale.slurm_task <kind> -- RUNNER...``).
 
 Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
@@ -32,6 +34,46 @@ class Launch:
     env: dict[str, str]  # added to the launcher's environment (srun passes it to the tasks)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a cell's ranks run as tasks: ``starter`` starts one task per rank (block
+    distribution over ``nodes``, in rank order), each node reachable at its address."""
+
+    starter: list[str]
+    nodes: list[str]
+    addresses: dict[str, str]
+
+    @property
+    def first_address(self) -> str:
+        return self.addresses.get(self.nodes[0], self.nodes[0])
+
+    def env(self) -> dict[str, str]:
+        return {"DPSCALE_NODE_ADDRS": json.dumps(self.addresses, sort_keys=True)}
+
+
+def srun_placement(cell: Cell, allocation: slurm.Allocation) -> Placement:
+    return Placement(
+        starter=slurm.srun_prefix(cell, allocation=allocation),
+        nodes=list(allocation.nodes[: cell.nodes]),
+        addresses=dict(allocation.node_addresses),
+    )
+
+
+def netns_placement(
+    cell: Cell, python: str | Path, namespaces: list[str], addresses: list[str]
+) -> Placement:
+    starter = [
+        str(python),
+        "-m",
+        "dpscale.netns_run",
+        f"--namespaces={','.join(namespaces)}",
+        f"--tasks-per-node={cell.devices_per_node}",
+        f"--timeout={cell.measure.timeout_s}",
+        "--",
+    ]
+    return Placement(starter, list(namespaces), dict(zip(namespaces, addresses, strict=True)))
+
+
 def runner_argv(python: str | Path, module: str, cell_file: Path, out: Path) -> list[str]:
     return [str(python), "-m", module, "--cell-file", str(cell_file), "--out", str(out)]
 
@@ -50,8 +92,8 @@ class LaunchKind:
     def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
         return list(runner)
 
-    def srun(
-        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
     ) -> Launch:
         raise ValueError(f"launch kind {self.name!r} starts one process; nothing to srun")
 
@@ -76,22 +118,26 @@ class Torch(LaunchKind):
             *runner[1:],
         ]
 
-    def srun(
-        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
     ) -> Launch:
-        env = _node_addresses_env(allocation)
-        env.update(MASTER_ADDR=allocation.first_address, MASTER_PORT=str(port))
-        tasks = [*slurm.srun_prefix(cell, allocation=allocation), *task_shim(self.name, python)]
-        return Launch([*tasks, *runner], env)
+        env = placement.env()
+        env.update(MASTER_ADDR=placement.first_address, MASTER_PORT=str(port))
+        return Launch([*placement.starter, *task_shim(self.name, python), *runner], env)
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
-        return {  # what init_process_group's env:// reads
+        out = {  # what init_process_group's env:// reads
             "RANK": str(ids["rank"]),
             "WORLD_SIZE": str(ids["size"]),
             "LOCAL_RANK": str(ids["local_rank"]),
             "LOCAL_WORLD_SIZE": str(ids["local_size"]),
             "GROUP_RANK": str(ids["node_index"]),
         }
+        if not env.get("GLOO_SOCKET_IFNAME"):  # gloo would take the hostname's interface
+            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            if iface:
+                out["GLOO_SOCKET_IFNAME"] = iface
+        return out
 
 
 class Horovod(LaunchKind):
@@ -107,23 +153,23 @@ class Horovod(LaunchKind):
         horovodrun = str(Path(python).parent / "horovodrun")
         return [horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", *runner]
 
-    def srun(
-        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
     ) -> Launch:
-        hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in allocation.nodes[: cell.nodes])
+        hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in placement.nodes)
         argv = [
             str(python),
             "-m",
             "dpscale.horovod_gloo",
             f"--hosts={hosts}",
-            f"--address={allocation.first_address}",
+            f"--address={placement.first_address}",
             f"--timeout={cell.measure.timeout_s}",
             "--",
-            *slurm.srun_prefix(cell, allocation=allocation),
+            *placement.starter,
             *task_shim(self.name, python),
             *runner,
         ]
-        return Launch(argv, _node_addresses_env(allocation))
+        return Launch(argv, placement.env())
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         out = {  # what horovodrun --gloo gives each slot (create_slot_env_vars)
@@ -162,28 +208,24 @@ class MXNetParameterServer(LaunchKind):
     def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
         return [*self._job(cell, python, cell.devices_per_node), "--", *runner]
 
-    def srun(
-        self, cell: Cell, allocation: slurm.Allocation, python: Path, runner: list[str], port: int
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
     ) -> Launch:
-        workers = [*slurm.srun_prefix(cell, allocation=allocation), *task_shim(self.name, python)]
+        workers = [*placement.starter, *task_shim(self.name, python)]
         argv = [
             *self._job(cell, python, cell.world_size),
-            f"--host={allocation.first_address}",
+            f"--host={placement.first_address}",
             f"--worker-launcher={shlex.join(workers)}",
             "--",
             *runner,
         ]
-        return Launch(argv, _node_addresses_env(allocation))
+        return Launch(argv, placement.env())
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
         if not env.get("DMLC_INTERFACE"):
             out["DMLC_NODE_HOST"] = slurm.resolved(slurm.node_address(env, str(ids["node"])))
         return out
-
-
-def _node_addresses_env(allocation: slurm.Allocation) -> dict[str, str]:
-    return {"DPSCALE_NODE_ADDRS": json.dumps(allocation.node_addresses, sort_keys=True)}
 
 
 KINDS: dict[str, LaunchKind] = {

@@ -23,6 +23,7 @@ CONFIG_KEY = [
     "batch_per_device",
     "global_batch",
     "lr_rule",
+    "network",
 ]
 RUN_COLUMNS = [
     "cell_id",
@@ -71,6 +72,7 @@ def _config(result: dict[str, Any]) -> dict[str, Any]:
         "batch_per_device": cell["batch_per_device"],
         "global_batch": cell["global_batch"],
         "lr_rule": training["lr_rule"],
+        "network": (cell.get("network") or {}).get("name", "host"),
         "nodes": cell["nodes"],
         "devices_per_node": cell["devices_per_node"],
         "seed": cell["seed"],

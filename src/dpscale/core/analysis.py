@@ -13,7 +13,7 @@ import pandas as pd
 
 from dpscale.core import fits
 
-FIT_GROUP = ["strategy", "model", "mode", "nodes", "devices_per_node", "world_size"]
+FIT_GROUP = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
 POINT_KEY = [*FIT_GROUP, "batch_per_device"]
 SCALING_COLUMNS = [
     *POINT_KEY,
@@ -30,6 +30,7 @@ BREAK_EVEN_COLUMNS = [
     "model",
     "mode",
     "nodes",
+    "network",
     "devices_per_node",
     "world_size",
     "t_c_1",
@@ -77,6 +78,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "classes": model["classes"],
         "mode": cell["mode"],
         "nodes": cell["nodes"],
+        "network": (cell.get("network") or {}).get("name", "host"),
         "devices_per_node": cell["devices_per_node"],
         "world_size": cell["world_size"],
         "batch_per_device": cell["batch_per_device"],
@@ -237,6 +239,7 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
                     "model": model,
                     "mode": mode,
                     "nodes": multi.nodes,
+                    "network": multi.network,
                     "devices_per_node": multi.devices_per_node,
                     "world_size": multi.world_size,
                     "t_c_1": one["t_c"],

@@ -72,6 +72,37 @@ class Training:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The links between a cell's nodes (config ``networks``).
+
+    ``host``: the machine's own network. Emulated (``rate``, ``delay``): every node is a
+    network namespace on this machine (dpscale.netns). Real (``interface``, ``env``): a
+    cluster's interconnect, selected through the frameworks' interface variables.
+    """
+
+    name: str = "host"
+    rate: str | None = None
+    delay: str | None = None
+    interface: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def emulated(self) -> bool:
+        return self.rate is not None
+
+    @classmethod
+    def from_config(cls, entry: str | dict[str, Any]) -> Network:
+        if isinstance(entry, str):
+            return cls(entry)
+        fields = dict(entry)
+        fields["env"] = tuple(sorted((fields.get("env") or {}).items()))
+        return cls(**fields)
+
+
+HOST = Network()
+
+
+@dataclass(frozen=True)
 class Cell:
     """Everything a runner needs to measure one configuration.
 
@@ -97,6 +128,7 @@ class Cell:
     seed: int = 0
     mxnet_servers: int = 1
     training: Training | None = None
+    network: Network = HOST
     skip_reason: str | None = None
 
     @property
@@ -121,10 +153,14 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, or ``train-<dataset>-<lr rule>`` for training cells."""
-        if self.training is None:
-            return self.mode
-        return f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
+        """``synthetic``, or ``train-<dataset>-<lr rule>`` for training cells; cells across
+        nodes on a network other than the host's end in ``-net-<network>``."""
+        key = self.mode
+        if self.training is not None:
+            key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
+        if self.network.name != HOST.name:
+            key += f"-net-{self.network.name}"
+        return key
 
     @property
     def layout(self) -> str:
@@ -153,10 +189,13 @@ class Cell:
         model.pop("key", None)
         measure = data.pop("measure", {})
         training = data.pop("training", None)
+        network = dict(data.pop("network", None) or {})
+        network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
         return cls(
             model=ModelConfig(**model),
             measure=Measure(**measure),
             training=Training(**training) if training else None,
+            network=Network(**network),
             **data,
         )
 

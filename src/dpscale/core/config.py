@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,6 +58,7 @@ def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
 def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[str, Any]:
     """Validate and return the config with defaults filled in; raise ConfigError otherwise."""
     schema = config_schema()
+    _check_networks(config.get("networks", ["host"]))
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(config)
     )
@@ -94,6 +96,49 @@ def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
         raise ConfigError(
             "models: the same model (name, stem, image_size, classes) is listed twice"
         )
+
+
+RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$")
+DELAY = re.compile(r"^[0-9]+(\.[0-9]+)?(us|ms)$")
+NETWORK_NAME = re.compile(r"^[a-z0-9]+$")
+NETWORK_KINDS = "'host', {name, rate[, delay]} (emulated) or {name, interface[, env]} (real)"
+
+
+def _check_networks(networks: Any) -> None:
+    """One line per mistake, naming the entry, before the schema's less direct oneOf error."""
+    if not isinstance(networks, list) or not networks:
+        raise ConfigError(f"networks: must be a non-empty list of {NETWORK_KINDS}")
+    names = []
+    for index, entry in enumerate(networks):
+        where = f"networks[{index}]"
+        if entry == "host":
+            names.append("host")
+            continue
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ConfigError(f"{where}: {entry!r} is not one of {NETWORK_KINDS}")
+        name = entry["name"]
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+            raise ConfigError(
+                f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
+                "digits, not 'host'"
+            )
+        names.append(name)
+        if ("rate" in entry) == ("interface" in entry):
+            raise ConfigError(
+                f"{where}: give either rate (an emulated link) or interface (a real one)"
+            )
+        if "rate" in entry and not RATE.match(str(entry["rate"])):
+            raise ConfigError(
+                f"{where}.rate: {entry['rate']!r} is not a rate; allowed: a number with "
+                "kbit, mbit or gbit (e.g. 100mbit, 1gbit, 10gbit)"
+            )
+        if "delay" in entry and not DELAY.match(str(entry["delay"])):
+            raise ConfigError(
+                f"{where}.delay: {entry['delay']!r} is not a delay; allowed: a number with "
+                "us or ms (e.g. 100us, 1ms)"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"networks: names must be unique; got {names}")
 
 
 def _check_combinations(config: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.core.cell import Cell, Measure, ModelConfig, Training
+from dpscale.core.cell import HOST, Cell, Measure, ModelConfig, Network, Training
 from dpscale.core.strategy import Strategy
 
 
@@ -43,6 +43,13 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
     )
 
 
+def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
+    """Cells on one node talk within it: one cell, on the host. Across nodes: one per link."""
+    if nodes == 1:
+        return [HOST]
+    return [Network.from_config(entry) for entry in config["networks"]]
+
+
 def _measure(config: dict[str, Any]) -> Measure:
     measure = dict(config["measure"])
     measure.pop("repeats")
@@ -64,6 +71,7 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             repeat=repeat,
             measure=measure,
             seed=config["seed"],
+            network=network,
         )
         for name, model, nodes, devices, batch, repeat in itertools.product(
             config["strategies"],
@@ -73,6 +81,7 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             sorted(config["batch_sizes"]),
             range(config["measure"]["repeats"]),
         )
+        for network in _networks(config, nodes)
     ]
 
 
@@ -114,7 +123,7 @@ def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) 
             augment=train["augment"],
             target_accuracy=train["target_accuracy"],
         )
-        cells.append(
+        cells += [
             _cell(
                 config,
                 strategies[name],
@@ -127,6 +136,8 @@ def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) 
                 measure=measure,
                 seed=seed,
                 training=training,
+                network=network,
             )
-        )
+            for network in _networks(config, nodes)
+        ]
     return cells

@@ -43,12 +43,23 @@ def _style_keys(
     figure of every study."""
     strategies = sorted(set(known) | set(frame["strategy"].unique()))
     colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
-    worlds = sorted(frame["world_size"].unique())
     styles = {
-        w: (LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)])
-        for i, w in enumerate(worlds)
+        layout: (LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)])
+        for i, layout in enumerate(layouts(frame))
     }
     return colours, styles
+
+
+def layouts(frame: pd.DataFrame) -> list[tuple[int, int, str]]:
+    """(world size, nodes, network) of every layout in the frame, small to large."""
+    network = frame["network"] if "network" in frame else pd.Series("host", index=frame.index)
+    return sorted(set(zip(frame["world_size"], frame["nodes"], network, strict=True)))
+
+
+def layout_label(world: int, nodes: int, network: str) -> str:
+    if nodes == 1:
+        return f"{world} device(s)"
+    return f"{world} device(s) on {nodes} nodes over {network}"
 
 
 def throughput_figure(
@@ -62,10 +73,11 @@ def throughput_figure(
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(ok, known)
     figure, panels = _panels(sorted(ok["model"].unique()))
-    fitted = fit_table[fit_table["status"] == "ok"].set_index(["model", "strategy", "world_size"])
-    for (model, strategy, world), group in ok.groupby(["model", "strategy", "world_size"]):
+    keys = ["model", "strategy", "world_size", "nodes", "network"]
+    fitted = fit_table[fit_table["status"] == "ok"].set_index(keys)
+    for (model, strategy, world, nodes, network), group in ok.groupby(keys):
         axis, colour = panels[model], colours[strategy]
-        linestyle, marker = styles[world]
+        linestyle, marker = styles[(world, nodes, network)]
         axis.errorbar(
             group["batch_per_device"],
             group["img_s_mean"],
@@ -74,11 +86,11 @@ def throughput_figure(
             color=colour,
             capsize=3,
         )
-        label = f"{strategy}, {world} device(s)"
-        if (model, strategy, world) not in fitted.index:
+        label = f"{strategy}, {layout_label(world, nodes, network)}"
+        if (model, strategy, world, nodes, network) not in fitted.index:
             axis.plot([], [], marker=marker, color=colour, linestyle="none", label=label)
             continue
-        fit = fitted.loc[(model, strategy, world)]
+        fit = fitted.loc[(model, strategy, world, nodes, network)]
         low, high = group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2
         batches = np.geomspace(low, high, 100)
         curve = fits.throughput(batches, fit["v0"], fit["t_c"], world)
@@ -115,8 +127,9 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
     figure, panels = _panels(sorted(scaling["model"].unique()))
     batches = sorted(scaling["batch_per_device"].unique())
     markers = dict(zip(batches, "osD^v<>ph*", strict=False))
-    for (model, strategy, batch), group in scaling.groupby(
-        ["model", "strategy", "batch_per_device"]
+    scaling = scaling.assign(over=np.where(scaling["nodes"] > 1, scaling["network"], "one node"))
+    for (model, strategy, batch, over), group in scaling.groupby(
+        ["model", "strategy", "batch_per_device", "over"]
     ):
         group = group.sort_values("world_size")
         panels[model].errorbar(
@@ -125,8 +138,9 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
             yerr=group["speedup_ci95"],
             color=colours[strategy],
             marker=markers.get(batch, "o"),
+            linestyle="-" if over == "one node" else ":",
             capsize=3,
-            label=f"{strategy}, b={batch}",
+            label=f"{strategy}, b={batch}" + ("" if over == "one node" else f", nodes over {over}"),
         )
     top = scaling["world_size"].max()
     for model, axis in panels.items():
@@ -148,7 +162,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
     if windows.empty or fitted.empty:
         empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
         return
-    keys = ["strategy", "model", "mode", "nodes", "devices_per_node", "world_size"]
+    keys = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
     merged = windows.merge(fitted[[*keys, "v0", "t_c"]], on=keys)
     predicted = fits.step_time(merged["batch_per_device"], merged["v0"], merged["t_c"])
     merged["residual_pct"] = 100 * (merged["step_time_s"] / predicted - 1)
@@ -189,23 +203,24 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     strategies = sorted(points["strategy"].unique())
     batches = sorted(points["batch_per_device"].unique())
     models = sorted(points["model"].unique())
-    layouts = sorted(set(zip(points["world_size"], points["nodes"], strict=True)))
+    shown = layouts(points)
     panel_width = max(4.5, 1.5 + 0.3 * len(batches) * len(strategies))
     figure, axes = plt.subplots(
         len(models),
-        len(layouts),
-        figsize=(panel_width * len(layouts), 3.8 * len(models)),
+        len(shown),
+        figsize=(panel_width * len(shown), 3.8 * len(models)),
         squeeze=False,
     )
     width = 0.8 / len(strategies)
-    for (row, model), (column, (world, nodes)) in itertools.product(
-        enumerate(models), enumerate(layouts)
+    for (row, model), (column, (world, nodes, network)) in itertools.product(
+        enumerate(models), enumerate(shown)
     ):
         axis = axes[row][column]
         here = points[
             (points["model"] == model)
             & (points["world_size"] == world)
             & (points["nodes"] == nodes)
+            & (points["network"] == network)
         ]
         for index, strategy in enumerate(strategies):
             bars = here[here["strategy"] == strategy].set_index("batch_per_device")
@@ -221,8 +236,7 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
         axis.set_xticks(range(len(batches)), [str(b) for b in batches])
         axis.set_xlabel("per-device batch")
         axis.set_ylabel("global images/s (mean, 95% CI)")
-        where = f" on {nodes} nodes" if nodes > 1 else ""
-        axis.set_title(f"{model}, {world} device(s){where}")
+        axis.set_title(f"{model}, {layout_label(world, nodes, network)}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s]) for s in strategies]
     figure.legend(handles, strategies, loc="upper center", ncol=len(strategies), frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.8 * len(models))))

@@ -1,0 +1,131 @@
+"""Emulated nodes: network namespaces are built, shaped and always removed.
+
+Needs root and iproute2 (this project's CI and development machines have both); without
+them the tests are skipped, and so are emulated cells (with that reason).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import make_cell
+from dpscale import launch, netns
+from dpscale.core.cell import Network
+
+pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
+
+
+def test_namespaces_are_created_and_removed():
+    before = set(netns.leftover())
+    with netns.emulated_nodes(3, "100mbit") as nodes:
+        assert set(netns.leftover()) - before == {*nodes.names, nodes.hub}
+        shown = subprocess.run(
+            [*nodes.exec_prefix(2), "ip", "-o", "-4", "addr", "show", "dev", nodes.interface],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert nodes.addresses[2] in shown
+    assert set(netns.leftover()) == before
+
+
+def test_namespaces_are_removed_when_the_body_fails():
+    before = set(netns.leftover())
+    with pytest.raises(RuntimeError), netns.emulated_nodes(2, "1gbit"):
+        raise RuntimeError("a cell crashed")
+    assert set(netns.leftover()) == before
+
+
+@pytest.mark.parametrize("rate", ["100mbit", "1gbit"])
+def test_a_shaped_link_carries_its_rate(rate):
+    with netns.emulated_nodes(2, rate) as nodes:
+        carried = netns.probe(nodes, mbytes=8 if rate == "100mbit" else 48)
+    assert carried == pytest.approx(netns.parse_quantity(rate) / 8, rel=0.15)
+
+
+def test_a_delay_without_netem_is_a_reason_not_a_silent_run():
+    reason = netns.unavailable("100us")
+    if reason is None:
+        pytest.skip("this kernel has netem: delays are emulated")
+    cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit", delay="100us"))
+    assert launch.runtime_skip_reason(cell) == reason
+
+
+def test_emulated_cells_are_for_one_machine_not_for_slurm_jobs():
+    cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit"))
+    assert launch.runtime_skip_reason(cell) is None
+    allocation = object()  # any allocation: the cell must not run on the host network
+    assert "emulated on one machine" in launch.runtime_skip_reason(cell, allocation)
+
+
+def wait_until(condition, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.mark.slow
+def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
+    """SIGTERM to the launcher of a 2-node torch-ddp cell while it measures (what Snakemake
+    sends a job it stops): its namespaces and rank processes are gone within seconds."""
+    from dpscale.core.cell import Measure
+    from dpscale.core.envs import ensure_env
+
+    cell = make_cell(
+        "torch-ddp",
+        nodes=2,
+        batch=4,
+        network=Network("lan", rate="1gbit"),
+    )
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 500, 2, 300))})
+    before = set(netns.leftover())
+    out, log = tmp_path / "cells" / "c.json", tmp_path / "c.log"
+    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
+    command += ["--env", str(ensure_env("torch")), "--out", str(out), "--log", str(log)]
+    env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
+    launcher = subprocess.Popen(command, env=env)
+    try:
+        assert wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
+        assert len(set(netns.leftover()) - before) == 3  # two nodes and the switch
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=30)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert wait_until(lambda: set(netns.leftover()) == before, 10)
+    ranks = subprocess.run(["pgrep", "-f", str(out)], capture_output=True)
+    assert ranks.stdout.strip() == b"", ranks.stdout
+
+
+@pytest.mark.slow
+def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
+    """studies/post003_network_cpu.yaml, shrunk: 2 processes on one node and on 2 emulated
+    nodes over 1 GbE and 10 GbE; every 2-node cell measured, every rank in step."""
+    import pandas as pd
+
+    from conftest import REPO
+
+    command = [
+        sys.executable, "-m", "snakemake", "--configfile", "studies/post003_network_cpu.yaml",
+        "--config", f"results_dir={tmp_path}", "batch_sizes=[8,16]",
+        "measure={warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}",
+    ]  # fmt: skip
+    env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = pd.read_csv(tmp_path / "post003_network_cpu" / "tables" / "cells.csv")
+    two_nodes = cells[(cells["nodes"] == 2) & (cells["devices_per_node"] == 1)]
+    assert sorted(set(two_nodes["network"])) == ["10gbe", "1gbe"]
+    assert set(two_nodes["status"]) == {"ok"}, two_nodes[["cell_id", "reason"]]
+    four = cells[(cells["nodes"] == 2) & (cells["devices_per_node"] == 2)]
+    assert set(four["status"]) == {"skipped"}  # 4 processes on 2 cores
+    fits = pd.read_csv(tmp_path / "post003_network_cpu" / "tables" / "fits.csv")
+    assert {"1gbe", "10gbe", "host"} <= set(fits["network"])
+    assert set(netns.leftover()) == set()
