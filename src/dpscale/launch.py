@@ -26,12 +26,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from dpscale import netns, slurm
 from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
 from dpscale.core.result import make_result, now_iso, read_result, write_result
+from dpscale.core.strategy import Strategy
 from dpscale.core.sysinfo import describe_system, nvidia_gpus, usable_cpus, visible_gpu_count
 from dpscale.launch_kinds import (
     Placement,
@@ -312,9 +314,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             cell_file.write_text(cell.to_json())
             runner = runner_argv(python, plan.runner, cell_file, out.resolve())
             try:
-                returncode = _start(
-                    cell, plan, allocation if srun else None, python, runner, env, log
-                )
+                returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
             except netns.NetnsError as error:
                 reason = f"could not build the emulated network: {error}"
                 write_status(cell, out, "failed", reason, started_at)
@@ -323,11 +323,23 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
         return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
 
 
-def _start(cell, plan, allocation, python: Path, runner: list[str], env: dict, log) -> int | None:
-    """Start the cell's processes, wait for them; the exit status (None: timed out)."""
+def _start(
+    cell: Cell,
+    plan: Strategy,
+    allocation: slurm.Allocation | None,
+    srun: bool,
+    python: Path,
+    runner: list[str],
+    env: dict[str, str],
+    log: TextIO,
+) -> int | None:
+    """Start the cell's processes, wait for them; the exit status (None: timed out).
+
+    Outside SLURM the cell holds this machine's bench lock; inside a job the scheduler gave
+    it its own CPUs and GPUs."""
     with (
         bench_lock(cell, log) if allocation is None else nullcontext(),
-        _placed(cell, allocation, python) as placement,
+        _placed(cell, allocation if srun else None, python) as placement,
     ):
         if placement is None:
             command = kind(plan.launch).local(cell, python, runner)
