@@ -23,6 +23,8 @@ CELL_COLUMNS = [
     "img_s_per_device_mean",
     "step_time_s_mean",
     "achieved_tflop_s",
+    "peak_tflop_s",
+    "mfu",
     "host",
 ]
 
@@ -33,7 +35,7 @@ def aggregate(args: argparse.Namespace) -> None:
     results = analysis.load_results(args.results)
     cells = analysis.cells_table(results)
     windows = analysis.windows_table(results)
-    fit_table = analysis.fits_table(windows)
+    fit_table = analysis.add_fit_mfu(analysis.fits_table(windows), cells)
     scaling = analysis.scaling_table(cells)
     out = Path(args.tables)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,6 +148,45 @@ def accuracy(args: argparse.Namespace) -> None:
     print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
 
 
+def _read_optional(path: str | None) -> pd.DataFrame:
+    """A table the study may not have (training tables without mode train): empty if absent."""
+    return pd.read_csv(path) if path and Path(path).is_file() else pd.DataFrame()
+
+
+def findings(args: argparse.Namespace) -> None:
+    """Tables -> findings.csv, its HTML page and the top findings (one per line)."""
+    import json
+
+    from dpscale.core import findings as fnd
+
+    table = fnd.findings_table(
+        pd.read_csv(args.cells),
+        pd.read_csv(args.scaling),
+        pd.read_csv(args.fits),
+        pd.read_csv(args.break_even),
+        _read_optional(args.accuracy_delta),
+        _read_optional(args.time_to_accuracy),
+    )
+    table.to_csv(args.findings, index=False)
+    Path(args.html).write_text(fnd.findings_html(table, args.title), encoding="utf-8")
+    top = fnd.top_findings(table)
+    Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
+    print(f"[dpscale] {len(table)} findings rows")
+
+
+def add_findings_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("findings", help="tables -> findings (the answer first)")
+    for name in ("cells", "scaling", "fits", "break-even"):
+        cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
+    cmd.add_argument("--accuracy-delta", help="accuracy_delta.csv (training studies)")
+    cmd.add_argument("--time-to-accuracy", help="time_to_accuracy.csv (training studies)")
+    cmd.add_argument("--findings", required=True, help="output: findings.csv")
+    cmd.add_argument("--html", required=True, help="output: findings.html")
+    cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")
+    cmd.add_argument("--title", default="Findings")
+    cmd.set_defaults(func=findings)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -168,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     acc.add_argument("--figures", required=True)
     acc.add_argument("results", nargs="*", help="cell result JSON files (others are ignored)")
     acc.set_defaults(func=accuracy)
+    add_findings_parser(commands)
     args = parser.parse_args(argv)
     args.func(args)
 
