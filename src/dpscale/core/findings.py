@@ -141,11 +141,10 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
         )
     if _known(speedup):
         batch = int(row["batch_per_device"])
-        comparison = "faster than" if speedup > 1 else "slower than"
+        slower = ", slower than one device" if speedup < 1 else ""
         parts.append(
             f"at per-device batch {batch} (global {batch * n}) {n} devices are "
-            f"{speedup:.2f}x as fast as 1 ({100 * row['efficiency']:.0f}% efficiency, "
-            f"{comparison} one device)"
+            f"{speedup:.2f}x as fast as 1 ({100 * row['efficiency']:.0f}% efficiency{slower})"
         )
     return "; ".join(parts) if parts else None
 
@@ -271,8 +270,11 @@ def _display(value: object, column: str) -> str:
 
 
 def display_table(findings: pd.DataFrame) -> pd.DataFrame:
-    """The findings with every value as text, ready for an HTML table."""
+    """The findings with every value as text, ready for an HTML table; the verdict right
+    after the layout, the numbers behind it after that."""
     shown = findings.drop(columns=["cells", "cells_ok"], errors="ignore")
+    order = [*LAYOUT, "verdict"]
+    shown = shown[[*order, *(c for c in shown.columns if c not in order)]]
     return pd.DataFrame(
         {column: [_display(v, column) for v in shown[column]] for column in shown.columns}
     )
@@ -300,4 +302,11 @@ def findings_html(findings: pd.DataFrame, title: str) -> str:
 
     items = "".join(f"<li>{escape(line)}</li>" for line in top_findings(findings, limit=20))
     page = table_html(display_table(findings), title, PAGE_NOTE)
+    page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
     return page.replace("<table>", f"<ul class='findings'>{items}</ul><table>", 1)
+
+
+VERDICT_STYLE = (
+    f"<style>td:nth-child({len(LAYOUT) + 1}) {{ min-width: 28em; text-align: left; }}"
+    " ul.findings li { margin-bottom: 0.4em; max-width: 70em; }</style>"
+)
