@@ -29,6 +29,8 @@ def _faded(toggle: alt.Parameter) -> alt.ConditionalValueDefNumberExprRef:
 
 def throughput_points(cells: pd.DataFrame) -> pd.DataFrame:
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")].copy()
+    if ok.empty:
+        return ok
     ok["devices"] = ok["world_size"].astype(str) + " device(s)"
     ok["low"] = ok["img_s_mean"] - ok["img_s_ci95"]
     ok["high"] = ok["img_s_mean"] + ok["img_s_ci95"]
