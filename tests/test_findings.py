@@ -104,15 +104,17 @@ def test_network_column_is_read_from_cells_when_present(tables):
 def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
     deltas = pd.DataFrame(
         {
-            "strategy": ["torch-ddp", "torch-ddp"],
-            "model": ["resnet18-cifar32-c10"] * 2,
-            "world_size": [2, 2],
-            "lr_rule": ["linear", "none"],
-            "final_delta": [-0.002, -0.10],
-            "final_delta_ci95": [0.01, 0.02],
+            "strategy": ["torch-ddp"] * 3,
+            "model": ["resnet18-cifar32-c10"] * 3,
+            "world_size": [2, 2, 2],
+            "batch_per_device": [32, 16, 32],  # the row at the largest batch is the finding
+            "lr_rule": ["linear", "linear", "none"],
+            "final_delta": [-0.002, -0.5, -0.10],
+            "final_delta_ci95": [0.01, 0.01, 0.02],
         }
     )
-    tta = deltas[["strategy", "model", "world_size", "lr_rule"]].assign(speedup=[1.5, math.nan])
+    keys = ["strategy", "model", "world_size", "batch_per_device", "lr_rule"]
+    tta = deltas[keys].assign(speedup=[1.5, 9.0, math.nan])
     deltas.to_csv(tables / "accuracy_delta.csv", index=False)
     tta.to_csv(tables / "time_to_accuracy.csv", index=False)
     table = run_findings(

@@ -101,22 +101,31 @@ def throughput_numbers(
     return numbers
 
 
+def _largest_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty or "batch_per_device" not in frame.columns:
+        return frame
+    return frame.sort_values("batch_per_device").tail(1)
+
+
 def accuracy_numbers(
     row: dict[str, Any], deltas: pd.DataFrame, tta: pd.DataFrame, rules: list[str]
 ) -> dict[str, float]:
     """Final-accuracy delta (with its Welch 95% half-width) and time-to-accuracy speedup of
-    this layout under every learning-rate rule; NaN where that run does not exist."""
+    this layout under every learning-rate rule, at its largest per-device training batch;
+    NaN where that run does not exist. The accuracy tables key layouts by world size only."""
     keys = ["strategy", "model", "world_size"]
     numbers: dict[str, float] = {}
     for rule in rules:
         numbers[f"accuracy_delta_{rule}"] = math.nan
         numbers[f"accuracy_delta_{rule}_ci95"] = math.nan
         numbers[f"tta_speedup_{rule}"] = math.nan
-        delta = _match(deltas[deltas["lr_rule"] == rule], row, keys) if not deltas.empty else deltas
+        delta = deltas if deltas.empty else deltas[deltas["lr_rule"] == rule]
+        delta = _largest_batch(_match(delta, row, keys))
         if not delta.empty:
             numbers[f"accuracy_delta_{rule}"] = float(delta.iloc[0]["final_delta"])
             numbers[f"accuracy_delta_{rule}_ci95"] = float(delta.iloc[0]["final_delta_ci95"])
-        times = _match(tta[tta["lr_rule"] == rule], row, keys) if not tta.empty else tta
+        times = tta if tta.empty else tta[tta["lr_rule"] == rule]
+        times = _largest_batch(_match(times, row, keys))
         if not times.empty:
             numbers[f"tta_speedup_{rule}"] = float(times.iloc[0]["speedup"])
     return numbers
