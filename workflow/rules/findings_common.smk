@@ -1,5 +1,6 @@
 # Helpers of workflow/rules/findings.smk (the answer first).
 import json
+import re
 
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
@@ -29,11 +30,18 @@ def post_table_args(wildcards, input):
     return " ".join(f"--table {name}={path}" for name, path in input.items())
 
 
+def rst_text(line):
+    """Plain text for reStructuredText: markup characters escaped."""
+    return re.sub(r"([\\*`_|])", r"\\\1", line)
+
+
 def top_findings_for_report():
     """The top findings, for the landing text of `snakemake --report` (report/workflow.rst
     reads config["report_top_findings"]); empty until the findings exist."""
     path = Path(f"{TABLES}/findings_top.json")
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    if not path.is_file():
+        return []
+    return [rst_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
 
 
 config["report_top_findings"] = top_findings_for_report()
