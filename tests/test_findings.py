@@ -132,6 +132,14 @@ def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
     assert math.isnan(table.loc["torch-dp", "accuracy_delta_linear"])
 
 
+def test_a_training_only_layout_says_its_throughput_was_not_measured():
+    row = {"world_size": 2, "cells_ok": 2, "break_even_global_batch": math.nan}
+    row.update(speedup=math.nan, accuracy_delta_linear=0.01, accuracy_delta_linear_ci95=0.001)
+    text = findings.verdict(row, ["linear"])
+    assert text.startswith("throughput not measured (training runs only); lr rule linear")
+    assert "1.0 points higher" in text
+
+
 def test_never_and_always_break_even_read_as_words():
     row = {"world_size": 4, "break_even_global_batch": math.inf, "speedup": 0.5}
     row.update(batch_per_device=8, efficiency=0.125)

@@ -191,11 +191,12 @@ def verdict(row: dict[str, Any], rules: list[str]) -> str:
     if row["cells_ok"] == 0:
         reason = row.get("not_ok_reason") or "no cell ran"
         return f"{NOT_MEASURED}: {reason}"
-    parts = [p for p in (throughput_verdict(row), accuracy_verdict(row, rules)) if p]
-    if not parts:
+    throughput, accuracy = throughput_verdict(row), accuracy_verdict(row, rules)
+    if throughput is None and accuracy is None:
         return f"{NOT_MEASURED}: no 1-device baseline to compare with"
-    text = "; ".join(parts)
-    return text[0].upper() + text[1:] + "."
+    if throughput is None:
+        throughput = f"throughput {NOT_MEASURED} (training runs only)"
+    return "; ".join(p for p in (throughput, accuracy) if p) + "."
 
 
 def lr_rules(deltas: pd.DataFrame) -> list[str]:
