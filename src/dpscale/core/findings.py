@@ -61,11 +61,14 @@ def layouts(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _match(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:
+    """The rows of ``frame`` that agree with ``row`` on every key the frame has (a table
+    without a ``network`` column holds one network's numbers)."""
     if frame.empty:
         return frame
     mask = np.ones(len(frame), dtype=bool)
     for key in keys:
-        mask &= (frame[key] == row[key]).to_numpy()
+        if key in frame.columns:
+            mask &= (frame[key] == row[key]).to_numpy()
     return frame[mask]
 
 
@@ -216,7 +219,6 @@ def findings_table(
     """One row per strategy x model x network x multi-device layout, with a verdict."""
     deltas = deltas if deltas is not None else pd.DataFrame()
     tta = tta if tta is not None else pd.DataFrame()
-    scaling, fits, break_even = (with_network(t) for t in (scaling, fits, break_even))
     rules = lr_rules(deltas)
     rows = []
     for layout in layouts(cells).to_dict("records"):
