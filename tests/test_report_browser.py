@@ -95,18 +95,48 @@ def iframe_context(page: Page, main_frame: str, since: int) -> int:
     raise AssertionError("the result's iframe never got a script context")
 
 
+MARKS = "svg .mark-symbol path, svg .mark-line path"
+DIMMED = (
+    f"[...document.querySelectorAll('{MARKS}')]"
+    ".filter(p => parseFloat(getComputedStyle(p).opacity) < 0.5).length"
+)
+LEGEND_SYMBOL = (
+    "(() => { const r = document.querySelector('.role-legend-symbol path')"
+    ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+)
+IFRAME_ORIGIN = (
+    "(() => { const r = document.querySelector('iframe').getBoundingClientRect();"
+    " return [r.x, r.y]; })()"
+)
+
+
+def click_first_legend_entry(page: Page, context: int) -> int:
+    """Click the first strategy in the figure's legend like a mouse does; the marks of the
+    other strategies fade. Returns how many marks faded."""
+    assert page.evaluate(DIMMED, context) == 0
+    x, y = page.evaluate(LEGEND_SYMBOL, context)
+    left, top = page.evaluate(IFRAME_ORIGIN)
+    for kind in ("mousePressed", "mouseReleased"):
+        page.call(
+            "Input.dispatchMouseEvent",
+            type=kind,
+            x=left + x,
+            y=top + y,
+            button="left",
+            clickCount=1,
+        )
+    return wait_for(page, DIMMED, seconds=5, context=context)
+
+
 def check_html(page: Page, main_frame: str, path: str, since: int) -> str:
     """An interactive figure must have drawn marks; a table must have rows."""
     context = iframe_context(page, main_frame, since)
     wait_for(page, "document.readyState === 'complete'", context=context)
     if "interactive" in path:
-        marks = wait_for(
-            page,
-            "document.querySelectorAll('svg .mark-symbol path, svg .mark-line path').length",
-            context=context,
-        )
+        marks = wait_for(page, f"document.querySelectorAll('{MARKS}').length", context=context)
         error = page.evaluate("!!document.querySelector('.vega-embed .error')", context)
         assert marks > 3 and not error, f"{path}: empty figure ({marks} marks)"
+        assert click_first_legend_entry(page, context) > 0, f"{path}: legend toggles nothing"
         return f"{marks} marks"
     rows = page.evaluate("document.querySelectorAll('tbody tr').length", context)
     assert rows > 0, f"{path}: empty table"
