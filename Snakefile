@@ -17,6 +17,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/findings_common.smk"
+include: "workflow/rules/findings.smk"
 
 
 rule all:

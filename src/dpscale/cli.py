@@ -23,6 +23,8 @@ CELL_COLUMNS = [
     "img_s_per_device_mean",
     "step_time_s_mean",
     "achieved_tflop_s",
+    "peak_tflop_s",
+    "mfu",
     "host",
 ]
 
@@ -33,7 +35,7 @@ def aggregate(args: argparse.Namespace) -> None:
     results = analysis.load_results(args.results)
     cells = analysis.cells_table(results)
     windows = analysis.windows_table(results)
-    fit_table = analysis.fits_table(windows)
+    fit_table = analysis.add_fit_mfu(analysis.fits_table(windows), cells)
     scaling = analysis.scaling_table(cells)
     break_even = analysis.break_even_table(fit_table, cells)
     for frame, path in (
@@ -151,6 +153,106 @@ def accuracy(args: argparse.Namespace) -> None:
     print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
 
 
+def _read_optional(path: str | None) -> pd.DataFrame:
+    """A table the study may not have (training tables without mode train): empty if absent."""
+    return pd.read_csv(path) if path and Path(path).is_file() else pd.DataFrame()
+
+
+def findings(args: argparse.Namespace) -> None:
+    """Tables -> findings.csv, its HTML page and the top findings (one per line)."""
+    import json
+
+    from dpscale.core import findings as fnd
+
+    table = fnd.findings_table(
+        pd.read_csv(args.cells),
+        pd.read_csv(args.scaling),
+        pd.read_csv(args.fits),
+        pd.read_csv(args.break_even),
+        _read_optional(args.accuracy_delta),
+        _read_optional(args.time_to_accuracy),
+    )
+    table.to_csv(args.findings, index=False)
+    Path(args.html).write_text(fnd.findings_html(table, args.title), encoding="utf-8")
+    top = fnd.top_findings(table)
+    Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
+    print(f"[dpscale] {len(table)} findings rows")
+
+
+def add_findings_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("findings", help="tables -> findings (the answer first)")
+    for name in ("cells", "scaling", "fits", "break-even"):
+        cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
+    cmd.add_argument("--accuracy-delta", help="accuracy_delta.csv (training studies)")
+    cmd.add_argument("--time-to-accuracy", help="time_to_accuracy.csv (training studies)")
+    cmd.add_argument("--findings", required=True, help="output: findings.csv")
+    cmd.add_argument("--html", required=True, help="output: findings.html")
+    cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")
+    cmd.add_argument("--title", default="Findings")
+    cmd.set_defaults(func=findings)
+
+
+def interactive_figures(args: argparse.Namespace) -> None:
+    """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
+    from dpscale.core import interactive
+
+    cells, scaling = pd.read_csv(args.cells), pd.read_csv(args.scaling)
+    chart = interactive.throughput_chart(cells, pd.read_csv(args.fits))
+    interactive.save_inline(chart, Path(args.throughput))
+    interactive.save_inline(interactive.speedup_chart(scaling), Path(args.speedup))
+
+
+def mfu_figure(args: argparse.Namespace) -> None:
+    from dpscale.core.mfu_plot import mfu_figure as draw
+
+    draw(pd.read_csv(args.cells), Path(args.out))
+
+
+def add_figure_parsers(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("interactive-figures", help="tables -> interactive HTML figures")
+    for name in ("cells", "fits", "scaling"):
+        cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
+    cmd.add_argument("--throughput", required=True, help="output: throughput HTML")
+    cmd.add_argument("--speedup", required=True, help="output: speedup HTML")
+    cmd.set_defaults(func=interactive_figures)
+    mfu = commands.add_parser("mfu-figure", help="cells.csv -> MFU figure (PNG)")
+    mfu.add_argument("--cells", required=True)
+    mfu.add_argument("--out", required=True, help="output PNG")
+    mfu.set_defaults(func=mfu_figure)
+
+
+def posts(args: argparse.Namespace) -> None:
+    """The study's reference section (the post's numbers) beside this run's tables."""
+    import json
+
+    from dpscale.core import posts as pst
+    from dpscale.core.html import write_table_html
+
+    reference = json.loads(args.reference)
+    tables = {}
+    for item in args.table:
+        name, _, path = item.partition("=")
+        tables[name] = _read_optional(path)
+    table = pst.post_vs_run(reference, tables)
+    table.to_csv(args.csv, index=False)
+    write_table_html(
+        pst.display_table(table), Path(args.html), args.title, pst.page_note(reference)
+    )
+    print(f"[dpscale] {len(table)} post-vs-run rows")
+
+
+def add_posts_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("posts", help="the source post's numbers beside this run's")
+    cmd.add_argument("--reference", required=True, help="the study's reference section, JSON")
+    cmd.add_argument(
+        "--table", action="append", default=[], help="NAME=PATH of a table (cells, fits, ...)"
+    )
+    cmd.add_argument("--csv", required=True, help="output: post_vs_run.csv")
+    cmd.add_argument("--html", required=True, help="output: post_vs_run.html")
+    cmd.add_argument("--title", default="The post vs this run")
+    cmd.set_defaults(func=posts)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -176,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
         acc.add_argument(f"--{name}", type=Path, required=True)
     acc.add_argument("results", nargs="*", help="cell result JSON files (others are ignored)")
     acc.set_defaults(func=accuracy)
+    add_findings_parser(commands)
+    add_figure_parsers(commands)
+    add_posts_parser(commands)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -118,4 +118,5 @@ def final_outputs():
         + [f"{RESULTS}/figures/{name}" for name in figures]
         + [f"{RESULTS}/tables/{name}" for name in html]
         + training_outputs()
+        + findings_outputs()  # workflow/rules/findings.smk
     )

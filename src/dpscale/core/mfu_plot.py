@@ -1,0 +1,68 @@
+"""Model FLOPs utilisation per cell: achieved training FLOP/s per device over the device's
+measured dense matmul peak (cells.csv ``mfu``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+NO_PEAK = (
+    "MFU not measured: these results carry no matmul peak (system.matmul_peak);\n"
+    "rerun the cells with a dpscale that measures it."
+)
+
+
+def _message(path: Path, text: str) -> None:
+    figure, axis = plt.subplots(figsize=(6, 1.6))
+    axis.axis("off")
+    axis.text(0.5, 0.5, text, ha="center", va="center")
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def mfu_points(cells: pd.DataFrame) -> pd.DataFrame:
+    if "mfu" not in cells.columns:
+        return pd.DataFrame()
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    return ok[ok["mfu"].notna()]
+
+
+def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
+    """MFU (%) against per-device batch: one panel per model, colour = strategy, marker =
+    device count."""
+    points = mfu_points(cells)
+    if points.empty:
+        _message(path, NO_PEAK)
+        return
+    sns.set_theme(style="whitegrid")
+    points = points.assign(
+        mfu_pct=100 * points["mfu"], devices=points["world_size"].astype(str) + " device(s)"
+    )
+    models = sorted(points["model"].unique())
+    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.2), squeeze=False)
+    for axis, model in zip(axes[0], models, strict=True):
+        sns.lineplot(
+            data=points[points["model"] == model],
+            x="batch_per_device",
+            y="mfu_pct",
+            hue="strategy",
+            style="devices",
+            markers=True,
+            ax=axis,
+        )
+        axis.set_xscale("log", base=2)
+        axis.set_ylim(bottom=0)
+        axis.set_title(model)
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("MFU (% of measured matmul peak)")
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

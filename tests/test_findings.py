@@ -1,0 +1,170 @@
+"""Findings (the answer first) and MFU, from synthetic results with a known throughput law."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_cell
+from dpscale.cli import main as cli
+from dpscale.core import findings, fits
+from dpscale.core.result import make_result, now_iso, write_result
+from dpscale.core.timing import throughput_measurement
+
+PEAK = {"tflop_s": 0.5, "ci95": 0.01, "n": 5, "dtype": "fp32", "framework": "torch"}
+SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11", "matmul_peak": PEAK}
+LAW = {1: (100.0, 0.02), 2: (100.0, 0.05)}  # world size -> (v0, t_c)
+BATCHES = (4, 8, 16, 32)
+
+
+def measured(cell, rng):
+    v0, t_c = LAW[cell.world_size]
+    seconds = [
+        2 * fits.step_time(cell.batch_per_device, v0, t_c) * (1 + rng.normal(0, 0.01))
+        for _ in range(4)
+    ]
+    return throughput_measurement(seconds, 2, cell.batch_per_device, cell.world_size)
+
+
+def write_results(root, system=SYSTEM):
+    rng = np.random.default_rng(0)
+    paths = []
+    for devices in (1, 2):
+        for batch in BATCHES:
+            cell = make_cell(devices=devices, batch=batch)
+            result = make_result(
+                cell, "ok", started_at=now_iso(), system=system, measurement=measured(cell, rng)
+            )
+            paths.append(write_result(cell.result_path(root), result))
+    skipped = make_cell(strategy="torch-dp", devices=2)
+    result = make_result(
+        skipped, "skipped", started_at=now_iso(), system=system, reason="one process per node"
+    )
+    paths.append(write_result(skipped.result_path(root), result))
+    return [str(p) for p in paths]
+
+
+@pytest.fixture
+def tables(tmp_path):
+    out = tmp_path / "tables"
+    cli(["aggregate", "--tables", str(out), *write_results(tmp_path)])
+    return out
+
+
+def run_findings(tables, *extra):
+    cli(
+        [
+            "findings",
+            *("--cells", str(tables / "cells.csv"), "--scaling", str(tables / "scaling.csv")),
+            *("--fits", str(tables / "fits.csv"), "--break-even", str(tables / "break_even.csv")),
+            *("--findings", str(tables / "findings.csv"), "--html", str(tables / "findings.html")),
+            *("--top", str(tables / "findings_top.json")),
+            *extra,
+        ]
+    )
+    return pd.read_csv(tables / "findings.csv")
+
+
+def test_findings_one_row_per_layout_with_break_even_verdict(tables):
+    table = run_findings(tables).set_index("strategy")
+    assert sorted(table.index) == ["torch-ddp", "torch-dp"]
+    ddp = table.loc["torch-ddp"]
+    assert ddp["network"] == "host"
+    assert ddp["batch_per_device"] == max(BATCHES)
+    expected = fits.throughput(32, *LAW[2], 2) / fits.throughput(32, *LAW[1], 1)
+    assert ddp["speedup"] == pytest.approx(expected, rel=0.05)
+    # B > (t_2 - t_1) / (1/v0_1 - 1/(2 v0_2)) = 0.03 / 0.005 = 6
+    assert ddp["break_even_global_batch"] == pytest.approx(6, rel=0.3)
+    even = math.ceil(ddp["break_even_global_batch"])
+    assert f"2 devices beat 1 from global batch {even}; below that, one is faster" in ddp["verdict"]
+    assert ddp["predicted_speedup_more_devices"] == "not measured"
+
+
+def test_unmeasured_layout_says_not_measured_never_a_number(tables):
+    table = run_findings(tables).set_index("strategy")
+    dp = table.loc["torch-dp"]
+    assert dp["verdict"] == "not measured: one process per node"
+    assert math.isnan(dp["speedup"]) and math.isnan(dp["break_even_global_batch"])
+    page = (tables / "findings.html").read_text()
+    assert "not measured" in page and "one process per node" in page
+    top = json.loads((tables / "findings_top.json").read_text())
+    assert top[0].startswith("torch-ddp") and "not measured" in top[-1]
+
+
+def test_network_column_is_read_from_cells_when_present(tables):
+    cells = pd.read_csv(tables / "cells.csv")
+    cells["network"] = "veth-1gbit"
+    cells.to_csv(tables / "cells.csv", index=False)
+    table = run_findings(tables).set_index("strategy")
+    assert set(table["network"]) == {"veth-1gbit"}
+    assert table.loc["torch-ddp", "speedup"] > 1  # scaling.csv has no network column yet
+
+
+def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
+    deltas = pd.DataFrame(
+        {
+            "strategy": ["torch-ddp"] * 3,
+            "model": ["resnet18-cifar32-c10"] * 3,
+            "world_size": [2, 2, 2],
+            "batch_per_device": [32, 16, 32],  # the row at the largest batch is the finding
+            "lr_rule": ["linear", "linear", "none"],
+            "final_delta": [-0.002, -0.5, -0.10],
+            "final_delta_ci95": [0.01, 0.01, 0.02],
+        }
+    )
+    keys = ["strategy", "model", "world_size", "batch_per_device", "lr_rule"]
+    tta = deltas[keys].assign(speedup=[1.5, 9.0, math.nan])
+    deltas.to_csv(tables / "accuracy_delta.csv", index=False)
+    tta.to_csv(tables / "time_to_accuracy.csv", index=False)
+    table = run_findings(
+        tables,
+        *("--accuracy-delta", str(tables / "accuracy_delta.csv")),
+        *("--time-to-accuracy", str(tables / "time_to_accuracy.csv")),
+    ).set_index("strategy")
+    ddp = table.loc["torch-ddp"]
+    assert ddp["accuracy_delta_linear"] == pytest.approx(-0.002)
+    assert ddp["accuracy_delta_none_ci95"] == pytest.approx(0.02)
+    assert ddp["tta_speedup_linear"] == pytest.approx(1.5)
+    assert "lr rule linear: final accuracy not distinguishable from 1 device" in ddp["verdict"]
+    assert "reaches the target 1.50x as fast" in ddp["verdict"]
+    assert "lr rule none: final accuracy 10.0 points lower" in ddp["verdict"]
+    assert math.isnan(table.loc["torch-dp", "accuracy_delta_linear"])
+
+
+def test_a_training_only_layout_says_its_throughput_was_not_measured():
+    row = {"world_size": 2, "cells_ok": 2, "break_even_global_batch": math.nan}
+    row.update(speedup=math.nan, accuracy_delta_linear=0.01, accuracy_delta_linear_ci95=0.001)
+    text = findings.verdict(row, ["linear"])
+    assert text.startswith("throughput not measured (training runs only); lr rule linear")
+    assert "1.0 points higher" in text
+
+
+def test_never_and_always_break_even_read_as_words():
+    row = {"world_size": 4, "break_even_global_batch": math.inf, "speedup": 0.5}
+    row.update(batch_per_device=8, efficiency=0.125)
+    assert "never beat 1" in findings.throughput_verdict(row)
+    assert "slower than one device" in findings.throughput_verdict(row)
+    row.update(break_even_global_batch=0.0, speedup=3.0, efficiency=0.75)
+    assert "beat 1 at every global batch" in findings.throughput_verdict(row)
+
+
+def test_mfu_is_per_device_achieved_over_the_measured_peak(tables):
+    cells = pd.read_csv(tables / "cells.csv")
+    ok = cells[cells["status"] == "ok"]
+    expected = ok["img_s_mean"] / ok["world_size"] * ok["train_flops_per_sample"] / 1e12 / 0.5
+    assert np.allclose(ok["mfu"], expected)
+    assert (ok["peak_tflop_s"] == 0.5).all()
+    fit_table = pd.read_csv(tables / "fits.csv")
+    v0 = fit_table["v0"] * cells["train_flops_per_sample"].iloc[0] / 1e12 / 0.5
+    assert np.allclose(fit_table["mfu_ceiling"], v0)
+
+
+def test_mfu_is_nan_without_a_measured_peak(tmp_path):
+    system = {k: v for k, v in SYSTEM.items() if k != "matmul_peak"}
+    out = tmp_path / "tables"
+    cli(["aggregate", "--tables", str(out), *write_results(tmp_path, system)])
+    cells = pd.read_csv(out / "cells.csv")
+    assert cells["mfu"].isna().all() and cells["peak_tflop_s"].isna().all()
+    assert pd.read_csv(out / "fits.csv")["mfu_ceiling"].isna().all()

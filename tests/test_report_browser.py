@@ -1,0 +1,208 @@
+"""The report as a person sees it: headless Chromium, network cut off, every category and
+result opened; fails on a JavaScript error, a broken image, an empty figure or table, or any
+request that leaves the file. Screenshots go to results/<study>/screenshots/."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cdp import Page, find_browser, headless_page
+from fake_study import write_fake_study
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+STUDY_FILE = REPO / "tests" / "data" / "browser.yaml"
+FIRST_CATEGORY = "0. Findings"
+
+
+def snakemake(*args: str, results: Path, envs: Path) -> None:
+    command = [sys.executable, "-m", "snakemake", "--configfile", str(STUDY_FILE)]
+    command += ["--config", f"results_dir={results}", f"env_dir={envs}", "--cores", "1", *args]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """A report built by Snakemake from written (not measured) cell results."""
+    root = tmp_path_factory.mktemp("browser")
+    results, envs = root / "results", root / "envs"
+    config = write_fake_study(STUDY_FILE, results, envs)
+    snakemake(results=results, envs=envs)
+    path = results / config["study"] / "report.html"
+    snakemake("--report", str(path), results=results, envs=envs)
+    return path
+
+
+def wait_for(page: Page, expression: str, seconds: float = 20.0, context: int | None = None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = page.evaluate(expression, context)
+        if value:
+            return value
+        page.pump(0.25)
+    raise AssertionError(f"timed out waiting for {expression}")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def open_category(page: Page, category: str) -> None:
+    """What a person clicks: back to the menu, then the category (the report's result lists
+    read their data when they mount, so the menu in between makes them show this one)."""
+    page.evaluate("app.setView({navbarMode: 'menu'})")
+    page.pump(0.2)
+    page.evaluate(f"app.showCategory({json.dumps(category)})")
+    page.pump(0.3)
+
+
+def show_result(page: Page, path: str) -> str:
+    """Open one result the way its button does (the report's own setView); its kind."""
+    entry = page.evaluate(f"results[{json.dumps(path)}].mime_type")
+    kind = "img" if entry.startswith("image/") else "html"
+    page.evaluate(
+        f"app.setView({{content: {json.dumps(kind)}, "
+        f"contentPath: results[{json.dumps(path)}].data_uri, resultPath: {json.dumps(path)}}})"
+    )
+    return kind
+
+
+def check_image(page: Page) -> None:
+    ok = wait_for(
+        page,
+        "(() => { const i = document.querySelector('img[src^=\"data:image\"]');"
+        " return i && i.complete ? [i.naturalWidth, i.naturalHeight] : null; })()",
+    )
+    assert ok[0] > 50 and ok[1] > 50, f"broken or empty image: {ok}"
+
+
+def iframe_context(page: Page, main_frame: str, since: int) -> int:
+    """The script context of the result's iframe (created after event number ``since``)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        page.pump(0.25)
+        frames = {k: v for k, v in page.frame_contexts(since).items() if k != main_frame}
+        if frames:
+            return max(frames.values())
+    raise AssertionError("the result's iframe never got a script context")
+
+
+MARKS = "svg .mark-symbol path, svg .mark-line path"
+DIMMED = (
+    f"[...document.querySelectorAll('{MARKS}')]"
+    ".filter(p => parseFloat(getComputedStyle(p).opacity) < 0.5).length"
+)
+LEGEND_SYMBOL = (
+    "(() => { const r = document.querySelector('.role-legend-symbol path')"
+    ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+)
+IFRAME_ORIGIN = (
+    "(() => { const r = document.querySelector('iframe').getBoundingClientRect();"
+    " return [r.x, r.y]; })()"
+)
+
+
+def click_first_legend_entry(page: Page, context: int) -> int:
+    """Click the first strategy in the figure's legend like a mouse does; the marks of the
+    other strategies fade. Returns how many marks faded."""
+    assert page.evaluate(DIMMED, context) == 0
+    x, y = page.evaluate(LEGEND_SYMBOL, context)
+    left, top = page.evaluate(IFRAME_ORIGIN)
+    for kind in ("mousePressed", "mouseReleased"):
+        page.call(
+            "Input.dispatchMouseEvent",
+            type=kind,
+            x=left + x,
+            y=top + y,
+            button="left",
+            clickCount=1,
+        )
+    return wait_for(page, DIMMED, seconds=5, context=context)
+
+
+def check_html(page: Page, main_frame: str, path: str, since: int) -> str:
+    """An interactive figure must have drawn marks; a table must have rows."""
+    context = iframe_context(page, main_frame, since)
+    wait_for(page, "document.readyState === 'complete'", context=context)
+    if "interactive" in path:
+        marks = wait_for(page, f"document.querySelectorAll('{MARKS}').length", context=context)
+        error = page.evaluate("!!document.querySelector('.vega-embed .error')", context)
+        assert marks > 3 and not error, f"{path}: empty figure ({marks} marks)"
+        assert click_first_legend_entry(page, context) > 0, f"{path}: legend toggles nothing"
+        return f"{marks} marks"
+    rows = page.evaluate("document.querySelectorAll('tbody tr').length", context)
+    assert rows > 0, f"{path}: empty table"
+    return f"{rows} rows"
+
+
+def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
+    browser = find_browser()
+    if browser is None:
+        pytest.fail("no chromium: apt-get install -y chromium (.ci/run installs it)")
+    shots = report.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    seen = {}
+    with headless_page(browser, report.parent / "chromium-profile") as page:
+        page.call("Page.navigate", url=report.as_uri())
+        wait_for(page, "typeof app !== 'undefined' && typeof categories !== 'undefined'")
+        main_frame = page.call("Page.getFrameTree")["frameTree"]["frame"]["id"]
+        page.pump(1.0)
+        landing = page.evaluate("document.body.innerText")
+        assert "The answer first" in landing and "beat 1 from global batch" in landing
+        page.screenshot(shots / "00-landing.png")
+        order = page.evaluate("Object.keys(categories).sort((a, b) => a.localeCompare(b))")
+        assert order[0] == FIRST_CATEGORY, order
+        for number, category in enumerate(order, start=1):
+            open_category(page, category)
+            paths = page.evaluate(f"Object.values(categories[{json.dumps(category)}]).flat()")
+            assert paths, f"category {category} is empty"
+            for index, path in enumerate(paths):
+                since = len(page.events)
+                kind = show_result(page, path)
+                page.pump(0.5)
+                if kind == "img":
+                    check_image(page)
+                    seen[path] = "image"
+                else:
+                    seen[path] = check_html(page, main_frame, path, since)
+                name = f"{number:02d}-{index:02d}-{slug(Path(path).stem)}.png"
+                page.screenshot(shots / name)
+        page.pump(0.5)
+        problems = page.problems()
+    assert not problems, "\n".join(problems)
+    names = {Path(p).name for p in seen}
+    assert {"findings.html", "post_vs_run.html", "throughput_interactive.html"} <= names
+    assert {"speedup_interactive.html", "mfu.png", "throughput.png"} <= names
+    assert len(list(shots.glob("*.png"))) == len(seen) + 1
+
+
+def test_the_browser_check_catches_errors_requests_and_broken_images(tmp_path):
+    """The checks above can fail: a page with a script error, a broken image and a request
+    to the internet gets all three reported (and the request never reaches the network)."""
+    browser = find_browser()
+    if browser is None:
+        pytest.fail("no chromium: apt-get install -y chromium (.ci/run installs it)")
+    page_file = tmp_path / "bad.html"
+    page_file.write_text(
+        "<html><body><img id='i' src='missing.png'>"
+        "<script src='https://cdn.example.org/vega.js'></script>"
+        "<script>throw new Error('boom');</script></body></html>"
+    )
+    with headless_page(browser, tmp_path / "profile") as page:
+        page.call("Page.navigate", url=page_file.as_uri())
+        wait_for(page, "document.readyState === 'complete'")
+        page.pump(1.0)
+        broken = page.evaluate("document.getElementById('i').naturalWidth")
+        problems = "\n".join(page.problems())
+    assert broken == 0
+    assert "boom" in problems
+    assert "request outside the file: https://cdn.example.org/vega.js" in problems
+    assert "missing.png" in problems or "failed load" in problems

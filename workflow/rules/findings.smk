@@ -1,0 +1,103 @@
+# The answer first: findings (one row per strategy x model x network x layout, with a verdict),
+# the source post beside this run, interactive figures and model FLOPs utilisation.
+# "0. Findings" sorts first among the report's categories (the report orders them by name).
+# Helpers: workflow/rules/findings_common.smk.
+
+
+rule findings:
+    input:
+        **training_tables(),
+        cells=f"{TABLES}/cells.csv",
+        scaling=f"{TABLES}/scaling.csv",
+        fits=f"{TABLES}/fits.csv",
+        break_even=f"{TABLES}/break_even.csv",
+    output:
+        csv=f"{TABLES}/findings.csv",
+        top=f"{TABLES}/findings_top.json",
+        html=report(
+            f"{TABLES}/findings.html",
+            caption="../../report/findings.rst",
+            category="0. Findings",
+            labels={"table": "findings"},
+        ),
+    log:
+        f"{RESULTS}/logs/findings.log",
+    localrule: True
+    params:
+        training=training_args,
+        title=f"Findings: study {config['study']}",
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli findings --cells {input.cells} --scaling {input.scaling}"
+        " --fits {input.fits} --break-even {input.break_even} {params.training}"
+        " --findings {output.csv} --html {output.html} --top {output.top}"
+        " --title {params.title:q} > {log} 2>&1"
+
+
+rule post_vs_run:
+    input:
+        **training_tables(with_runs=True),
+        cells=f"{TABLES}/cells.csv",
+        fits=f"{TABLES}/fits.csv",
+        scaling=f"{TABLES}/scaling.csv",
+        break_even=f"{TABLES}/break_even.csv",
+    output:
+        csv=f"{TABLES}/post_vs_run.csv",
+        html=report(
+            f"{TABLES}/post_vs_run.html",
+            caption="../../report/post_vs_run.rst",
+            category="0. Findings",
+            labels={"table": "the post vs this run"},
+        ),
+    log:
+        f"{RESULTS}/logs/post_vs_run.log",
+    localrule: True
+    params:
+        tables=post_table_args,
+        reference=json.dumps(config["reference"]),
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli posts --reference {params.reference:q} {params.tables}"
+        " --csv {output.csv} --html {output.html} > {log} 2>&1"
+
+
+rule interactive_figures:
+    input:
+        cells=f"{TABLES}/cells.csv",
+        fits=f"{TABLES}/fits.csv",
+        scaling=f"{TABLES}/scaling.csv",
+    output:
+        throughput=report(
+            f"{FIGURES}/throughput_interactive.html",
+            caption="../../report/throughput_interactive.rst",
+            category="1. Throughput",
+            labels={"figure": "throughput vs batch (interactive)"},
+        ),
+        speedup=report(
+            f"{FIGURES}/speedup_interactive.html",
+            caption="../../report/speedup_interactive.rst",
+            category="2. Scaling",
+            labels={"figure": "speedup vs devices (interactive)"},
+        ),
+    log:
+        f"{RESULTS}/logs/interactive_figures.log",
+    localrule: True
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli interactive-figures --cells {input.cells} --fits {input.fits}"
+        " --scaling {input.scaling} --throughput {output.throughput}"
+        " --speedup {output.speedup} > {log} 2>&1"
+
+
+rule mfu_figure:
+    input:
+        cells=f"{TABLES}/cells.csv",
+    output:
+        report(
+            f"{FIGURES}/mfu.png",
+            caption="../../report/mfu.rst",
+            category="1. Throughput",
+            labels={"figure": "model FLOPs utilisation"},
+        ),
+    log:
+        f"{RESULTS}/logs/mfu_figure.log",
+    localrule: True
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli mfu-figure --cells {input.cells} --out {output} > {log} 2>&1"
