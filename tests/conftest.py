@@ -34,3 +34,14 @@ def make_cell(
         measure=Measure(warmup_steps=1, windows=3, steps_per_window=2, timeout_s=60),
         **kwargs,
     )
+
+
+TABLES = ("cells", "windows", "fits", "scaling", "break_even")
+
+
+def aggregate(tables: Path, paths) -> None:
+    """``dpscale aggregate`` of result files into ``tables/<name>.csv``."""
+    from dpscale.cli import main as cli
+
+    options = [f"--{n.replace('_', '-')}={tables / f'{n}.csv'}" for n in TABLES]
+    cli(["aggregate", *options, *map(str, paths)])

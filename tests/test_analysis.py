@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_cell
+from conftest import aggregate, make_cell
 from dpscale.cli import main as cli
 from dpscale.core import analysis, fits
 from dpscale.core.result import make_result, now_iso, write_result
@@ -24,14 +24,6 @@ def measured(cell, rng):
         for _ in range(4)
     ]
     return throughput_measurement(seconds, steps, cell.batch_per_device, cell.world_size)
-
-
-TABLES = ("cells", "windows", "fits", "scaling", "break_even")
-
-
-def aggregate(tables: Path, paths) -> None:
-    options = [f"--{n.replace('_', '-')}={tables / f'{n}.csv'}" for n in TABLES]
-    cli(["aggregate", *options, *map(str, paths)])
 
 
 def figures(tables: Path, out: Path, kinds) -> None:

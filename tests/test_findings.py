@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_cell
+from conftest import aggregate, make_cell
 from dpscale.cli import main as cli
 from dpscale.core import findings, fits
 from dpscale.core.result import make_result, now_iso, write_result
@@ -49,7 +49,7 @@ def write_results(root, system=SYSTEM):
 @pytest.fixture
 def tables(tmp_path):
     out = tmp_path / "tables"
-    cli(["aggregate", "--tables", str(out), *write_results(tmp_path)])
+    aggregate(out, write_results(tmp_path))
     return out
 
 
@@ -93,13 +93,14 @@ def test_unmeasured_layout_says_not_measured_never_a_number(tables):
     assert top[0].startswith("torch-ddp") and "not measured" in top[-1]
 
 
-def test_network_column_is_read_from_cells_when_present(tables):
-    cells = pd.read_csv(tables / "cells.csv")
-    cells["network"] = "veth-1gbit"
-    cells.to_csv(tables / "cells.csv", index=False)
+def test_network_column_is_read_from_the_tables(tables):
+    for name in ("cells", "scaling", "fits", "break_even"):
+        frame = pd.read_csv(tables / f"{name}.csv")
+        frame["network"] = "veth-1gbit"
+        frame.to_csv(tables / f"{name}.csv", index=False)
     table = run_findings(tables).set_index("strategy")
     assert set(table["network"]) == {"veth-1gbit"}
-    assert table.loc["torch-ddp", "speedup"] > 1  # scaling.csv has no network column yet
+    assert table.loc["torch-ddp", "speedup"] > 1
 
 
 def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
@@ -164,7 +165,7 @@ def test_mfu_is_per_device_achieved_over_the_measured_peak(tables):
 def test_mfu_is_nan_without_a_measured_peak(tmp_path):
     system = {k: v for k, v in SYSTEM.items() if k != "matmul_peak"}
     out = tmp_path / "tables"
-    cli(["aggregate", "--tables", str(out), *write_results(tmp_path, system)])
+    aggregate(out, write_results(tmp_path, system))
     cells = pd.read_csv(out / "cells.csv")
     assert cells["mfu"].isna().all() and cells["peak_tflop_s"].isna().all()
     assert pd.read_csv(out / "fits.csv")["mfu_ceiling"].isna().all()

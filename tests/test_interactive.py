@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from test_findings import write_results
 
+from conftest import aggregate
 from dpscale.cli import main as cli
 
 
@@ -14,7 +15,7 @@ from dpscale.cli import main as cli
 def pages(tmp_path_factory):
     root = tmp_path_factory.mktemp("interactive")
     tables = root / "tables"
-    cli(["aggregate", "--tables", str(tables), *write_results(root)])
+    aggregate(tables, write_results(root))
     out = {"throughput": root / "throughput.html", "speedup": root / "speedup.html"}
     cli(
         [

@@ -106,26 +106,26 @@ def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
 
 @pytest.mark.slow
 def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
-    """studies/post003_network_cpu.yaml, shrunk: 2 processes on one node and on 2 emulated
+    """studies/post003_interconnect_mini.yaml, shrunk: 2 processes on one node and on 2 emulated
     nodes over 1 GbE and 10 GbE; every 2-node cell measured, every rank in step."""
     import pandas as pd
 
     from conftest import REPO
 
     command = [
-        sys.executable, "-m", "snakemake", "--configfile", "studies/post003_network_cpu.yaml",
+        sys.executable, "-m", "snakemake", "--configfile", "studies/post003_interconnect_mini.yaml",
         "--config", f"results_dir={tmp_path}", "batch_sizes=[8,16]",
         "measure={warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}",
     ]  # fmt: skip
     env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
-    cells = pd.read_csv(tmp_path / "post003_network_cpu" / "tables" / "cells.csv")
+    cells = pd.read_csv(tmp_path / "post003_interconnect_mini" / "tables" / "cells.csv")
     two_nodes = cells[(cells["nodes"] == 2) & (cells["devices_per_node"] == 1)]
     assert sorted(set(two_nodes["network"])) == ["10gbe", "1gbe"]
     assert set(two_nodes["status"]) == {"ok"}, two_nodes[["cell_id", "reason"]]
     four = cells[(cells["nodes"] == 2) & (cells["devices_per_node"] == 2)]
     assert set(four["status"]) == {"skipped"}  # 4 processes on 2 cores
-    fits = pd.read_csv(tmp_path / "post003_network_cpu" / "tables" / "fits.csv")
+    fits = pd.read_csv(tmp_path / "post003_interconnect_mini" / "tables" / "fits.csv")
     assert {"1gbe", "10gbe", "host"} <= set(fits["network"])
     assert set(netns.leftover()) == set()
