@@ -55,6 +55,10 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             "allowed keys: [",
         ),
         (lambda c: c.pop("study"), "<config>: 'study' is a required property"),
+        (
+            lambda c: c["measure"].update(timeout_s=60, collective_timeout_s=60),
+            "measure.collective_timeout_s: 60 must be below measure.timeout_s (60)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
@@ -82,6 +86,16 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
         "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
         f"allowed: {sorted(STRATEGIES)}"
     ]
+
+
+def test_collective_timeout_defaults_to_half_the_cell_timeout_at_most_300(default_config):
+    for timeout, expected in ((60, 30), (1800, 300)):
+        default_config["measure"]["timeout_s"] = timeout
+        cells = expand(check(default_config), STRATEGIES)
+        assert {cell.measure.collective_timeout_s for cell in cells} == {expected}
+    default_config["measure"]["collective_timeout_s"] = 7
+    cells = expand(check(default_config), STRATEGIES)
+    assert {cell.measure.collective_timeout_s for cell in cells} == {7}
 
 
 def test_matrix_keeps_impossible_cells_as_skipped(default_config):

@@ -97,6 +97,12 @@ def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
 
 
 def _check_combinations(config: dict[str, Any]) -> None:
+    measure = config["measure"]
+    if (measure["collective_timeout_s"] or 0) >= measure["timeout_s"]:
+        raise ConfigError(
+            f"measure.collective_timeout_s: {measure['collective_timeout_s']} must be below "
+            f"measure.timeout_s ({measure['timeout_s']})"
+        )
     if config["accelerator"] == "cpu" and config["precision"] != "fp32":
         raise ConfigError(
             f"precision: {config['precision']!r} needs accelerator 'cuda'; allowed on cpu: ['fp32']"

@@ -46,6 +46,8 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
 def _measure(config: dict[str, Any]) -> Measure:
     measure = dict(config["measure"])
     measure.pop("repeats")
+    if measure.get("collective_timeout_s") is None:
+        measure["collective_timeout_s"] = min(300, measure["timeout_s"] // 2)
     return Measure(**measure)
 
 
