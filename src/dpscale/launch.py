@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from dpscale import slurm
@@ -37,9 +38,12 @@ from dpscale.registry import strategy
 
 OOM_PATTERNS = re.compile(
     r"out of memory|OutOfMemoryError|ResourceExhaustedError|CUDNN_STATUS_ALLOC_FAILED|"
-    r"std::bad_alloc|MemoryError",
+    r"std::bad_alloc|MemoryError|can't allocate memory|Cannot allocate memory",
     re.IGNORECASE,
 )
+# A rank's own deadline before its first collective (dpscale.core.measure) names the ranks
+# that never arrived; that line is the reason, whatever the launcher says after it.
+COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective within \d+ s")
 LOG_TAIL_CHARS = 4000
 # Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun); the reason names the
 # first exception a rank raised, not the launcher's summary that follows it.
@@ -244,6 +248,65 @@ def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
     return "failed", f"runner exited with code {returncode}: {detail}"
 
 
+def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
+    """Status and reason of a runner that exited non-zero: out of memory (with the batch),
+    a rank that missed the first collective, a rank killed or failed as its launcher
+    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised."""
+    status, reason = classify_failure(returncode, log_text)
+    if status == "oom":
+        return status, (
+            f"ran out of memory at batch {cell.batch_per_device} per device "
+            f"(global {cell.global_batch}) (see log_tail)"
+        )
+    missed = COLLECTIVE_TIMEOUT.search(log_text)
+    if missed:
+        return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
+    rank = kind(strategy(cell.strategy).launch).rank_failure(log_text)
+    if rank:
+        return "failed", f"{rank} (the launcher exited with code {returncode})"
+    return status, reason
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
+    (every process a launch starts inherits it, whatever session or group it moves to)."""
+    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
+    """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
+    to their own session, such as horovodrun's, survive a kill of its group); bounded."""
+    leftovers = processes_with(token)
+    for pid in leftovers:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if leftovers:
+        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {leftovers}", file=log)
+    return len(leftovers)
+
+
+def memory_capped(command: list[str], limit_mb: int | None) -> list[str]:
+    """The command under an address-space cap (RLIMIT_AS, per process, inherited by every
+    process it starts), via dpscale.memcap; unchanged without a limit."""
+    if limit_mb is None:
+        return command
+    return [sys.executable, "-m", "dpscale.memcap", str(limit_mb), "--", *command]
+
+
 def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
     started_at = now_iso()
     log_start = _log_size(log_path)
@@ -279,7 +342,9 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
         scratch_root = out.resolve().parent if srun else None
         if scratch_root:
             scratch_root.mkdir(parents=True, exist_ok=True)
+        token = env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex
         with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
+            env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (core.measure)
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
             runner = runner_argv(python, plan.runner, cell_file, out.resolve())
@@ -289,9 +354,11 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 env.update(rendered.env)
             else:
                 command = kind(plan.launch).local(cell, python, runner)
+            command = memory_capped(command, cell.measure.memory_limit_mb)
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
                 returncode = _run(command, env, log, cell.measure.timeout_s)
+                reap_leftovers(token, log)
         return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
 
 
@@ -329,7 +396,7 @@ def _settle(
     elif returncode == 0:
         status, reason = "failed", "runner exited 0 but wrote no result"
     else:
-        status, reason = classify_failure(returncode, tail)
+        status, reason = failure_reason(cell, returncode, tail)
     out.unlink(missing_ok=True)
     write_status(cell, out, status, reason, started_at, log_tail=tail, allocation=allocation)
     return status
