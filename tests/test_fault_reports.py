@@ -3,9 +3,14 @@ the first-collective deadline, without starting a framework."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+
+import pytest
 
 from conftest import REPO, make_cell
 from dpscale import launch
@@ -125,3 +130,52 @@ def test_first_collective_deadline_is_cancelled_once_the_step_finished(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "finished" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["arrived.rank0", "arrived.rank1"]
+
+
+ORPHAN = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    # this process starts a child and prints its pid, then is SIGKILLed by the test
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+    print(child.pid, flush=True)
+    time.sleep(60)
+    """
+)
+GUARDED = (
+    "import os, sys; "
+    "os.execvp(sys.executable, [sys.executable, '-m', 'dpscale.guard', '--', 'sleep', '60'])"
+)
+RUNNER = (
+    "import time; from dpscale.core.faults import exit_with_parent; "
+    "exit_with_parent(); time.sleep(60)"
+)
+
+
+def gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("child", [GUARDED, RUNNER], ids=["guard", "exit_with_parent"])
+def test_a_process_dies_with_its_killed_parent(child):
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, child], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    pid = int(parent.stdout.readline())
+    try:
+        time.sleep(0.5)  # the child has set itself up
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert gone(pid, timeout_s=10), "the child outlived its killed parent"
+    finally:
+        if not gone(pid, timeout_s=0):
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait(timeout=10)
+        parent.stdout.close()

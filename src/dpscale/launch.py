@@ -299,12 +299,11 @@ def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
     return len(leftovers)
 
 
-def memory_capped(command: list[str], limit_mb: int | None) -> list[str]:
-    """The command under an address-space cap (RLIMIT_AS, per process, inherited by every
-    process it starts), via dpscale.memcap; unchanged without a limit."""
-    if limit_mb is None:
-        return command
-    return [sys.executable, "-m", "dpscale.memcap", str(limit_mb), "--", *command]
+def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
+    """The command as dpscale.guard starts it: killed if this launcher dies (so are its ranks,
+    core.faults.exit_with_parent), under an address-space cap when the cell sets one."""
+    cap = [] if memory_limit_mb is None else [f"--memory-mb={memory_limit_mb}"]
+    return [sys.executable, "-m", "dpscale.guard", *cap, "--", *command]
 
 
 def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
@@ -354,7 +353,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 env.update(rendered.env)
             else:
                 command = kind(plan.launch).local(cell, python, runner)
-            command = memory_capped(command, cell.measure.memory_limit_mb)
+            command = guarded(command, cell.measure.memory_limit_mb)
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
                 returncode = _run(command, env, log, cell.measure.timeout_s)

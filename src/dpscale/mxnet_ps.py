@@ -23,7 +23,8 @@ Exit status: 0 when every worker exited 0; otherwise the first failing worker's 
 died while workers were running). A failed worker is named in one line, ``worker 1 was
 killed by SIGKILL`` or ``worker 1 exited with code 3`` (by its launch index,
 ``DPSCALE_LOCAL_RANK``), which dpscale.launch_kinds reads into the cell's reason.  Every
-wait is bounded, and whatever happens, no process of the job outlives this one.
+wait is bounded, and whatever happens, no process of the job outlives this one: each is
+started with the parent-death signal SIGKILL, so not even a SIGKILL of this one leaves them.
 
 Framework-free: runs with any Python 3.11 (stdlib only).
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -49,6 +51,12 @@ SHUTDOWN_GRACE_S = 20.0
 # ahead of the last worker's exit; one that stays ahead longer than this broke the job.
 INFRA_EXIT_GRACE_S = 10.0
 TIMED_OUT = 124
+
+
+def die_with_parent() -> None:
+    """In each child (preexec_fn): SIGKILL when this process dies, even by SIGKILL, so no
+    scheduler or server outlives the job (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
 
 
 def describe_exit(code: int) -> str:
@@ -107,8 +115,10 @@ class Job:
         env.update(extra or {})
         if role == "worker" and self.worker_launcher:
             env.pop("DMLC_NODE_HOST")  # each task sets its own node's
-            return subprocess.Popen(self.worker_launcher + self.command, env=env)
-        return subprocess.Popen(self.command, env=env)
+            return subprocess.Popen(
+                self.worker_launcher + self.command, env=env, preexec_fn=die_with_parent
+            )
+        return subprocess.Popen(self.command, env=env, preexec_fn=die_with_parent)
 
     def start(self) -> None:
         log(

@@ -35,7 +35,7 @@ class Measure:
     # every rank must reach the first collective within this (core.faults); the frameworks'
     # own collective timeouts are set from it too
     collective_timeout_s: int = 300
-    # per-process address-space cap (RLIMIT_AS, dpscale.memcap); None: no cap
+    # per-process address-space cap (RLIMIT_AS, dpscale.guard); None: no cap
     memory_limit_mb: int | None = None
 
 

@@ -1,4 +1,5 @@
-"""A deadline on a cell's first collective, and the test-only fault hook that exercises it.
+"""A deadline on a cell's first collective, the test-only fault hook that exercises it, and
+ranks that exit when their launcher is gone.
 
 Every rank of a multi-process cell marks its arrival (a file in the launch's scratch folder,
 ``DPSCALE_SCRATCH``, shared by all nodes under SLURM) just before its first training step,
@@ -12,6 +13,11 @@ the frameworks' own timeouts (torch.distributed's process-group timeout,
 
 ``DPSCALE_FAULT=hang_rank:N`` (tests only; inert unless set) makes rank N sleep before its
 first step for ``hang_s`` seconds, as a rank stuck in data loading or a deadlock would.
+
+:func:`exit_with_parent`: a rank whose parent (torchrun, horovodrun's shell, mxnet_ps, or
+dpscale.launch itself) dies exits within a second instead of measuring on as an orphan,
+unlocked, next to the rerun of its own cell. dpscale.guard makes the launchers die with
+dpscale.launch, so a SIGKILL of the launcher (or of Snakemake and its jobs) ends every rank.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 
 FAULT_ENV = "DPSCALE_FAULT"
 MISSED_EXIT = 3
+ORPHANED_EXIT = 4
 
 Step = Callable[[], None]
 
@@ -83,3 +90,19 @@ def first_collective_deadline(
             timer[0].cancel()
 
     return guarded_step, guarded_sync
+
+
+def exit_with_parent(poll_s: float = 0.5) -> threading.Thread:
+    """Exit (:data:`ORPHANED_EXIT`) as soon as this process's parent is gone (it was
+    re-parented); a daemon thread, started once by every runner (runner_support)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        print(f"[dpscale] parent {parent} is gone; exiting", file=sys.stderr, flush=True)
+        os._exit(ORPHANED_EXIT)
+
+    thread = threading.Thread(target=watch, name="dpscale-exit-with-parent", daemon=True)
+    thread.start()
+    return thread
