@@ -56,6 +56,10 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
         ),
         (lambda c: c.pop("study"), "<config>: 'study' is a required property"),
         (
+            lambda c: c["train"].update(cifar10_source="/nonexistent/cifar-10-python.tar.gz"),
+            "train.cifar10_source: '/nonexistent/cifar-10-python.tar.gz' does not exist",
+        ),
+        (
             lambda c: c["measure"].update(timeout_s=60, collective_timeout_s=60),
             "measure.collective_timeout_s: 60 must be below measure.timeout_s (60)",
         ),
@@ -86,6 +90,35 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
         "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
         f"allowed: {sorted(STRATEGIES)}"
     ]
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "study.yaml"
+    bad.write_text("study: broken\nstrategies: [torch-dp\nmodels: []\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "dpscale.core.config", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines() == [
+        f"dpscale: config error: {bad}:3:7: YAML syntax error: expected ',' or ']', but got ':'"
+    ]
+
+
+def test_a_study_file_is_checked_merged_over_the_default():
+    study = REPO / "studies" / "post004_dataparallel.yaml"
+    run = subprocess.run(
+        [sys.executable, "-m", "dpscale.core.config", str(study)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("dpscale: config ok")
 
 
 def test_collective_timeout_defaults_to_half_the_cell_timeout_at_most_300(default_config):
