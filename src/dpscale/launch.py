@@ -284,10 +284,18 @@ def processes_with(token: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "?"
+
+
 def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
     """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
     to their own session, such as horovodrun's, survive a kill of its group); bounded."""
     leftovers = processes_with(token)
+    described = [f"{pid} {_cmdline(pid)[:160]}" for pid in leftovers]
     for pid in leftovers:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -295,7 +303,7 @@ def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
     while processes_with(token) and time.monotonic() < deadline:
         time.sleep(0.05)
     if leftovers:
-        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {leftovers}", file=log)
+        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {described}", file=log)
     return len(leftovers)
 
 
