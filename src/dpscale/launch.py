@@ -416,8 +416,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--log", required=True, type=Path)
     args = parser.parse_args(argv)
-    args.log.parent.mkdir(parents=True, exist_ok=True)
-    status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+    try:
+        args.log.parent.mkdir(parents=True, exist_ok=True)
+        status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+    except OSError as error:  # a full disk, a read-only file system: nothing was recorded
+        # (results are written atomically: an earlier result and runs/ are as they were)
+        sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")
     print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
 
 
