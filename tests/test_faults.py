@@ -226,11 +226,11 @@ def snakemake_command(study: Path, results: Path, *args: str) -> list[str]:
         sys.executable,
         "-m",
         "snakemake",
+        *args,  # before --config, which takes every word after it
         "--configfile",
         str(study),
         "--config",
         f"results_dir={results}",
-        *args,
     ]
 
 
@@ -270,10 +270,14 @@ def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cell
         )
     try:
         in_flight = wait_for(
-            lambda: len(list(cells.rglob("*.json"))) >= 3 and cell_in_flight(mark),
+            lambda: (
+                (len(list(cells.rglob("*.json"))) >= 3 and cell_in_flight(mark))
+                or first.poll() is not None
+            ),
             900,
             "three results and a cell being measured",
         )
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
         before = checksums(cells)
         first.kill()  # SIGKILL: no chance to clean up or release its lock
         first.wait(timeout=30)
@@ -314,3 +318,4 @@ def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cell
     # every other cell ran now, the one it was measuring included (marked incomplete)
     jobs = re.search(r"^bench_cell\s+(\d+)$", rerun.stdout + rerun.stderr, re.M)
     assert jobs and int(jobs.group(1)) == len(after) - len(before), rerun.stderr[-3000:]
+    print(f"killed with {len(before)} of {len(after)} results written; rerun: {jobs.group(1)} jobs")
