@@ -81,6 +81,19 @@ def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
     )
 
 
+def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
+    cell = make_cell(strategy="horovod-tf", devices=2)
+    log = (
+        "[1]<stderr>:ValueError: MXNet runners measure precision 'fp32' only\n"
+        + HOROVODRUN.replace("137", "1")
+    )
+    assert launch.failure_reason(cell, 1, log) == (
+        "failed",
+        "rank 1 exited with code 1; runner exited with code 1: "
+        "ValueError: MXNet runners measure precision 'fp32' only",
+    )
+
+
 def test_a_missed_collective_is_the_reason_whatever_the_launcher_says_next():
     cell = make_cell(strategy="mxnet-dist", devices=2)
     log = "[dpscale rank 0] rank 1 did not reach the collective within 15 s\n" + MXNET_PS
@@ -153,13 +166,14 @@ RUNNER = (
 
 def gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
 
 
 @pytest.mark.parametrize("child", [GUARDED, RUNNER], ids=["guard", "exit_with_parent"])

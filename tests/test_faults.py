@@ -186,6 +186,7 @@ def test_a_cell_that_does_not_fit_its_memory_cap_ends_oom_naming_the_batch(tmp_p
         measure=Measure(1, 2, 1, timeout_s=300, memory_limit_mb=1536),
     )
     out = cell.result_path(tmp_path / "results")
+    started = time.monotonic()
     done = subprocess.run(  # as the workflow runs it: the job must succeed, the study go on
         [
             sys.executable,
@@ -205,7 +206,8 @@ def test_a_cell_that_does_not_fit_its_memory_cap_ends_oom_naming_the_batch(tmp_p
     result = read_result(out)
     assert result["status"] == "oom", (result["reason"], result["log_tail"][-2000:])
     assert "batch 4096 per device" in result["reason"]
-    print(result["reason"], [ln for ln in result["log_tail"].splitlines() if "alloc" in ln][:2])
+    allocator = [ln for ln in result["log_tail"].splitlines() if "alloc" in ln][:1]
+    print(f"{time.monotonic() - started:.1f} s after the start: {result['reason']} {allocator}")
 
 
 KILLED_STUDY = """\

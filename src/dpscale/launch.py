@@ -250,8 +250,9 @@ def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
 
 def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
     """Status and reason of a runner that exited non-zero: out of memory (with the batch),
-    a rank that missed the first collective, a rank killed or failed as its launcher
-    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised."""
+    a rank that missed the first collective, a rank killed by a signal as its launcher
+    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
+    (after the failed rank, when the launcher names one)."""
     status, reason = classify_failure(returncode, log_text)
     if status == "oom":
         return status, (
@@ -262,8 +263,10 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     if missed:
         return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
     rank = kind(strategy(cell.strategy).launch).rank_failure(log_text)
-    if rank:
+    if rank and " was killed by " in rank:  # the others' errors follow from its death
         return "failed", f"{rank} (the launcher exited with code {returncode})"
+    if rank:  # the rank that failed first, and the first exception a rank raised
+        return "failed", f"{rank}; {reason}"
     return status, reason
 
 
