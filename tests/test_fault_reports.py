@@ -94,6 +94,20 @@ def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
     )
 
 
+def test_torchrun_s_rank_prefix_is_stripped_and_an_early_exception_found():
+    cell = make_cell(strategy="torch-ddp", devices=2)
+    log = (
+        "[rank0]: dpscale.core.datasets.DatasetError: dataset file d.npz is corrupt\n"
+        + "launcher noise\n" * 2000
+        + TORCHRUN.replace("-9 (pid: 7546)  (SIGKILL)", "1 (pid: 7546)")
+    )
+    status, reason = launch.failure_reason(cell, 1, log)
+    assert reason == (
+        "rank 1 exited with code 1; runner exited with code 1: "
+        "dpscale.core.datasets.DatasetError: dataset file d.npz is corrupt"
+    )
+
+
 def test_a_missed_collective_is_the_reason_whatever_the_launcher_says_next():
     cell = make_cell(strategy="mxnet-dist", devices=2)
     log = "[dpscale rank 0] rank 1 did not reach the collective within 15 s\n" + MXNET_PS

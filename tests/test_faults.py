@@ -321,3 +321,38 @@ def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cell
     jobs = re.search(r"^bench_cell\s+(\d+)$", rerun.stdout + rerun.stderr, re.M)
     assert jobs and int(jobs.group(1)) == len(after) - len(before), rerun.stderr[-3000:]
     print(f"killed with {len(before)} of {len(after)} results written; rerun: {jobs.group(1)} jobs")
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
+    tmp_path, mark, damage
+):
+    from dpscale.core.cell import Training
+    from dpscale.core.dataprep import prepare_digits
+
+    data = prepare_digits(tmp_path / "data", image_size=16)
+    if damage == "corrupt":
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        data.write_bytes(bytes(raw))
+    else:
+        data.unlink()
+    training = Training(
+        "digits", str(data), 1, "none", 0.01, 32, 0.0, "cosine", 0.9, 0.0, False, 0.5
+    )
+    cell = Cell(
+        "faults",
+        "torch-ddp",
+        ModelConfig("resnet18", "imagenet", 16, 10),
+        "train",
+        1,
+        2,
+        8,
+        measure=Measure(timeout_s=300),
+        training=training,
+    )
+    status, result = Background(cell, tmp_path).join(cell.measure.timeout_s + GRACE_S)
+    print(f"{damage}: {result['reason']}")
+    assert status == "failed"
+    expected = "is corrupt: sha256" if damage == "corrupt" else "does not exist; prepare it first"
+    assert f"DatasetError: dataset file {data} {expected}" in result["reason"], result["reason"]

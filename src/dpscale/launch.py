@@ -44,10 +44,12 @@ OOM_PATTERNS = re.compile(
 # A rank's own deadline before its first collective (dpscale.core.measure) names the ranks
 # that never arrived; that line is the reason, whatever the launcher says after it.
 COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective within \d+ s")
-LOG_TAIL_CHARS = 4000
-# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun); the reason names the
-# first exception a rank raised, not the launcher's summary that follows it.
-RANK_PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
+LOG_TAIL_CHARS = 4000  # kept in a failed result
+# read to tell why a cell failed: a rank's exception can precede pages of launcher output
+CLASSIFY_CHARS = 1_000_000
+# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun, "[rank1]:" from
+# torchrun); the reason names the first exception a rank raised, not the launcher's summary.
+RANK_PREFIX = re.compile(r"^(?:\[\d+\]<std(?:out|err)>:|\[rank\d+\]:)")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
 PROBE_TIMEOUT_S = 120
 TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
@@ -228,12 +230,12 @@ def _log_size(path: Path) -> int:
         return 0
 
 
-def _tail(path: Path, start: int = 0) -> str:
+def _tail(path: Path, start: int = 0, limit: int = LOG_TAIL_CHARS) -> str:
     """The end of what this launch wrote to the (appended-to) log."""
     try:
         with open(path, "rb") as handle:
             handle.seek(start)
-            return handle.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
+            return handle.read().decode(errors="replace")[-limit:]
     except OSError:
         return ""
 
@@ -369,7 +371,8 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
                 returncode = _run(command, env, log, cell.measure.timeout_s)
                 reap_leftovers(token, log)
-        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
+        text = _tail(log_path, log_start, CLASSIFY_CHARS)
+        return _settle(cell, out, returncode, text, started_at, described)
 
 
 def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
@@ -408,7 +411,15 @@ def _settle(
     else:
         status, reason = failure_reason(cell, returncode, tail)
     out.unlink(missing_ok=True)
-    write_status(cell, out, status, reason, started_at, log_tail=tail, allocation=allocation)
+    write_status(
+        cell,
+        out,
+        status,
+        reason,
+        started_at,
+        log_tail=tail[-LOG_TAIL_CHARS:],
+        allocation=allocation,
+    )
     return status
 
 
