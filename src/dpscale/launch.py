@@ -369,8 +369,10 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             command = guarded(command, cell.measure.memory_limit_mb)
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-                returncode = _run(command, env, log, cell.measure.timeout_s)
-                reap_leftovers(token, log)
+                try:
+                    returncode = _run(command, env, log, cell.measure.timeout_s)
+                finally:  # also when Snakemake interrupts the launcher
+                    reap_leftovers(token, log)
         text = _tail(log_path, log_start, CLASSIFY_CHARS)
         return _settle(cell, out, returncode, text, started_at, described)
 
