@@ -108,3 +108,18 @@ def test_only_failed_cells_still_give_tables_and_figures(tmp_path):
     html_tables(tables)
     assert (tmp_path / "figures" / "speedup.png").is_file()
     assert analysis.cells_table(analysis.load_results([path])).loc[0, "status"] == "failed"
+
+
+def test_a_truncated_result_is_left_out_with_one_line_and_the_rest_aggregated(tmp_path, capsys):
+    good = make_cell()
+    path = write_result(
+        good.result_path(tmp_path),
+        make_result(good, "failed", started_at=now_iso(), system=SYSTEM, reason="boom"),
+    )
+    truncated = make_cell(batch=16).result_path(tmp_path)
+    truncated.write_text(path.read_text()[:150])  # what a crash mid-write by an old run left
+    aggregate(tmp_path / "tables", [path, truncated])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "left out" in line]
+    assert len(errors) == 1 and str(truncated) in errors[0]
+    assert f"--forcerun {truncated}" in errors[0]
+    assert len(pd.read_csv(tmp_path / "tables" / "cells.csv")) == 1

@@ -55,6 +55,14 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             "allowed keys: [",
         ),
         (lambda c: c.pop("study"), "<config>: 'study' is a required property"),
+        (
+            lambda c: c["train"].update(cifar10_source="/nonexistent/cifar-10-python.tar.gz"),
+            "train.cifar10_source: '/nonexistent/cifar-10-python.tar.gz' does not exist",
+        ),
+        (
+            lambda c: c["measure"].update(timeout_s=60, collective_timeout_s=60),
+            "measure.collective_timeout_s: 60 must be below measure.timeout_s (60)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
@@ -82,6 +90,45 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
         "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
         f"allowed: {sorted(STRATEGIES)}"
     ]
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "study.yaml"
+    bad.write_text("study: broken\nstrategies: [torch-dp\nmodels: []\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "dpscale.core.config", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines() == [
+        f"dpscale: config error: {bad}:3:7: YAML syntax error: expected ',' or ']', but got ':'"
+    ]
+
+
+def test_a_study_file_is_checked_merged_over_the_default():
+    study = REPO / "studies" / "post004_dataparallel.yaml"
+    run = subprocess.run(
+        [sys.executable, "-m", "dpscale.core.config", str(study)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("dpscale: config ok")
+
+
+def test_collective_timeout_defaults_to_half_the_cell_timeout_at_most_300(default_config):
+    for timeout, expected in ((60, 30), (1800, 300)):
+        default_config["measure"]["timeout_s"] = timeout
+        cells = expand(check(default_config), STRATEGIES)
+        assert {cell.measure.collective_timeout_s for cell in cells} == {expected}
+    default_config["measure"]["collective_timeout_s"] = 7
+    cells = expand(check(default_config), STRATEGIES)
+    assert {cell.measure.collective_timeout_s for cell in cells} == {7}
 
 
 def test_matrix_keeps_impossible_cells_as_skipped(default_config):

@@ -179,3 +179,48 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
         "--out",
         "o.json",
     ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+def test_a_full_disk_is_one_line_and_the_earlier_result_is_kept(tmp_path):
+    import subprocess
+
+    from dpscale.core.result import make_result, now_iso, write_result
+
+    results = tmp_path / "results"
+    results.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(results)], check=True)
+    try:
+        cell = make_cell(strategy="torch-dp", devices=2, skip_reason="one process per node only")
+        out = cell.result_path(results)
+        system = {"host": "h", "cpu_model": "c", "python": "3.11"}
+        earlier = make_result(cell, "failed", started_at=now_iso(), system=system, reason="old")
+        write_result(out, earlier)
+        kept = {p: p.read_bytes() for p in results.rglob("*.json")}
+        with open(results / "filler", "wb") as filler, pytest.raises(OSError):  # fill it up
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dpscale.launch",
+                f"--cell={cell.to_json()}",
+                "--env=/none",
+                f"--out={out}",
+                f"--log={tmp_path / 'cell.log'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode != 0
+        assert done.stderr.strip().splitlines() == [
+            f"dpscale: cannot record {out}: No space left on device"
+        ]
+        assert {p: p.read_bytes() for p in results.rglob("*.json")} == kept
+        assert not list(results.rglob("*.tmp"))
+    finally:
+        subprocess.run(["umount", str(results)], check=True, timeout=60)

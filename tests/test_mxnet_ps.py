@@ -30,6 +30,8 @@ FAKE = textwrap.dedent(
     rank = int(os.environ["DPSCALE_LOCAL_RANK"])
     if sys.argv[2] == "worker-fails" and rank == 1:
         sys.exit(3)
+    if sys.argv[2] == "worker-killed" and rank == 1:
+        os.kill(os.getpid(), 9)
     if sys.argv[2] == "hang":
         time.sleep(600)
     (folder / f"done-{rank}").write_text("")
@@ -105,6 +107,53 @@ def test_servers_that_outlive_the_workers_are_stopped(tmp_path):
 def test_a_failing_worker_fails_the_job_and_stops_the_rest(tmp_path):
     assert run_fake(tmp_path, "worker-fails") == 3
     assert all_gone(pids(tmp_path))
+
+
+def test_a_killed_worker_is_named_with_its_signal(tmp_path, capsys):
+    assert run_fake(tmp_path, "worker-killed") == 128 + 9
+    assert "[dpscale mxnet_ps] worker 1 was killed by SIGKILL; stopping the job" in (
+        capsys.readouterr().err
+    )
+    assert all_gone(pids(tmp_path))
+
+
+def test_no_process_of_the_job_outlives_a_sigkilled_mxnet_ps(tmp_path):
+    import signal
+    import subprocess
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dpscale.mxnet_ps",
+            "--workers=2",
+            "--servers=1",
+            "--",
+            sys.executable,
+            str(script),
+            str(tmp_path),
+            "hang",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(pids(tmp_path)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pids(tmp_path)) == 4  # scheduler, server, 2 workers
+        job.send_signal(signal.SIGKILL)  # no chance to stop its children itself
+        job.wait(timeout=10)
+        deadline = time.monotonic() + 10  # the parent-death signal is sent at once
+        while not all_gone(pids(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all_gone(pids(tmp_path))
+    finally:
+        for pid in pids(tmp_path):
+            if not all_gone([pid]):
+                os.kill(pid, signal.SIGKILL)
+        job.kill()
+        job.wait(timeout=10)
 
 
 def test_a_hanging_worker_times_out(tmp_path):

@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -47,13 +48,18 @@ from dpscale.registry import strategy
 
 OOM_PATTERNS = re.compile(
     r"out of memory|OutOfMemoryError|ResourceExhaustedError|CUDNN_STATUS_ALLOC_FAILED|"
-    r"std::bad_alloc|MemoryError",
+    r"std::bad_alloc|MemoryError|can't allocate memory|Cannot allocate memory",
     re.IGNORECASE,
 )
-LOG_TAIL_CHARS = 4000
-# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun); the reason names the
-# first exception a rank raised, not the launcher's summary that follows it.
-RANK_PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
+# A rank's own deadline before its first collective (dpscale.core.measure) names the ranks
+# that never arrived; that line is the reason, whatever the launcher says after it.
+COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective within \d+ s")
+LOG_TAIL_CHARS = 4000  # kept in a failed result
+# read to tell why a cell failed: a rank's exception can precede pages of launcher output
+CLASSIFY_CHARS = 1_000_000
+# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun, "[rank1]:" from
+# torchrun); the reason names the first exception a rank raised, not the launcher's summary.
+RANK_PREFIX = re.compile(r"^(?:\[\d+\]<std(?:out|err)>:|\[rank\d+\]:)")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
 PROBE_TIMEOUT_S = 120
 # What each framework reads to pick the network interface its ranks talk over.
@@ -256,12 +262,12 @@ def _log_size(path: Path) -> int:
         return 0
 
 
-def _tail(path: Path, start: int = 0) -> str:
+def _tail(path: Path, start: int = 0, limit: int = LOG_TAIL_CHARS) -> str:
     """The end of what this launch wrote to the (appended-to) log."""
     try:
         with open(path, "rb") as handle:
             handle.seek(start)
-            return handle.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
+            return handle.read().decode(errors="replace")[-limit:]
     except OSError:
         return ""
 
@@ -274,6 +280,75 @@ def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
     errors = [line for line in lines if EXCEPTION_LINE.match(line)]
     detail = (errors or lines or ["no output"])[0 if errors else -1][:300]
     return "failed", f"runner exited with code {returncode}: {detail}"
+
+
+def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
+    """Status and reason of a runner that exited non-zero: out of memory (with the batch),
+    a rank that missed the first collective, a rank killed by a signal as its launcher
+    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
+    (after the failed rank, when the launcher names one)."""
+    status, reason = classify_failure(returncode, log_text)
+    if status == "oom":
+        return status, (
+            f"ran out of memory at batch {cell.batch_per_device} per device "
+            f"(global {cell.global_batch}) (see log_tail)"
+        )
+    missed = COLLECTIVE_TIMEOUT.search(log_text)
+    if missed:
+        return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
+    rank = kind(strategy(cell.strategy).launch).rank_failure(log_text)
+    if rank and " was killed by " in rank:  # the others' errors follow from its death
+        return "failed", f"{rank} (the launcher exited with code {returncode})"
+    if rank:  # the rank that failed first, and the first exception a rank raised
+        return "failed", f"{rank}; {reason}"
+    return status, reason
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
+    (every process a launch starts inherits it, whatever session or group it moves to)."""
+    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "?"
+
+
+def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
+    """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
+    to their own session, such as horovodrun's, survive a kill of its group); bounded."""
+    leftovers = processes_with(token)
+    described = [f"{pid} {_cmdline(pid)[:160]}" for pid in leftovers]
+    for pid in leftovers:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if leftovers:
+        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {described}", file=log)
+    return len(leftovers)
+
+
+def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
+    """The command as dpscale.guard starts it: killed if this launcher dies (so are its ranks,
+    core.faults.exit_with_parent), under an address-space cap when the cell sets one."""
+    cap = [] if memory_limit_mb is None else [f"--memory-mb={memory_limit_mb}"]
+    return [sys.executable, "-m", "dpscale.guard", *cap, "--", *command]
 
 
 def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
@@ -309,7 +384,9 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
         scratch_root = out.resolve().parent if srun else None
         if scratch_root:
             scratch_root.mkdir(parents=True, exist_ok=True)
+        env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
         with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
+            env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (core.measure)
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
             runner = runner_argv(python, plan.runner, cell_file, out.resolve())
@@ -320,7 +397,8 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 write_status(cell, out, "failed", reason, started_at)
                 print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
                 return "failed"
-        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
+        text = _tail(log_path, log_start, CLASSIFY_CHARS)
+        return _settle(cell, out, returncode, text, started_at, described)
 
 
 def _start(
@@ -347,8 +425,12 @@ def _start(
             rendered = kind(plan.launch).tasks(cell, python, runner, placement.tasks, free_port())
             command = [*placement.prefix, *rendered.argv]
             env.update(rendered.env)
+        command = guarded(command, cell.measure.memory_limit_mb)
         print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-        return _run(command, env, log, cell.measure.timeout_s)
+        try:
+            return _run(command, env, log, cell.measure.timeout_s)
+        finally:  # also when Snakemake interrupts the launcher
+            reap_leftovers(env["DPSCALE_CELL_TOKEN"], log)
 
 
 @dataclass(frozen=True)
@@ -407,9 +489,17 @@ def _settle(
     elif returncode == 0:
         status, reason = "failed", "runner exited 0 but wrote no result"
     else:
-        status, reason = classify_failure(returncode, tail)
+        status, reason = failure_reason(cell, returncode, tail)
     out.unlink(missing_ok=True)
-    write_status(cell, out, status, reason, started_at, log_tail=tail, allocation=allocation)
+    write_status(
+        cell,
+        out,
+        status,
+        reason,
+        started_at,
+        log_tail=tail[-LOG_TAIL_CHARS:],
+        allocation=allocation,
+    )
     return status
 
 
@@ -427,8 +517,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--log", required=True, type=Path)
     args = parser.parse_args(argv)
-    args.log.parent.mkdir(parents=True, exist_ok=True)
-    status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+    try:
+        args.log.parent.mkdir(parents=True, exist_ok=True)
+        status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+    except OSError as error:  # a full disk, a read-only file system: nothing was recorded
+        # (results are written atomically: an earlier result and runs/ are as they were)
+        sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")
     print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
 
 

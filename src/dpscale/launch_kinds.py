@@ -9,7 +9,11 @@ names its kind (``Strategy.launch``) and nothing else does. Each kind renders
   it after the probe step, see dpscale.slurm), or tasks in the network namespaces of
   emulated nodes (:func:`netns_placement`, started by dpscale.netns_run the way srun does);
 * ``rank_env``: the variables one task sets from its SLURM ids before it becomes the
-  runner (``python -m dpscale.slurm_task <kind> -- RUNNER...``).
+  runner (``python -m dpscale.slurm_task <kind> -- RUNNER...``);
+* ``rank_failure``: which rank ended the cell and how (a signal or an exit code), read from
+  the launcher's own failure report in the cell's log; each launcher reports it its own way
+  (torchrun's "Root Cause" table, horovodrun's "Process name / Exit code", dpscale.mxnet_ps's
+  "worker N was killed by SIG..."), so the kind that renders the launcher also reads it.
 
 Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
 ``python`` is the framework environment's interpreter; tools that come with the framework
@@ -19,7 +23,9 @@ Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runn
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +89,16 @@ def task_shim(kind: str, python: str | Path) -> list[str]:
     return [str(python), "-m", "dpscale.slurm_task", kind, "--"]
 
 
+def describe_exit(code: int) -> str:
+    """``was killed by SIGKILL`` for -9 (Popen's status) or 137 (a shell's 128 + 9), else
+    ``exited with code N``."""
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return f"was killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"exited with code {code}"
+
+
 class LaunchKind:
     """One process per node driving all of its devices (and the base of the other kinds)."""
 
@@ -99,6 +115,11 @@ class LaunchKind:
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         raise ValueError(f"launch kind {self.name!r} has no ranks to start as SLURM tasks")
+
+    def rank_failure(self, log_text: str) -> str | None:
+        """``rank 1 was killed by SIGKILL``: the first rank that failed, as the launcher
+        reported it in ``log_text`` (None when the launcher reported no failed rank)."""
+        return None
 
 
 class Torch(LaunchKind):
@@ -138,6 +159,16 @@ class Torch(LaunchKind):
             if iface:
                 out["GLOO_SOCKET_IFNAME"] = iface
         return out
+
+    def rank_failure(self, log_text: str) -> str | None:
+        # torchrun's ChildFailedError table: "Root Cause (first observed failure):", then
+        # "rank : 1 (local_rank: 1)" and "exitcode : -9 (pid: 123)"
+        _, found, root = log_text.rpartition("Root Cause (first observed failure)")
+        rank = re.search(r"^\s*rank\s*:\s*(\d+)", root, re.M)
+        code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", root, re.M)
+        if not (found and rank and code):
+            return None
+        return f"rank {rank.group(1)} {describe_exit(int(code.group(1)))}"
 
 
 class Horovod(LaunchKind):
@@ -187,6 +218,15 @@ class Horovod(LaunchKind):
                 out["HOROVOD_GLOO_IFACE"] = iface
         return out
 
+    def rank_failure(self, log_text: str) -> str | None:
+        # horovodrun --gloo: "The first process to do so was:\nProcess name: 1\nExit code:
+        # 137" (slot index = rank; a shell runs each rank, so a signal is 128 + its number)
+        found = re.findall(r"Process name: (\d+)\s+Exit code: (-?\d+)", log_text)
+        if not found:
+            return None
+        rank, code = found[-1]
+        return f"rank {rank} {describe_exit(int(code))}"
+
 
 class MXNetParameterServer(LaunchKind):
     """ps-lite (kvstore dist_sync): dpscale.mxnet_ps starts the scheduler, the servers and
@@ -226,6 +266,14 @@ class MXNetParameterServer(LaunchKind):
         if not env.get("DMLC_INTERFACE"):
             out["DMLC_NODE_HOST"] = slurm.resolved(slurm.node_address(env, str(ids["node"])))
         return out
+
+    def rank_failure(self, log_text: str) -> str | None:
+        # dpscale.mxnet_ps names the worker by its launch index (DPSCALE_LOCAL_RANK); ps-lite
+        # numbers the workers' kvstore ranks itself, in the order they register
+        found = re.findall(
+            r"\[dpscale mxnet_ps\] (worker \d+ (?:was killed by|exited with) \S+)", log_text
+        )
+        return found[0].rstrip(";") if found else None
 
 
 KINDS: dict[str, LaunchKind] = {

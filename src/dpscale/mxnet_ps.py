@@ -19,8 +19,12 @@ one thread each: they only move and add gradients, and spare threads would spin 
 the workers compute on.
 
 Exit status: 0 when every worker exited 0; otherwise the first failing worker's status
-(124 on timeout, 1 when the scheduler or a server died while workers were running).  Every
-wait is bounded, and whatever happens, no process of the job outlives this one.
+(128 + N for a worker killed by signal N, 124 on timeout, 1 when the scheduler or a server
+died while workers were running). A failed worker is named in one line, ``worker 1 was
+killed by SIGKILL`` or ``worker 1 exited with code 3`` (by its launch index,
+``DPSCALE_LOCAL_RANK``), which dpscale.launch_kinds reads into the cell's reason.  Every
+wait is bounded, and whatever happens, no process of the job outlives this one: each is
+started with the parent-death signal SIGKILL, so not even a SIGKILL of this one leaves them.
 
 Framework-free: runs with any Python 3.11 (stdlib only).
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -46,6 +51,20 @@ SHUTDOWN_GRACE_S = 20.0
 # ahead of the last worker's exit; one that stays ahead longer than this broke the job.
 INFRA_EXIT_GRACE_S = 10.0
 TIMED_OUT = 124
+
+
+def die_with_parent() -> None:
+    """In each child (preexec_fn): SIGKILL when this process dies, even by SIGKILL, so no
+    scheduler or server outlives the job (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+
+
+def describe_exit(code: int) -> str:
+    """``was killed by SIGKILL`` (a negative Popen status), else ``exited with code N``."""
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"exited with code {code}"
 
 
 def log(message: str) -> None:
@@ -96,8 +115,10 @@ class Job:
         env.update(extra or {})
         if role == "worker" and self.worker_launcher:
             env.pop("DMLC_NODE_HOST")  # each task sets its own node's
-            return subprocess.Popen(self.worker_launcher + self.command, env=env)
-        return subprocess.Popen(self.command, env=env)
+            return subprocess.Popen(
+                self.worker_launcher + self.command, env=env, preexec_fn=die_with_parent
+            )
+        return subprocess.Popen(self.command, env=env, preexec_fn=die_with_parent)
 
     def start(self) -> None:
         log(
@@ -120,8 +141,8 @@ class Job:
             codes = [worker.poll() for worker in self.workers]
             for index, code in enumerate(codes):
                 if code not in (None, 0):
-                    log(f"worker {index} exited with {code}; stopping the job")
-                    return code if code > 0 else 1
+                    log(f"worker {index} {describe_exit(code)}; stopping the job")
+                    return code if code > 0 else 128 - code
             if all(code == 0 for code in codes):
                 return 0
             for name, process in self.infra:

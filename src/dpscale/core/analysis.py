@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pandas as pd
 
 from dpscale.core import fits
+from dpscale.core.result import read_result
 
 FIT_GROUP = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
 POINT_KEY = [*FIT_GROUP, "batch_per_device"]
@@ -43,10 +46,19 @@ BREAK_EVEN_COLUMNS = [
 
 
 def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """The readable results; each unreadable file (truncated by an old crash, edited by
+    hand, or not a result) is left out with one line on stderr naming it and the cure."""
     results = []
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            results.append(json.load(handle))
+        try:
+            results.append(read_result(path))
+        except (OSError, ValueError, jsonschema.ValidationError) as error:
+            detail = error.message if isinstance(error, jsonschema.ValidationError) else error
+            print(
+                f"[dpscale] left out {path}: not a readable result ({str(detail)[:200]}); "
+                f"measure it again: snakemake --forcerun {path}",
+                file=sys.stderr,
+            )
     return results
 
 

@@ -32,6 +32,11 @@ class Measure:
     windows: int = 5
     steps_per_window: int = 5
     timeout_s: int = 1800
+    # every rank must reach the first collective within this (core.faults); the frameworks'
+    # own collective timeouts are set from it too
+    collective_timeout_s: int = 300
+    # per-process address-space cap (RLIMIT_AS, dpscale.guard); None: no cap
+    memory_limit_mb: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,17 @@
-"""Study configuration: one-line errors for bad input, defaults, and cross-field rules."""
+"""Study configuration: one-line errors for bad input, defaults, and cross-field rules.
+
+Snakemake reads ``--configfile`` itself and says only "Config file is not valid JSON or
+YAML" for a syntax error; ``python -m dpscale.core.config FILE...`` checks study files as
+the workflow merges them (over config.yaml) and names the file, line and column.
+"""
 
 from __future__ import annotations
 
 import copy
 import re
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -67,6 +74,7 @@ def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[
     filled = _with_defaults(config, schema)
     _check_names(filled, sorted(strategy_names))
     _check_combinations(filled)
+    _check_paths(filled)
     return filled
 
 
@@ -141,8 +149,67 @@ def _check_networks(networks: Any) -> None:
         raise ConfigError(f"networks: names must be unique; got {names}")
 
 
+def _check_paths(config: dict[str, Any]) -> None:
+    source = config["train"]["cifar10_source"]
+    if source and not Path(source).exists():
+        raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
+
+
 def _check_combinations(config: dict[str, Any]) -> None:
+    measure = config["measure"]
+    if (measure["collective_timeout_s"] or 0) >= measure["timeout_s"]:
+        raise ConfigError(
+            f"measure.collective_timeout_s: {measure['collective_timeout_s']} must be below "
+            f"measure.timeout_s ({measure['timeout_s']})"
+        )
     if config["accelerator"] == "cpu" and config["precision"] != "fp32":
         raise ConfigError(
             f"precision: {config['precision']!r} needs accelerator 'cuda'; allowed on cpu: ['fp32']"
         )
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """A config file's mapping; a syntax error is one line naming the file, line and column."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: YAML syntax error: {error.problem or error.context}") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: {error.strerror}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: not a mapping of config keys")
+    return loaded
+
+
+def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` over ``base``, mappings merged key by key (as Snakemake merges configs)."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m dpscale.core.config [FILE...]``: config.yaml, then each FILE over it."""
+    from dpscale.core.paths import REPO_ROOT
+    from dpscale.registry import STRATEGIES
+
+    files = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
+    try:
+        config: dict[str, Any] = {}
+        for path in [REPO_ROOT / "config.yaml", *files]:
+            config = merged(config, load_yaml(path))
+        check_config(config, STRATEGIES)
+    except ConfigError as error:
+        sys.exit(f"dpscale: config error: {error}")
+    print(f"dpscale: config ok: {', '.join(map(str, files)) or 'config.yaml'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -53,6 +53,8 @@ def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
 def _measure(config: dict[str, Any]) -> Measure:
     measure = dict(config["measure"])
     measure.pop("repeats")
+    if measure.get("collective_timeout_s") is None:
+        measure["collective_timeout_s"] = min(300, measure["timeout_s"] // 2)
     return Measure(**measure)
 
 

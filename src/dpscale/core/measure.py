@@ -5,8 +5,9 @@ and hands :func:`run_cell` a :class:`Rank`: the handful of framework calls the l
 The loop then does the same thing for every strategy:
 
 1. synthetic mode: time the training step by the core protocol (core.timing: warm-up,
-   synchronised windows), then the device's dense matrix-multiply peak with the same
-   protocol (for model FLOPs utilisation); training mode: core.training.run_training;
+   synchronised windows; the first step under a deadline, core.faults), then the device's
+   dense matrix-multiply peak with the same protocol (for model FLOPs utilisation);
+   training mode: core.training.run_training;
 2. gather every rank's windows, parameter checksum and device names on rank 0 (a window
    lasts as long as its slowest rank);
 3. on rank 0: check that every rank ended with the same parameters (synchronous data
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dpscale.core.cell import Cell
+from dpscale.core.faults import arrivals_folder, first_collective_deadline
 from dpscale.core.result import now_iso
 from dpscale.core.runner_support import progress, write_synthetic_result, write_training_result
 from dpscale.core.timing import Step, Sync, summarise, time_windows
@@ -85,6 +87,16 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     else:
         step, sync = rank.synthetic_step()
         m = cell.measure
+        if rank.size > 1:
+            step, sync = first_collective_deadline(
+                step,
+                sync,
+                rank.rank,
+                rank.size,
+                m.collective_timeout_s,
+                arrivals_folder(out),
+                hang_s=m.timeout_s,
+            )
         mine["windows"] = time_windows(
             step, sync, m.warmup_steps, m.windows, m.steps_per_window, log
         )

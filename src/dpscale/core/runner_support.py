@@ -12,12 +12,16 @@ from typing import Any
 import numpy as np
 
 from dpscale.core.cell import Cell
+from dpscale.core.faults import exit_with_parent
 from dpscale.core.result import make_result, write_result
 from dpscale.core.sysinfo import describe_system
 from dpscale.core.timing import slowest_rank, throughput_measurement
 
 
 def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
+    """The runner's cell and result path; from here on the runner exits if its parent
+    (launcher) dies (core.faults.exit_with_parent)."""
+    exit_with_parent()
     parser = argparse.ArgumentParser(description="Measure one dpscale cell")
     parser.add_argument("--cell-file", required=True, type=Path, help="cell JSON")
     parser.add_argument("--out", required=True, type=Path, help="result JSON to write")

@@ -43,6 +43,7 @@ channels_last NHWC.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -316,6 +317,11 @@ def main(argv: list[str] | None = None) -> None:
     cell, out = parse_runner_args(argv)
     configure_threads(cell)
 
+    # Gloo's timeout (rendezvous and collectives); core.faults names a rank that misses the
+    # first collective earlier
+    os.environ.setdefault(
+        "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)
+    )
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if hvd.size() != cell.world_size:
         raise RuntimeError(f"world size {hvd.size()} != cell's {cell.world_size}")

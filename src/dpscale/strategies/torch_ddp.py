@@ -8,6 +8,7 @@ all-reduces (averages) the gradients during every backward pass.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from dpscale.core.measure import run_cell
 from dpscale.core.runner_support import parse_runner_args
@@ -36,8 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     threads = torch_ops.configure_threads(cell)
     on_cuda = cell.accelerator == "cuda"
 
-    # [distributed] join the group: RANK, WORLD_SIZE, MASTER_ADDR/PORT from the launcher
-    dist.init_process_group(backend="nccl" if on_cuda else "gloo")
+    # [distributed] join the group: RANK, WORLD_SIZE, MASTER_ADDR/PORT from the launcher;
+    # a collective that waits longer than the timeout raises (core.faults names a rank
+    # that misses the first one earlier)
+    dist.init_process_group(
+        backend="nccl" if on_cuda else "gloo",
+        timeout=timedelta(seconds=2 * cell.measure.collective_timeout_s),
+    )
     if dist.get_world_size() != cell.world_size:
         raise RuntimeError(f"world size {dist.get_world_size()} != cell's {cell.world_size}")
     local_rank = int(os.environ.get("LOCAL_RANK", 0))

@@ -1,0 +1,358 @@
+"""Real faults end in a recorded status within a bounded time, and leave no process behind.
+
+Each test starts a real cell through the launcher (framework environments built once under
+.envs/) and breaks it for real: a rank is SIGKILLed while it measures, a rank never reaches
+the first all-reduce, a cell runs under an address-space cap it does not fit in.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from dpscale import launch
+from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.core.envs import ensure_env
+from dpscale.core.result import read_result
+from dpscale.registry import strategy
+
+pytestmark = pytest.mark.slow
+
+MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
+MARK = "DPSCALE_TEST_MARK"
+GRACE_S = launch.TERM_GRACE_S + 30  # the launcher's own teardown, and start-up
+# how each launcher tells a rank its number: (variable, value) pairs of rank 1's worker
+RANK_1 = {
+    "torch-ddp": {"RANK": "1"},
+    "horovod-tf": {"HOROVOD_RANK": "1"},
+    "mxnet-dist": {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": "1"},
+}
+KILLED = {  # how the cell's reason names the killed rank (mxnet_ps: by its launch index)
+    "torch-ddp": "rank 1 was killed by SIGKILL",
+    "horovod-tf": "rank 1 was killed by SIGKILL",
+    "mxnet-dist": "worker 1 was killed by SIGKILL",
+}
+
+
+@cache
+def prefix_for(name: str) -> Path:
+    return ensure_env(strategy(name).env)
+
+
+def environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def marked(mark: str) -> list[int]:
+    """Every process started by this test (they all inherit its mark)."""
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [pid for pid in pids if environ(pid).get(MARK) == mark]
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+@pytest.fixture
+def mark(tmp_path, monkeypatch):
+    """A mark every process of the test inherits; none may be left when the test ends."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, value)
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))  # not the machine's bench lock
+    yield value
+    leftovers = marked(value)
+    for pid in leftovers:  # never leave them running, even when the test failed
+        subprocess.run(["kill", "-9", str(pid)], check=False)
+    assert not leftovers, [cmdline(pid) for pid in leftovers]
+
+
+class Background:
+    """launch.launch in a thread, so the test can break the cell while it runs."""
+
+    def __init__(self, cell: Cell, tmp_path: Path) -> None:
+        self.cell, self.out = cell, cell.result_path(tmp_path / "results")
+        self.log = tmp_path / "cell.log"
+        self.status: list[str] = []
+        prefix = prefix_for(cell.strategy)
+        self.thread = threading.Thread(
+            target=lambda: self.status.append(launch.launch(cell, self.out, prefix, self.log))
+        )
+        self.thread.start()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def join(self, timeout_s: float) -> tuple[str, dict]:
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"launch still running after {timeout_s} s"
+        result = read_result(self.out)
+        assert result["status"] == self.status[0]
+        return self.status[0], result
+
+
+def cell_of(name: str, **measure) -> Cell:
+    return Cell("faults", name, MODEL, "synthetic", 1, 2, 2, measure=Measure(**measure))
+
+
+def rank_1_worker(name: str, mark: str) -> int | None:
+    module = strategy(name).runner
+    for pid in marked(mark):
+        env = environ(pid)
+        if module in cmdline(pid) and all(env.get(k) == v for k, v in RANK_1[name].items()):
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(RANK_1))
+def test_a_rank_killed_mid_measurement_fails_the_cell_naming_rank_and_signal(tmp_path, mark, name):
+    cell = cell_of(name, warmup_steps=1, windows=1000, steps_per_window=1, timeout_s=300)
+    run = Background(cell, tmp_path)
+    wait_for(lambda: "window 1/" in run.log_text(), cell.measure.timeout_s, "first window")
+    victim = wait_for(lambda: rank_1_worker(name, mark), 10, "rank 1's process")
+    killed_at = time.monotonic()
+    subprocess.run(["kill", "-KILL", str(victim)], check=True)
+
+    status, result = run.join(cell.measure.timeout_s + GRACE_S)
+    print(f"{name}: {time.monotonic() - killed_at:.1f} s after the kill: {result['reason']}")
+    print([line for line in run.log_text().splitlines() if "leftover" in line])
+    assert status == "failed"
+    assert KILLED[name] in result["reason"], (result["reason"], run.log_text()[-3000:])
+    assert "timed out" not in result["reason"]
+    assert not marked(mark), "a process of the cell outlived its launch"
+
+
+def first_arrival(mark: str) -> bool:
+    """Whether a rank of the cell has marked its arrival at the first collective."""
+    folders = {environ(pid).get("DPSCALE_SCRATCH") for pid in marked(mark)} - {None}
+    return any(any(Path(f).glob("arrived.rank*")) for f in folders)
+
+
+@pytest.mark.parametrize("name", sorted(RANK_1))
+def test_a_rank_that_never_reaches_the_collective_fails_the_cell_after_the_collective_timeout(
+    tmp_path, mark, monkeypatch, name
+):
+    monkeypatch.setenv("DPSCALE_FAULT", "hang_rank:1")
+    cell = cell_of(
+        name, warmup_steps=1, windows=2, steps_per_window=1, timeout_s=300, collective_timeout_s=15
+    )
+    run = Background(cell, tmp_path)
+    wait_for(lambda: first_arrival(mark), cell.measure.timeout_s, "rank 0 at the collective")
+    arrived = time.monotonic()
+    status, result = run.join(cell.measure.timeout_s + GRACE_S)
+    waited = time.monotonic() - arrived
+    print(f"{name}: {waited:.1f} s after rank 0 reached the collective: {result['reason']}")
+    assert status == "failed"
+    assert "rank 1 did not reach the collective within 15 s" in result["reason"], result["reason"]
+    assert waited < cell.measure.collective_timeout_s + GRACE_S  # not the cell's timeout
+    assert not marked(mark)
+
+
+def test_a_cell_that_does_not_fit_its_memory_cap_ends_oom_naming_the_batch(tmp_path, mark):
+    cell = Cell(
+        "faults",
+        "torch-dp",
+        MODEL,
+        "synthetic",
+        1,
+        1,
+        4096,
+        measure=Measure(1, 2, 1, timeout_s=300, memory_limit_mb=1536),
+    )
+    out = cell.result_path(tmp_path / "results")
+    started = time.monotonic()
+    done = subprocess.run(  # as the workflow runs it: the job must succeed, the study go on
+        [
+            sys.executable,
+            "-m",
+            "dpscale.launch",
+            f"--cell={cell.to_json()}",
+            f"--env={prefix_for('torch-dp')}",
+            f"--out={out}",
+            f"--log={tmp_path / 'cell.log'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=cell.measure.timeout_s + GRACE_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = read_result(out)
+    assert result["status"] == "oom", (result["reason"], result["log_tail"][-2000:])
+    assert "batch 4096 per device" in result["reason"]
+    allocator = [ln for ln in result["log_tail"].splitlines() if "alloc" in ln][:1]
+    print(f"{time.monotonic() - started:.1f} s after the start: {result['reason']} {allocator}")
+
+
+KILLED_STUDY = """\
+study: killed
+strategies: [torch-dp, torch-ddp]
+models:
+  - {name: resnet18, stem: imagenet, image_size: 32, classes: 10}
+batch_sizes: [2, 4]
+devices_per_node: [1, 2]
+nodes: [1]
+modes: [synthetic]
+measure: {warmup_steps: 1, windows: 3, steps_per_window: 2, repeats: 1, timeout_s: 300}
+"""
+
+
+def snakemake_command(study: Path, results: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *args,  # before --config, which takes every word after it
+        "--configfile",
+        str(study),
+        "--config",
+        f"results_dir={results}",
+    ]
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*.json"))
+    }
+
+
+def cell_in_flight(mark: str) -> Path | None:
+    """The result path of a cell whose launcher runs and has not written it yet."""
+    for pid in marked(mark):
+        words = cmdline(pid).split()
+        if "dpscale.launch" in words and "--out" in words:
+            out = Path(words[words.index("--out") + 1])
+            if not out.exists():
+                return out
+    return None
+
+
+def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cells(tmp_path, mark):
+    from conftest import REPO
+
+    study, results = tmp_path / "killed.yaml", tmp_path / "results"
+    study.write_text(KILLED_STUDY)
+    cells = results / "killed" / "cells"
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(
+            snakemake_command(study, results, "cells"),
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        in_flight = wait_for(
+            lambda: (
+                (len(list(cells.rglob("*.json"))) >= 3 and cell_in_flight(mark))
+                or first.poll() is not None
+            ),
+            900,
+            "three results and a cell being measured",
+        )
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+        before = checksums(cells)
+        first.kill()  # SIGKILL: no chance to clean up or release its lock
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
+    # the cell job it was running is an orphan now: it finishes its cell (or its timeout)
+    wait_for(lambda: not marked(mark), 300 + GRACE_S, "the orphaned cell job to end")
+
+    again = subprocess.run(
+        snakemake_command(study, results, "cells"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode != 0
+    assert "LockException" in again.stdout + again.stderr
+    unlock = snakemake_command(study, results, "cells", "--unlock")
+    subprocess.run(unlock, cwd=REPO, capture_output=True, timeout=300, check=True)
+    rerun = subprocess.run(
+        snakemake_command(study, results, "cells"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    after = checksums(cells)
+    assert len(after) == 8 and in_flight.is_file()
+    assert {name: after[name] for name in before} == before  # finished cells were kept
+    runs = results / "killed" / "runs"
+    assert all(len(list((runs / name).with_suffix("").iterdir())) == 1 for name in before)
+    # every other cell ran now, the one it was measuring included (marked incomplete)
+    jobs = re.search(r"^bench_cell\s+(\d+)$", rerun.stdout + rerun.stderr, re.M)
+    assert jobs and int(jobs.group(1)) == len(after) - len(before), rerun.stderr[-3000:]
+    print(f"killed with {len(before)} of {len(after)} results written; rerun: {jobs.group(1)} jobs")
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
+    tmp_path, mark, damage
+):
+    from dpscale.core.cell import Training
+    from dpscale.core.dataprep import prepare_digits
+
+    data = prepare_digits(tmp_path / "data", image_size=16)
+    if damage == "corrupt":
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        data.write_bytes(bytes(raw))
+    else:
+        data.unlink()
+    training = Training(
+        "digits", str(data), 1, "none", 0.01, 32, 0.0, "cosine", 0.9, 0.0, False, 0.5
+    )
+    cell = Cell(
+        "faults",
+        "torch-ddp",
+        ModelConfig("resnet18", "imagenet", 16, 10),
+        "train",
+        1,
+        2,
+        8,
+        measure=Measure(timeout_s=300),
+        training=training,
+    )
+    status, result = Background(cell, tmp_path).join(cell.measure.timeout_s + GRACE_S)
+    print(f"{damage}: {result['reason']}")
+    assert status == "failed"
+    expected = "is corrupt: sha256" if damage == "corrupt" else "does not exist; prepare it first"
+    assert f"DatasetError: dataset file {data} {expected}" in result["reason"], result["reason"]
