@@ -21,12 +21,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from dpscale import slurm
+from dpscale.core import contention
 from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
@@ -286,8 +288,13 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 )
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-                returncode = _run(command, env, log, cell.measure.timeout_s)
-        return _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
+                with contention.sampling() as sampler:
+                    returncode = _run(command, env, log, cell.measure.timeout_s)
+        status = _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
+        quality = contention.annotate_result(out, sampler, cell)
+        if quality is not None:
+            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
+        return status
 
 
 def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
@@ -295,7 +302,7 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
         command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:
-        return process.wait(timeout=timeout_s)
+        return _wait(process, timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
         try:
@@ -307,6 +314,17 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
     except BaseException:
         os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
         raise
+
+
+def _wait(process: subprocess.Popen, timeout_s: float) -> int:
+    """Wait without polling: ``Popen.wait(timeout)`` wakes up every 50 ms; a thread blocked
+    in ``waitpid`` and a timed join cost nothing while the runner runs."""
+    waiter = threading.Thread(target=process.wait, name="wait-runner", daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    if waiter.is_alive():
+        raise subprocess.TimeoutExpired(process.args, timeout_s)
+    return process.returncode
 
 
 def _settle(

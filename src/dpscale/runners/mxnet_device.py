@@ -60,7 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     progress(f"{cell.cell_id}: kvstore 'device' over {ctxs}, batch {loader_batch}")
     m = cell.measure
     windows = time_windows(
-        step, mc.synchronize, m.warmup_steps, m.windows, m.steps_per_window, progress
+        step,
+        mc.synchronize,
+        m.warmup_steps,
+        m.windows,
+        m.steps_per_window,
+        progress,
+        **m.adaptive_kwargs(processes=1),  # one process drives every device
     )
     write_synthetic_result(
         cell,

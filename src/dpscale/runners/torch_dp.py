@@ -56,7 +56,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     m = cell.measure
     windows = time_windows(
-        step, tc.synchronizer(device), m.warmup_steps, m.windows, m.steps_per_window, progress
+        step,
+        tc.synchronizer(device),
+        m.warmup_steps,
+        m.windows,
+        m.steps_per_window,
+        progress,
+        **m.adaptive_kwargs(processes=1),  # one process drives every device
     )
     write_synthetic_result(
         cell,
