@@ -11,6 +11,8 @@ CELL_COLUMNS = [
     "cell_id",
     "status",
     "reason",
+    "quality",
+    "foreign_cpu_cores_mean",
     "world_size",
     "batch_per_device",
     "global_batch",
@@ -35,15 +37,21 @@ def aggregate(args: argparse.Namespace) -> None:
     windows = analysis.windows_table(results)
     fit_table = analysis.fits_table(windows)
     scaling = analysis.scaling_table(cells)
+    repeatability = analysis.repeatability_table(cells)
     out = Path(args.tables)
     out.mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "cells.csv", index=False)
     windows.to_csv(out / "windows.csv", index=False)
     fit_table.to_csv(out / "fits.csv", index=False)
     scaling.to_csv(out / "scaling.csv", index=False)
+    repeatability.to_csv(out / "repeatability.csv", index=False)
     analysis.break_even_table(fit_table, cells).to_csv(out / "break_even.csv", index=False)
     counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
-    print(f"[dpscale] {len(cells)} cells {counts}; {int((fit_table['status'] == 'ok').sum())} fits")
+    excluded = int(fit_table["excluded_points"].fillna(0).sum())
+    print(
+        f"[dpscale] {len(cells)} cells {counts}; {int((fit_table['status'] == 'ok').sum())} "
+        f"fits ({excluded} windows of contaminated cells left out)"
+    )
 
 
 def figures(args: argparse.Namespace) -> None:
@@ -75,13 +83,25 @@ def html_tables(args: argparse.Namespace) -> None:
         tables / "cells.html",
         "Every cell",
         "One row per cell, status included. img/s are global (all devices), "
-        "mean of the timed windows with the half-width of its 95% confidence interval.",
+        "mean of the timed windows with the half-width of its 95% confidence interval. "
+        "quality: ok, noisy or contaminated, from the CPU other processes used while the "
+        "cell measured (foreign_cpu_cores_mean, in cores); contaminated cells are left out "
+        "of the fits.",
+    )
+    write_table_html(
+        pd.read_csv(tables / "repeatability.csv"),
+        tables / "repeatability.html",
+        "Repeatability across repeats",
+        "Configurations measured more than once (measure.repeats): the mean, sd and "
+        "coefficient of variation (img_s_cv = sd / mean) of the repeats' mean img/s, and "
+        "each repeat's quality verdict. Empty when every configuration ran once.",
     )
     write_table_html(
         pd.read_csv(tables / "fits.csv"),
         tables / "fits.html",
         "Throughput-law fits",
-        "T(b) = b/v0 + t_c fitted by least squares to every timed window of each group; v0 is "
+        "T(b) = b/v0 + t_c fitted by least squares to every timed window of each group "
+        "except those of contaminated cells (excluded_points counts them); v0 is "
         "per device (img/s), t_c the constant step time (s), b90 = 9 v0 t_c the per-device batch "
         "at which throughput reaches 90% of its ceiling N v0; _se are standard errors.",
     )

@@ -10,6 +10,7 @@ rule aggregate:
         fits=f"{RESULTS}/tables/fits.csv",
         scaling=f"{RESULTS}/tables/scaling.csv",
         break_even=f"{RESULTS}/tables/break_even.csv",
+        repeatability=f"{RESULTS}/tables/repeatability.csv",
     log:
         f"{RESULTS}/logs/aggregate.log",
     localrule: True

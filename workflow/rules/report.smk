@@ -51,6 +51,7 @@ rule html_tables:
         fits=f"{RESULTS}/tables/fits.csv",
         scaling=f"{RESULTS}/tables/scaling.csv",
         break_even=f"{RESULTS}/tables/break_even.csv",
+        repeatability=f"{RESULTS}/tables/repeatability.csv",
     output:
         fits=report(
             f"{RESULTS}/tables/fits.html",
@@ -75,6 +76,12 @@ rule html_tables:
             caption="../../report/cells.rst",
             category="3. Cells",
             labels={"table": "every cell"},
+        ),
+        repeatability=report(
+            f"{RESULTS}/tables/repeatability.html",
+            caption="../../report/repeatability.rst",
+            category="3. Cells",
+            labels={"table": "repeatability"},
         ),
     log:
         f"{RESULTS}/logs/html_tables.log",
