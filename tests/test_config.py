@@ -155,3 +155,17 @@ def test_unknown_training_strategy_is_named(default_config):
     default_config["train"]["strategies"] = ["torch-ddp", "jax"]
     with pytest.raises(ConfigError, match=r"^train.strategies\[1\]: 'jax' is not allowed"):
         check(default_config)
+
+
+def test_adaptive_measuring_reaches_the_cells_and_is_checked(default_config):
+    default_config["measure"].update(target_ci=0.02, max_windows=20)
+    cells = expand(check(default_config))
+    assert {(c.measure.target_ci, c.measure.max_windows) for c in cells} == {(0.02, 20)}
+    one = next(c for c in cells if c.world_size == 1)
+    assert one.measure.adaptive_kwargs(processes=1) == {"target_ci": 0.02, "max_windows": 20}
+    assert one.measure.adaptive_kwargs(processes=2) == {}  # ranks would have to agree
+    default_config["measure"].update(max_windows=2)
+    with pytest.raises(ConfigError, match="^measure.max_windows: 2 is less than"):
+        check(default_config)
+    default_config["measure"].update(target_ci=None, max_windows=None)
+    assert {c.measure.target_ci for c in expand(check(default_config))} == {None}

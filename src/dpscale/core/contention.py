@@ -8,9 +8,10 @@ processes run. Every ``interval_s`` (default :data:`SAMPLE_INTERVAL_S`, 0.5 s) i
 - ``/proc/loadavg``: the 1-minute load average;
 - the CPU time (utime + stime of ``/proc/<pid>/stat``) of the cell's own process tree: the
   launcher itself (its sampler thread included) and all its descendants. The last value of
-  a process that has exited is kept, so its CPU time still counts as the cell's. The whole
-  of ``/proc`` is scanned for new descendants every :data:`SCAN_EVERY` samples (2 s); the
-  processes already known are read at every sample.
+  a process that has exited is kept, so its CPU time still counts as the cell's. New
+  descendants are found at every sample from the list of ``/proc`` entries: only a process
+  not seen before has its ``stat`` read for its parent, which keeps a sample cheap (the
+  launcher's CPU, sampler included, is measured by benchmarks/launcher_footprint.py).
 
 Foreign CPU = machine busy minus the cell's own tree, in cores (CPU seconds per wall
 second), over the timed part of the run: the samples that bracket
@@ -35,6 +36,7 @@ Verdict (``quality``), relative to the cores the cell leaves idle,
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -46,10 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.core.cell import Cell
-from dpscale.core.result import read_result, rewrite_result
+from dpscale.core.result import rewrite_result
 
 SAMPLE_INTERVAL_S = 0.5
-SCAN_EVERY = 4
 CONTAMINATED_CORES = 0.25
 CONTAMINATED_STEAL = 0.05
 NOISY_CORES = 0.05
@@ -104,15 +105,22 @@ def read_pid_stat(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
     return int(rest[1]), int(rest[11]) + int(rest[12])
 
 
-def all_parents(proc: Path = PROC) -> dict[int, int]:
-    """pid -> parent pid for every process now running."""
-    parents = {}
+def update_parents(parents: dict[int, int], proc: Path = PROC) -> dict[int, int]:
+    """pid -> parent pid for every process now running; ``stat`` is read only for pids
+    not in ``parents`` (a parent changes only when it exits, to an ancestor: the process
+    stays in the tree it was found in)."""
+    current = {}
     for entry in os.scandir(proc):
-        if entry.name.isdigit():
-            stat = read_pid_stat(int(entry.name), proc)
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid in parents:
+            current[pid] = parents[pid]
+        else:
+            stat = read_pid_stat(pid, proc)
             if stat is not None:
-                parents[int(entry.name)] = stat[0]
-    return parents
+                current[pid] = stat[0]
+    return current
 
 
 def descendants(root: int, parents: dict[int, int]) -> set[int]:
@@ -139,7 +147,8 @@ class ContentionSampler:
     samples: list[Sample] = field(default_factory=list)
     cpus: int = 0
     _last_cpu: dict[int, int] = field(default_factory=dict)
-    _tree: set[int] = field(default_factory=set)
+    _exited_cpu: int = 0
+    _parents: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -161,12 +170,11 @@ class ContentionSampler:
 
     def sample(self) -> None:
         """Take one reading (the thread calls this; so do start and stop)."""
-        if len(self.samples) % SCAN_EVERY == 0:
-            self._tree = descendants(self.root, all_parents(self.proc))
-        for pid in list(self._tree):
+        self._parents = update_parents(self._parents, self.proc)
+        for pid in descendants(self.root, self._parents) | set(self._last_cpu):
             stat = read_pid_stat(pid, self.proc)
-            if stat is None:
-                self._tree.discard(pid)  # exited: its last value stays in _last_cpu
+            if stat is None:  # exited: its last value still counts
+                self._exited_cpu += self._last_cpu.pop(pid, 0)
             else:
                 self._last_cpu[pid] = max(stat[1], self._last_cpu.get(pid, 0))
         machine = read_machine_times(self.proc)
@@ -177,7 +185,7 @@ class ContentionSampler:
                 busy=machine.busy,
                 idle=machine.idle,
                 steal=machine.steal,
-                own=sum(self._last_cpu.values()),
+                own=self._exited_cpu + sum(self._last_cpu.values()),
                 loadavg_1m=read_loadavg(self.proc),
             )
         )
@@ -286,8 +294,8 @@ def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | 
 
     Returns the quality, or None when there is no ok result to annotate.
     """
-    try:
-        result = read_result(out)
+    try:  # the launcher has just validated it; rewrite_result validates the new one
+        result = json.loads(out.read_text())
     except (OSError, ValueError):
         return None
     if result["status"] != "ok":
