@@ -82,3 +82,10 @@ def test_a_child_that_exits_still_counts_as_the_cell_s():
         samples = sampler.stop()
     own = (samples[-1].own - samples[0].own) / TICK
     assert own >= 0.5  # the child's 0.6 CPU-seconds, though it is gone
+
+
+def test_a_disabled_sampler_takes_no_sample_and_annotates_nothing(tmp_path):
+    with c.sampling(enabled=False) as sampler:
+        pass
+    assert sampler.samples == []
+    assert c.annotate_result(tmp_path / "absent.json", sampler, cell=None) is None

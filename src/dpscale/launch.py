@@ -288,7 +288,8 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
                 )
             with bench_lock(cell, log) if allocation is None else nullcontext():
                 print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-                with contention.sampling() as sampler:
+                # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
+                with contention.sampling(enabled=allocation is None) as sampler:
                     returncode = _run(command, env, log, cell.measure.timeout_s)
         status = _settle(cell, out, returncode, _tail(log_path, log_start), started_at, described)
         quality = contention.annotate_result(out, sampler, cell)

@@ -20,6 +20,9 @@ runner), or the whole run when a result has no span (training cells). GPU utilis
 other processes is not sampled (an ``nvidia-smi`` call costs tens of milliseconds of CPU);
 on GPU cells the verdict is about the host CPUs only.
 
+Only local runs are sampled: in a SLURM job the scheduler gives the cell its own CPUs, and
+its ranks are started by SLURM, not by the launcher, so they would look foreign.
+
 Verdict (``quality``), relative to the cores the cell leaves idle,
 ``spare = CPUs - cpus_used_by_cell`` (processes x threads per process):
 
@@ -143,6 +146,7 @@ class ContentionSampler:
 
     root: int = field(default_factory=os.getpid)
     interval_s: float = SAMPLE_INTERVAL_S
+    enabled: bool = True
     proc: Path = PROC
     samples: list[Sample] = field(default_factory=list)
     cpus: int = 0
@@ -192,9 +196,15 @@ class ContentionSampler:
 
 
 @contextmanager
-def sampling(interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[ContentionSampler]:
-    """Sample while the block runs (the launcher waits for its runner inside it)."""
-    sampler = ContentionSampler(interval_s=interval_s)
+def sampling(
+    interval_s: float = SAMPLE_INTERVAL_S, enabled: bool = True
+) -> Iterator[ContentionSampler]:
+    """Sample while the block runs (the launcher waits for its runner inside it); a
+    sampler that is not ``enabled`` takes no sample and annotates nothing."""
+    sampler = ContentionSampler(interval_s=interval_s, enabled=enabled)
+    if not enabled:
+        yield sampler
+        return
     try:
         sampler.start()
     except OSError:  # no /proc: the verdict will be "unknown"
@@ -292,8 +302,11 @@ def cpus_used_by(cell: Cell) -> int:
 def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | None:
     """Add ``system.contention``, ``quality`` and ``quality_reason`` to an ok result.
 
-    Returns the quality, or None when there is no ok result to annotate.
+    Returns the quality, or None when there is no ok result to annotate (or the sampler
+    was not enabled: in a SLURM job).
     """
+    if not sampler.enabled:
+        return None
     try:  # the launcher has just validated it; rewrite_result validates the new one
         result = json.loads(out.read_text())
     except (OSError, ValueError):
