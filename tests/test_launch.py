@@ -241,8 +241,8 @@ def test_busy_neighbour_is_flagged(fake_env, tmp_path):
     assert contention["samples"] >= 4
     assert contention["foreign_cpu_cores_mean"] > 0.5  # the neighbour's core
     assert result["quality"] == "contaminated", result["quality_reason"]
-    # the cell's own spinning process is not foreign
-    assert contention["cell_cpu_cores_mean"] > 0.5
+    # the cell's own spinning process was seen as the cell's, however busy the machine
+    assert contention["cell_cpu_cores_mean"] > 0
 
 
 @contextmanager
