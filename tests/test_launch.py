@@ -281,10 +281,12 @@ def wait_for_quiet(timeout_s: float = 240, below_cores: float = 0.5) -> None:
 
 
 def test_cell_on_a_quiet_machine_is_ok(fake_env, tmp_path):
-    """The cell claims one CPU and leaves the others spare: other users' light work on
-    the spare CPUs still gives an ok verdict (no dpscale cell measures meanwhile)."""
+    """On a quiet machine (no dpscale cell measures, other processes below the noise
+    threshold) the verdict is ok."""
+    from dpscale.core.contention import NOISY_CORES
+
     with machine_bench_lock():
-        wait_for_quiet()
+        wait_for_quiet(below_cores=NOISY_CORES / 2)
         status, result = run(make_cell(threads_per_device=1), fake_env("spin"), tmp_path)
     contention = result["system"]["contention"]
     assert status == "ok"
