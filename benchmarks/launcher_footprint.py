@@ -46,6 +46,9 @@ DRIVER = textwrap.dedent(
     from dpscale.registry import Strategy
     fake = Strategy("torch-ddp", "fake", "fake", "fake_runner", "single", False, True)
     launch.strategy = lambda name: fake
+    if "--no-sampler" in sys.argv:  # the wait alone: what the sampler costs is the rest
+        sampling = launch.contention.sampling
+        launch.contention.sampling = lambda enabled=True: sampling(enabled=False)
     scratch = Path(sys.argv[1])
     cell = Cell("footprint", "torch-ddp", ModelConfig("resnet18", "cifar", 32, 10), "synthetic",
                 1, 1, 8, measure=Measure(1, 2, 1, timeout_s=600))
@@ -58,7 +61,7 @@ DRIVER = textwrap.dedent(
 )
 
 
-def measure(src: Path, seconds: int) -> tuple[float, float]:
+def measure(src: Path, seconds: int, sampler: bool = True) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="dpscale-footprint-") as scratch:
         root = Path(scratch)
         (root / "env" / "bin").mkdir(parents=True)
@@ -71,7 +74,7 @@ def measure(src: Path, seconds: int) -> tuple[float, float]:
             DPSCALE_LOCK_DIR=scratch,
         )
         done = subprocess.run(
-            [sys.executable, "-c", DRIVER, scratch],
+            [sys.executable, "-c", DRIVER, scratch] + ([] if sampler else ["--no-sampler"]),
             env=env,
             capture_output=True,
             text=True,
@@ -88,11 +91,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, nargs=2, default=[20, 60])
     parser.add_argument("--before", type=Path, help="another source tree to compare with")
+    parser.add_argument(
+        "--no-sampler", action="store_true", help="this tree without the contention sampler"
+    )
     args = parser.parse_args()
     trees = ([("before", args.before)] if args.before else []) + [("this tree", SRC_DIR)]
+    if args.no_sampler:
+        trees[-1] = ("no sampler", SRC_DIR)
     short, long = args.seconds
     for label, src in trees:
-        (cpu_a, wall_a), (cpu_b, wall_b) = measure(src, short), measure(src, long)
+        sampler = not (args.no_sampler and src == SRC_DIR)
+        (cpu_a, wall_a), (cpu_b, wall_b) = measure(src, short, sampler), measure(src, long, sampler)
         per_second = (cpu_b - cpu_a) / (wall_b - wall_a)
         print(
             f"{label:9s}: launcher CPU {cpu_a:.3f} s over {wall_a:.1f} s, {cpu_b:.3f} s over "
