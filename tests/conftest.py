@@ -36,7 +36,7 @@ def make_cell(
     )
 
 
-TABLES = ("cells", "windows", "fits", "scaling", "break_even")
+TABLES = ("cells", "windows", "fits", "scaling", "break_even", "repeatability")
 
 
 def aggregate(tables: Path, paths) -> None:

@@ -33,7 +33,7 @@ def figures(tables: Path, out: Path, kinds) -> None:
 
 def html_tables(tables: Path) -> None:
     pairs = []
-    for name in ("cells", "fits", "scaling", "break_even"):
+    for name in ("cells", "fits", "scaling", "break_even", "repeatability"):
         pairs += [f"--{name.replace('_', '-')}", str(tables / f"{name}.csv")]
         pairs.append(str(tables / f"{name}.html"))
     cli(["html-tables", *pairs])
@@ -123,3 +123,53 @@ def test_a_truncated_result_is_left_out_with_one_line_and_the_rest_aggregated(tm
     assert len(errors) == 1 and str(truncated) in errors[0]
     assert f"--forcerun {truncated}" in errors[0]
     assert len(pd.read_csv(tmp_path / "tables" / "cells.csv")) == 1
+
+
+def _result(cell, measurement, quality=None):
+    result = make_result(cell, "ok", started_at=now_iso(), system=SYSTEM, measurement=measurement)
+    if quality is not None:
+        result["quality"], result["quality_reason"] = quality, "test"
+        result["system"]["contention"] = {
+            "interval_s": 0.5,
+            "samples": 10,
+            "cpus": 2,
+            "cpus_used_by_cell": 2,
+            "foreign_cpu_cores_mean": 1.0 if quality == "contaminated" else 0.0,
+        }
+    return result
+
+
+def test_contaminated_cells_are_left_out_of_the_fits_and_counted():
+    rng = np.random.default_rng(0)
+    results = [
+        _result(cell, measured(cell, rng), "ok")
+        for cell in (make_cell(batch=b) for b in (4, 8, 16, 32))
+    ]
+    slow = make_cell(batch=64, repeat=0)
+    halved = throughput_measurement([2.0] * 4, 2, 64, 1)  # far off the law
+    clean = analysis.fits_table(analysis.windows_table(results))
+    dirty = analysis.fits_table(analysis.windows_table([*results, _result(slow, halved, "ok")]))
+    flagged = [*results, _result(slow, halved, "contaminated")]
+    cells = analysis.cells_table(flagged)
+    assert cells.set_index("batch_per_device").loc[64, "quality"] == "contaminated"
+    assert cells.set_index("batch_per_device").loc[64, "foreign_cpu_cores_mean"] == 1.0
+    excluded = analysis.fits_table(analysis.windows_table(flagged))
+    assert excluded.loc[0, "excluded_points"] == 4
+    assert excluded.loc[0, "points"] == clean.loc[0, "points"]
+    assert excluded.loc[0, "v0"] == pytest.approx(clean.loc[0, "v0"])
+    assert dirty.loc[0, "v0"] != pytest.approx(clean.loc[0, "v0"], rel=0.05)
+
+
+def test_repeatability_is_the_cv_of_the_repeats_means():
+    results = []
+    for repeat, seconds in enumerate((1.0, 1.1, 0.9)):
+        cell = make_cell(batch=8, repeat=repeat)
+        results.append(_result(cell, throughput_measurement([seconds] * 3, 2, 8, 1), "ok"))
+    single = make_cell(batch=16)
+    results.append(_result(single, throughput_measurement([1.0] * 3, 2, 16, 1)))
+    table = analysis.repeatability_table(analysis.cells_table(results))
+    assert list(table["batch_per_device"]) == [8]  # one repeat is no repeatability
+    rates = np.array([16 / s for s in (1.0, 1.1, 0.9)])
+    assert table.loc[0, "repeats"] == 3
+    assert table.loc[0, "img_s_cv"] == pytest.approx(rates.std(ddof=1) / rates.mean())
+    assert table.loc[0, "qualities"] == "ok;ok;ok"

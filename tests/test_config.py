@@ -241,3 +241,17 @@ def test_networks_apply_to_cells_across_nodes_only(default_config):
     emulated = next(c for c in cells if c.network.name == "1gbe")
     assert emulated.cell_id.split("/")[2] == "synthetic-net-1gbe"
     assert type(emulated).from_json(emulated.to_json()) == emulated
+
+
+def test_adaptive_measuring_reaches_the_cells_and_is_checked(default_config):
+    default_config["measure"].update(target_ci=0.02, max_windows=20)
+    cells = expand(check(default_config), STRATEGIES)
+    assert {(c.measure.target_ci, c.measure.max_windows) for c in cells} == {(0.02, 20)}
+    one = next(c for c in cells if c.world_size == 1)
+    assert one.measure.adaptive_kwargs(processes=1) == {"target_ci": 0.02, "max_windows": 20}
+    assert one.measure.adaptive_kwargs(processes=2) == {}  # ranks would have to agree
+    default_config["measure"].update(max_windows=2)
+    with pytest.raises(ConfigError, match="^measure.max_windows: 2 is less than"):
+        check(default_config)
+    default_config["measure"].update(target_ci=None, max_windows=None)
+    assert {c.measure.target_ci for c in expand(check(default_config), STRATEGIES)} == {None}

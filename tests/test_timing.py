@@ -88,3 +88,64 @@ def test_throughput_counts_every_device():
     assert m["img_s"] == [40.0, 20.0]
     assert m["summary"]["img_s_per_device"]["mean"] == 15.0
     assert m["summary"]["step_time_s"]["mean"] == pytest.approx(0.6)
+
+
+class NoisySteps:
+    """Steps whose durations come from a list (the clock advances by them)."""
+
+    def __init__(self, clock, durations):
+        self.clock, self.durations, self.calls = clock, list(durations), 0
+
+    def step(self):
+        self.clock.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+
+
+def adaptive(monkeypatch, durations, **kwargs):
+    clock = FakeClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock)
+    steps = NoisySteps(clock, durations)
+    return timing.time_windows(steps.step, lambda: None, 1, 3, 1, **kwargs)
+
+
+def test_adaptive_stops_as_soon_as_the_interval_is_narrow_enough(monkeypatch):
+    steady = [1.0] + [1.0, 1.01, 0.99] + [1.0] * 20  # warm-up, then tight windows
+    windows = adaptive(monkeypatch, steady, target_ci=0.05, max_windows=20)
+    assert len(windows) == 3  # the minimum: already within 5%
+
+
+def test_adaptive_keeps_timing_noisy_windows_up_to_max_windows(monkeypatch):
+    noisy = [1.0] + [1.0, 2.0] * 20
+    windows = adaptive(monkeypatch, noisy, target_ci=0.01, max_windows=8)
+    assert len(windows) == 8
+    assert not timing.ci_reached(windows, 0.01)
+
+
+def test_adaptive_adds_windows_until_the_target_is_met(monkeypatch):
+    settling = [1.0] + [1.0, 1.5, 1.0] + [1.0] * 40
+    windows = adaptive(monkeypatch, settling, target_ci=0.1, max_windows=40)
+    assert 3 < len(windows) < 40
+    assert timing.ci_reached(windows, 0.1)
+    assert not timing.ci_reached(windows[:-1], 0.1)
+
+
+def test_several_ranks_adapt_only_with_an_agreement(monkeypatch):
+    with pytest.raises(ValueError, match="agree"):
+        adaptive(monkeypatch, [1.0], target_ci=0.05, max_windows=5, world_size=2)
+    votes = []
+
+    def agree(done_here):  # another rank is never done: every rank runs max_windows
+        votes.append(done_here)
+        return False
+
+    windows = adaptive(
+        monkeypatch, [1.0] * 10, target_ci=0.05, max_windows=5, world_size=2, agree=agree
+    )
+    assert len(windows) == 5 and votes[0] is True
+
+
+def test_time_windows_records_the_wall_clock_span(monkeypatch):
+    before = timing.time.time()
+    timing.time_windows(lambda: None, lambda: None, 1, 2, 1)
+    start, end = timing.last_timed_span()
+    assert before <= start <= end <= timing.time.time()

@@ -11,6 +11,8 @@ CELL_COLUMNS = [
     "cell_id",
     "status",
     "reason",
+    "quality",
+    "foreign_cpu_cores_mean",
     "world_size",
     "batch_per_device",
     "global_batch",
@@ -38,16 +40,22 @@ def aggregate(args: argparse.Namespace) -> None:
     fit_table = analysis.add_fit_mfu(analysis.fits_table(windows), cells)
     scaling = analysis.scaling_table(cells)
     break_even = analysis.break_even_table(fit_table, cells)
+    repeatability = analysis.repeatability_table(cells)
     for frame, path in (
         (cells, args.cells),
         (windows, args.windows),
         (fit_table, args.fits),
         (scaling, args.scaling),
         (break_even, args.break_even),
+        (repeatability, args.repeatability),
     ):
         _csv(frame, path)
     counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
-    print(f"[dpscale] {len(cells)} cells {counts}; {int((fit_table['status'] == 'ok').sum())} fits")
+    excluded = int(fit_table["excluded_points"].fillna(0).sum())
+    print(
+        f"[dpscale] {len(cells)} cells {counts}; {int((fit_table['status'] == 'ok').sum())} "
+        f"fits ({excluded} windows of contaminated cells left out)"
+    )
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> None:
@@ -84,13 +92,25 @@ def html_tables(args: argparse.Namespace) -> None:
         args.cells[1],
         "Every cell",
         "One row per cell, status included. img/s are global (all devices), "
-        "mean of the timed windows with the half-width of its 95% confidence interval.",
+        "mean of the timed windows with the half-width of its 95% confidence interval. "
+        "quality: ok, noisy or contaminated, from the CPU other processes used while the "
+        "cell measured (foreign_cpu_cores_mean, in cores); contaminated cells are left out "
+        "of the fits.",
+    )
+    write_table_html(
+        pd.read_csv(args.repeatability[0]),
+        args.repeatability[1],
+        "Repeatability across repeats",
+        "Configurations measured more than once (measure.repeats): the mean, sd and "
+        "coefficient of variation (img_s_cv = sd / mean) of the repeats' mean img/s, and "
+        "each repeat's quality verdict. Empty when every configuration ran once.",
     )
     write_table_html(
         pd.read_csv(args.fits[0]),
         args.fits[1],
         "Throughput-law fits",
-        "T(b) = b/v0 + t_c fitted by least squares to every timed window of each group; v0 is "
+        "T(b) = b/v0 + t_c fitted by least squares to every timed window of each group "
+        "except those of contaminated cells (excluded_points counts them); v0 is "
         "per device (img/s), t_c the constant step time (s), b90 = 9 v0 t_c the per-device batch "
         "at which throughput reaches 90% of its ceiling N v0; _se are standard errors.",
     )
@@ -257,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
     agg = commands.add_parser("aggregate", help="cell results -> tidy tables and fits")
-    for name in ("cells", "windows", "fits", "scaling", "break-even"):
+    for name in ("cells", "windows", "fits", "scaling", "break-even", "repeatability"):
         agg.add_argument(f"--{name}", type=Path, required=True, help=f"{name} table (CSV)")
     agg.add_argument("results", nargs="+", help="cell result JSON files")
     agg.set_defaults(func=aggregate)
@@ -268,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         fig.add_argument(f"--{name}", type=Path, dest=name, help=f"{name} figure (PNG)")
     fig.set_defaults(func=figures)
     tab = commands.add_parser("html-tables", help="tables -> HTML tables for the report")
-    for name in ("cells", "fits", "scaling", "break-even"):
+    for name in ("cells", "fits", "scaling", "break-even", "repeatability"):
         tab.add_argument(f"--{name}", type=Path, nargs=2, required=True, metavar=("CSV", "HTML"))
     tab.set_defaults(func=html_tables)
     acc = commands.add_parser("accuracy", help="training cells -> accuracy tables and figures")

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dpscale import netns, slurm
+from dpscale.core import contention
 from dpscale.core.cell import Cell
 from dpscale.core.envs import built_env_hash
 from dpscale.core.paths import SRC_DIR
@@ -391,14 +393,20 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             cell_file.write_text(cell.to_json())
             runner = runner_argv(python, plan.runner, cell_file, out.resolve())
             try:
-                returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
+                # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
+                with contention.sampling(enabled=allocation is None) as sampler:
+                    returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
             except netns.NetnsError as error:
                 reason = f"could not build the emulated network: {error}"
                 write_status(cell, out, "failed", reason, started_at)
                 print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
                 return "failed"
         text = _tail(log_path, log_start, CLASSIFY_CHARS)
-        return _settle(cell, out, returncode, text, started_at, described)
+        status = _settle(cell, out, returncode, text, started_at, described)
+        quality = contention.annotate_result(out, sampler, cell)
+        if quality is not None:
+            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
+        return status
 
 
 def _start(
@@ -460,7 +468,7 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
         command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:
-        return process.wait(timeout=timeout_s)
+        return _wait(process, timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
         try:
@@ -472,6 +480,17 @@ def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | 
     except BaseException:
         os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
         raise
+
+
+def _wait(process: subprocess.Popen, timeout_s: float) -> int:
+    """Wait without polling: ``Popen.wait(timeout)`` wakes up every 50 ms; a thread blocked
+    in ``waitpid`` and a timed join cost nothing while the runner runs."""
+    waiter = threading.Thread(target=process.wait, name="wait-runner", daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    if waiter.is_alive():
+        raise subprocess.TimeoutExpired(process.args, timeout_s)
+    return process.returncode
 
 
 def _settle(

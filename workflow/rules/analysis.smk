@@ -10,13 +10,14 @@ rule aggregate:
         fits=f"{RESULTS}/tables/fits.csv",
         scaling=f"{RESULTS}/tables/scaling.csv",
         break_even=f"{RESULTS}/tables/break_even.csv",
+        repeatability=f"{RESULTS}/tables/repeatability.csv",
     log:
         f"{RESULTS}/logs/aggregate.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli aggregate --cells {output.cells} --windows {output.windows}"
         " --fits {output.fits} --scaling {output.scaling} --break-even {output.break_even}"
-        " {input} > {log} 2>&1"
+        " --repeatability {output.repeatability} {input} > {log} 2>&1"
 
 
 rule accuracy:

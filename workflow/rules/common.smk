@@ -110,8 +110,15 @@ def training_outputs():
 
 def final_outputs():
     tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
+    tables += ["repeatability.csv"]
     figures = ["throughput.png", "speedup.png", "residuals.png", "frameworks.png"]
-    html = ["fits.html", "cells.html", "scaling.html", "break_even.html"]
+    html = [
+        "fits.html",
+        "cells.html",
+        "scaling.html",
+        "break_even.html",
+        "repeatability.html",
+    ]
     return (
         cell_results()
         + [f"{RESULTS}/tables/{name}" for name in tables]

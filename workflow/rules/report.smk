@@ -48,6 +48,7 @@ rule html_tables:
         fits=f"{RESULTS}/tables/fits.csv",
         scaling=f"{RESULTS}/tables/scaling.csv",
         break_even=f"{RESULTS}/tables/break_even.csv",
+        repeatability=f"{RESULTS}/tables/repeatability.csv",
     output:
         fits=report(
             f"{RESULTS}/tables/fits.html",
@@ -73,10 +74,17 @@ rule html_tables:
             category="3. Cells",
             labels={"table": "every cell"},
         ),
+        repeatability=report(
+            f"{RESULTS}/tables/repeatability.html",
+            caption="../../report/repeatability.rst",
+            category="3. Cells",
+            labels={"table": "repeatability"},
+        ),
     log:
         f"{RESULTS}/logs/html_tables.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli html-tables --cells {input.cells} {output.cells}"
         " --fits {input.fits} {output.fits} --scaling {input.scaling} {output.scaling}"
-        " --break-even {input.break_even} {output.break_even} > {log} 2>&1"
+        " --break-even {input.break_even} {output.break_even}"
+        " --repeatability {input.repeatability} {output.repeatability} > {log} 2>&1"

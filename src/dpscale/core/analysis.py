@@ -73,6 +73,24 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
     return columns
 
 
+def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
+    """The launcher's verdict on the machine's quiet (dpscale.core.contention)."""
+    contention = result["system"].get("contention") or {}
+    return {
+        "quality": result.get("quality"),
+        "quality_reason": result.get("quality_reason"),
+        **{
+            key: contention.get(key, math.nan)
+            for key in (
+                "foreign_cpu_cores_mean",
+                "foreign_cpu_cores_max",
+                "steal_fraction",
+                "loadavg_1m",
+            )
+        },
+    }
+
+
 def cell_row(result: dict[str, Any]) -> dict[str, Any]:
     cell = result["cell"]
     model = cell["model"]
@@ -102,6 +120,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "threads_per_device": cell["threads_per_device"],
         "status": result["status"],
         "reason": result["reason"],
+        **_quality_columns(result),
         **_summary_columns(result.get("measurement")),
         "trainable_params": info["trainable_params"],
         "train_flops_per_sample": info["train_flops_per_sample"],
@@ -179,7 +198,8 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
         measurement = result.get("measurement")
         if result["status"] != "ok" or not measurement:
             continue
-        base = {k: v for k, v in cell_row(result).items() if k in POINT_KEY + ["cell_id", "repeat"]}
+        keep = POINT_KEY + ["cell_id", "repeat", "quality"]
+        base = {k: v for k, v in cell_row(result).items() if k in keep}
         steps = measurement["steps_per_window"]
         for index, (seconds, rate) in enumerate(
             zip(measurement["window_seconds"], measurement["img_s"], strict=True)
@@ -193,15 +213,30 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
                     "img_s": rate,
                 }
             )
-    columns = ["cell_id", *POINT_KEY, "repeat", "window", "window_seconds", "step_time_s", "img_s"]
+    columns = [
+        "cell_id",
+        *POINT_KEY,
+        "repeat",
+        "quality",
+        "window",
+        "window_seconds",
+        "step_time_s",
+        "img_s",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
 def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
-    """One throughput-law fit per (strategy, model, mode, layout), over every timed window."""
+    """One throughput-law fit per (strategy, model, mode, layout), over every timed window
+    except those of contaminated cells (other work took CPU from them); ``excluded_points``
+    counts the windows left out."""
     rows = []
-    for key, group in windows.groupby(FIT_GROUP, sort=True):
+    quality = windows["quality"] if "quality" in windows else pd.Series("", index=windows.index)
+    windows = windows.assign(contaminated=quality.eq("contaminated"))
+    for key, everything in windows.groupby(FIT_GROUP, sort=True):
         row: dict[str, Any] = dict(zip(FIT_GROUP, key, strict=True))
+        group = everything[~everything["contaminated"]]
+        row["excluded_points"] = int(everything["contaminated"].sum())
         try:
             fit = fits.fit_throughput_law(group["batch_per_device"], group["step_time_s"])
         except ValueError as error:
@@ -224,8 +259,44 @@ def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
         "b90",
         "b90_se",
         "ceiling_img_s",
+        "excluded_points",
     ]
     return pd.DataFrame(rows).reindex(columns=columns)
+
+
+REPEATABILITY_COLUMNS = [
+    *POINT_KEY,
+    "repeats",
+    "img_s_mean",
+    "img_s_sd",
+    "img_s_cv",
+    "qualities",
+]
+
+
+def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Run-to-run variation: per configuration measured ``measure.repeats`` > 1 times (ok
+    throughput cells), the mean, sd and coefficient of variation of the repeats' mean img/s."""
+    if cells.empty:
+        return pd.DataFrame(columns=REPEATABILITY_COLUMNS)
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    rows = []
+    for key, group in ok.groupby(POINT_KEY, sort=True):
+        if len(group) < 2:
+            continue
+        rates = group["img_s_mean"].astype(float)
+        quality = group["quality"] if "quality" in group else pd.Series(dtype=object)
+        rows.append(
+            {
+                **dict(zip(POINT_KEY, key, strict=True)),
+                "repeats": len(group),
+                "img_s_mean": rates.mean(),
+                "img_s_sd": rates.std(ddof=1),
+                "img_s_cv": rates.std(ddof=1) / rates.mean(),
+                "qualities": ";".join(str(q) for q in quality.fillna("unknown")),
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=REPEATABILITY_COLUMNS)
 
 
 def point_means(cells: pd.DataFrame) -> pd.DataFrame:

@@ -28,6 +28,11 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class Measure:
+    """The timing protocol (core.timing). With ``target_ci`` set, windows are added after
+    the first ``windows`` until the 95% CI half-width of the mean is within ``target_ci`` x
+    the mean, or ``max_windows``; only 1-process cells adapt unless the runner passes an
+    agreement across ranks (core.timing.time_windows)."""
+
     warmup_steps: int = 5
     windows: int = 5
     steps_per_window: int = 5
@@ -37,6 +42,17 @@ class Measure:
     collective_timeout_s: int = 300
     # per-process address-space cap (RLIMIT_AS, dpscale.guard); None: no cap
     memory_limit_mb: int | None = None
+
+    target_ci: float | None = None
+    max_windows: int | None = None
+
+    def adaptive_kwargs(self, processes: int = 1) -> dict:
+        """time_windows' adaptive arguments for a cell of ``processes`` timing processes
+        without an agreement callback: none (fixed windows) when several would have to
+        agree."""
+        if self.target_ci is None or processes > 1:
+            return {}
+        return {"target_ci": self.target_ci, "max_windows": self.max_windows}
 
 
 @dataclass(frozen=True)

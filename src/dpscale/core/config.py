@@ -166,6 +166,14 @@ def _check_combinations(config: dict[str, Any]) -> None:
         raise ConfigError(
             f"precision: {config['precision']!r} needs accelerator 'cuda'; allowed on cpu: ['fp32']"
         )
+    measure = config["measure"]
+    if measure["max_windows"] is not None and measure["max_windows"] < measure["windows"]:
+        raise ConfigError(
+            f"measure.max_windows: {measure['max_windows']} is less than measure.windows "
+            f"({measure['windows']})"
+        )
+    if measure["max_windows"] is not None and measure["target_ci"] is None:
+        raise ConfigError("measure.max_windows: only used with measure.target_ci; set both")
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from dpscale.core.cell import Cell
 from dpscale.core.faults import arrivals_folder, first_collective_deadline
 from dpscale.core.result import now_iso
 from dpscale.core.runner_support import progress, write_synthetic_result, write_training_result
-from dpscale.core.timing import Step, Sync, summarise, time_windows
+from dpscale.core.timing import Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.core.training import TrainingBackend, run_training
 
 # The matrix-multiply peak: n x n x n products of the cell's compute type, timed like the
@@ -98,8 +98,15 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
                 hang_s=m.timeout_s,
             )
         mine["windows"] = time_windows(
-            step, sync, m.warmup_steps, m.windows, m.steps_per_window, log
+            step,
+            sync,
+            m.warmup_steps,
+            m.windows,
+            m.steps_per_window,
+            log,
+            **m.adaptive_kwargs(processes=rank.size),  # several ranks would have to agree
         )
+        mine["span"] = last_timed_span()  # what the launcher's contention verdict covers
         mine["matmul"] = matmul_peak(cell, rank)
     mine["checksums"] = rank.param_checksums()
     mine["devices"] = rank.device_names()
@@ -145,10 +152,12 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "per_rank_tflop_s": [p["tflop_s"] for p in peaks],
         "framework": rank.framework,
     }
+    spans = [r["span"] for r in every if r.get("span")]
     write_synthetic_result(
         cell,
         out,
         per_rank_windows=[r["windows"] for r in every],
+        timed_span=[min(s[0] for s in spans), max(s[1] for s in spans)] if spans else None,
         system_extra=system_extra,
         **common,
     )

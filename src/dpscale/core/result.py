@@ -109,6 +109,23 @@ def write_result(path: str | Path, result: dict[str, Any]) -> Path:
     return path
 
 
+def rewrite_result(path: str | Path, result: dict[str, Any]) -> Path:
+    """Atomically replace a published result with an amended version of the same run.
+
+    The run's archived copies under ``runs/`` (same start time and status, written by
+    whichever process wrote the result first) are replaced too, so ``runs/`` keeps one file
+    per run.
+    """
+    path = Path(path)
+    validate_result(result)
+    archive = archive_path(path, result)
+    pattern = archive.name.replace(f"-{os.getpid()}-", "-*-")
+    for copy in archive.parent.glob(pattern):
+        write_json_atomic(copy, result)
+    write_json_atomic(path, result)
+    return path
+
+
 def read_result(path: str | Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as handle:
         result = json.load(handle)

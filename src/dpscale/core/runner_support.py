@@ -15,7 +15,7 @@ from dpscale.core.cell import Cell
 from dpscale.core.faults import exit_with_parent
 from dpscale.core.result import make_result, write_result
 from dpscale.core.sysinfo import describe_system
-from dpscale.core.timing import slowest_rank, throughput_measurement
+from dpscale.core.timing import ci_reached, last_timed_span, slowest_rank, throughput_measurement
 
 
 def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
@@ -58,6 +58,20 @@ def param_checksum(arrays: Iterable[np.ndarray]) -> str:
     return digest.hexdigest()
 
 
+def adaptive_record(cell: Cell, windows: Sequence[float]) -> dict[str, Any]:
+    """How adaptive measuring ended: the target, the windows run, whether it was reached.
+
+    Multi-process runners time a fixed ``windows`` until they pass an agreement across
+    ranks to ``time_windows`` (then ``windows_run`` may exceed ``windows``)."""
+    m = cell.measure
+    return {
+        "target_ci": m.target_ci,
+        "max_windows": m.max_windows,
+        "windows_run": len(windows),
+        "target_reached": ci_reached(windows, m.target_ci),
+    }
+
+
 def write_synthetic_result(
     cell: Cell,
     out: Path,
@@ -72,13 +86,20 @@ def write_synthetic_result(
     rank_param_checksums: Sequence[str] | None = None,
     status: str = "ok",
     reason: str | None = None,
+    timed_span: Sequence[float] | None = None,
 ) -> None:
+    """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's)."""
     windows = slowest_rank(per_rank_windows)
     measurement = throughput_measurement(
         windows, cell.measure.steps_per_window, cell.batch_per_device, cell.world_size
     )
     measurement["per_rank_window_seconds"] = [list(r) for r in per_rank_windows]
     measurement["warmup_steps"] = cell.measure.warmup_steps
+    span = list(timed_span) if timed_span is not None else last_timed_span()
+    if span is not None:
+        measurement["timed_span"] = span
+    if cell.measure.target_ci is not None:
+        measurement["adaptive"] = adaptive_record(cell, windows)
     if rank_param_checksums is not None:
         measurement["rank_param_checksums"] = list(rank_param_checksums)
     result = make_result(

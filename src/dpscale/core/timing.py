@@ -75,6 +75,40 @@ def _t_half_width(sd: float, n: int) -> float:
     return float(scipy_stats.t.ppf(0.975, df=n - 1) * sd / math.sqrt(n))
 
 
+Agree = Callable[[bool], bool]
+
+_last_span: list[float] | None = None
+
+
+def last_timed_span() -> list[float] | None:
+    """``[start, end]`` (``time.time()``) of the timed windows of this process's latest
+    :func:`time_windows` call: what the launcher's contention sampler is restricted to."""
+    return list(_last_span) if _last_span else None
+
+
+def ci_reached(durations: Sequence[float], target_ci: float) -> bool:
+    """Whether the 95% CI half-width of the mean window rate is within ``target_ci`` x mean."""
+    if len(durations) < 2:
+        return False
+    summary = summarise([1.0 / seconds for seconds in durations])
+    return summary.ci95 <= target_ci * summary.mean
+
+
+def _window_budget(
+    windows: int, target_ci: float | None, max_windows: int | None, world_size: int, agree
+) -> int:
+    if target_ci is None:
+        return windows
+    if target_ci <= 0:
+        raise ValueError("target_ci must be > 0")
+    if world_size > 1 and agree is None:
+        raise ValueError(
+            "target_ci with several ranks needs an agree callback (every rank must run the "
+            "same number of windows: ranks step in lockstep through collectives)"
+        )
+    return max(windows, max_windows or windows)
+
+
 def time_windows(
     step: Step,
     sync: Sync,
@@ -82,22 +116,42 @@ def time_windows(
     windows: int,
     steps_per_window: int,
     progress: Progress | None = None,
+    *,
+    target_ci: float | None = None,
+    max_windows: int | None = None,
+    world_size: int = 1,
+    agree: Agree | None = None,
 ) -> list[float]:
-    """Run the protocol and return each window's wall time in seconds (this process)."""
+    """Run the protocol and return each window's wall time in seconds (this process).
+
+    Adaptive measuring (``target_ci`` set): after the first ``windows`` windows, keep timing
+    until the 95% CI half-width of the mean window rate is within ``target_ci`` x the mean,
+    or ``max_windows`` windows. With several ranks the decision must be the same on every
+    rank, so ``agree(done_here)`` must return whether *every* rank is done (an allreduce of
+    the flag with min, or of "not done" with max); without it, several ranks are an error.
+    """
+    global _last_span
     if warmup_steps < 1 or windows < 1 or steps_per_window < 1:
         raise ValueError("warmup_steps, windows and steps_per_window must all be >= 1")
+    budget = _window_budget(windows, target_ci, max_windows, world_size, agree)
     for _ in range(warmup_steps):
         step()
     sync()
-    durations = []
-    for index in range(windows):
+    durations: list[float] = []
+    span_start = time.time()
+    while len(durations) < budget:
         start = time.perf_counter()
         for _ in range(steps_per_window):
             step()
         sync()
         durations.append(time.perf_counter() - start)
         if progress is not None:
-            progress(f"window {index + 1}/{windows}: {durations[-1]:.3f} s")
+            progress(f"window {len(durations)}/{budget}: {durations[-1]:.3f} s")
+        if target_ci is not None and len(durations) >= windows:
+            done = ci_reached(durations, target_ci)
+            if agree(done) if agree is not None else done:
+                break
+    _last_span = [span_start, time.time()]
     return durations
 
 

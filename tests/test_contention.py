@@ -1,0 +1,94 @@
+"""Contention sampling and the quality verdict (the launcher's real-neighbour tests are in
+test_launch.py)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from dpscale.core import contention as c
+
+TICK = c.CLOCK_TICKS
+
+
+def sample(wall, busy_s, own_s, steal_s=0.0, idle_s=0.0):
+    return c.Sample(
+        wall=wall,
+        busy=round(busy_s * TICK),
+        idle=round(idle_s * TICK),
+        steal=round(steal_s * TICK),
+        own=round(own_s * TICK),
+        loadavg_1m=1.0,
+    )
+
+
+def summary(samples, span=None, cpus=2, used=2):
+    return c.summarise_contention(samples, span, cpus, used)
+
+
+def test_foreign_cpu_is_machine_busy_minus_the_cell():
+    # 2 s: the machine was busy 3 CPU-seconds, the cell used 2 of them
+    s = summary(
+        [sample(0, 0, 0, idle_s=0), sample(1, 1.5, 1, idle_s=0.5), sample(2, 3, 2, idle_s=1)]
+    )
+    assert s["foreign_cpu_cores_mean"] == pytest.approx(0.5)
+    assert s["cell_cpu_cores_mean"] == pytest.approx(1.0)
+    assert s["samples"] == 3
+
+
+def test_only_the_samples_that_bracket_the_timed_span_count():
+    samples = [sample(0, 0, 0), sample(1, 2, 0), sample(2, 3, 1), sample(3, 4, 2), sample(4, 6, 2)]
+    s = summary(samples, span=[1.2, 2.8])  # bracketed by the samples at 1 and 3
+    assert s["samples"] == 3
+    assert s["foreign_cpu_cores_mean"] == pytest.approx(0.0)
+    assert s["foreign_cpu_cores_max"] == pytest.approx(0.0)
+    assert summary(samples)["foreign_cpu_cores_max"] == pytest.approx(2.0)
+
+
+def test_verdicts_follow_the_documented_thresholds():
+    quiet = summary([sample(0, 0, 0), sample(10, 20, 20)])
+    assert c.verdict(quiet)[0] == "ok"
+    light = summary([sample(0, 0, 0), sample(10, 21, 20)])  # 0.1 core taken from the cell
+    assert c.verdict(light)[0] == "noisy"
+    heavy = summary([sample(0, 0, 0), sample(10, 25, 20)])  # 0.5 core
+    assert c.verdict(heavy)[0] == "contaminated"
+    stolen = summary([sample(0, 0, 0), sample(10, 20, 20, steal_s=2)])
+    assert c.verdict(stolen)[0] == "contaminated"
+
+
+def test_work_on_spare_cpus_is_noise_not_contamination():
+    # the cell uses 1 of 2 CPUs; a neighbour on the other CPU takes none of its CPU time
+    # but shares the machine's caches and memory bandwidth
+    s = summary([sample(0, 0, 0), sample(10, 19, 10)], cpus=2, used=1)
+    assert s["spare_cpus"] == 1
+    assert c.verdict(s)[0] == "noisy"
+    barely = summary([sample(0, 0, 0), sample(10, 10.2, 10)], cpus=2, used=1)
+    assert c.verdict(barely)[0] == "ok"  # 0.02 core: below the noise threshold
+
+
+def test_too_few_samples_is_unknown():
+    assert c.verdict(summary([sample(0, 0, 0)]))[0] == "unknown"
+
+
+def test_descendants_of_a_tree():
+    parents = {2: 1, 3: 2, 4: 2, 5: 9, 6: 3}
+    assert c.descendants(2, parents) == {2, 3, 4, 6}
+
+
+def test_a_child_that_exits_still_counts_as_the_cell_s():
+    sampler = c.ContentionSampler(interval_s=0.1)
+    sampler.start()
+    try:
+        code = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    finally:
+        samples = sampler.stop()
+    own = (samples[-1].own - samples[0].own) / TICK
+    assert own >= 0.5  # the child's 0.6 CPU-seconds, though it is gone
+
+
+def test_a_disabled_sampler_takes_no_sample_and_annotates_nothing(tmp_path):
+    with c.sampling(enabled=False) as sampler:
+        pass
+    assert sampler.samples == []
+    assert c.annotate_result(tmp_path / "absent.json", sampler, cell=None) is None
