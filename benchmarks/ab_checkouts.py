@@ -35,11 +35,27 @@ def cell_for(name: str) -> Cell:
     return Cell("ab", name, MODEL, "synthetic", 1, devices, 16, measure=MEASURE)
 
 
+CELL_SCRIPT = """
+import sys
+from dpscale.core.cell import Cell, Measure, ModelConfig
+name, devices = sys.argv[1], int(sys.argv[2])
+print(Cell("ab", name, ModelConfig("resnet18", "imagenet", 64, 10), "synthetic", 1, devices, 16,
+           measure=Measure(warmup_steps=3, windows=5, steps_per_window=3, timeout_s=600)).to_json())
+"""
+
+
+def cell_json(checkout: Path, cell: Cell) -> str:
+    """The cell as the checkout's own Cell writes it (its fields may differ)."""
+    env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
+    command = [sys.executable, "-c", CELL_SCRIPT, cell.strategy, str(cell.devices_per_node)]
+    return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+
+
 def run(checkout: Path, cell: Cell, env_dir: str, scratch: Path) -> float:
-    out, log = scratch / "result.json", scratch / "cell.log"
+    out, log = scratch / "cells" / "result.json", scratch / "cell.log"
     out.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
-    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
+    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell_json(checkout, cell)]
     command += ["--env", str(env_prefix(STRATEGIES[cell.strategy].env, env_dir))]
     command += ["--out", str(out), "--log", str(log)]
     subprocess.run(command, env=env, cwd=checkout, check=True, capture_output=True)
