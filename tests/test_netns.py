@@ -129,3 +129,40 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     fits = pd.read_csv(tmp_path / "post003_interconnect_mini" / "tables" / "fits.csv")
     assert {"1gbe", "10gbe", "host"} <= set(fits["network"])
     assert set(netns.leftover()) == set()
+
+
+@pytest.mark.slow
+def test_a_partitioned_network_fails_the_cell_and_removes_the_namespaces(tmp_path):
+    """The emulated link of a 2-node torch-ddp cell is taken down while it measures: the
+    cell ends failed with the reason (gloo's timeout, twice measure.collective_timeout_s),
+    within the bound, and no namespace or rank is left."""
+    from dpscale.core.cell import Measure
+    from dpscale.core.envs import ensure_env
+    from dpscale.core.result import read_result
+
+    cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    measure = Measure(1, 500, 2, 300, collective_timeout_s=10)
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(measure)})
+    before = set(netns.leftover())
+    out, log = tmp_path / "cells" / "c.json", tmp_path / "c.log"
+    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
+    command += ["--env", str(ensure_env("torch")), "--out", str(out), "--log", str(log)]
+    env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
+    launcher = subprocess.Popen(command, env=env)
+    try:
+        assert wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
+        hub = next(n for n in set(netns.leftover()) - before if n.endswith("hub"))
+        subprocess.run(["ip", "-n", hub, "link", "set", "p1", "down"], check=True, timeout=10)
+        cut = time.monotonic()
+        launcher.wait(timeout=120)
+        detected_s = time.monotonic() - cut
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    result = read_result(out)
+    assert result["status"] == "failed", result["reason"]
+    assert result["reason"], result
+    print(f"partition detected after {detected_s:.1f} s: {result['reason']}")
+    assert wait_until(lambda: set(netns.leftover()) == before, 10)
+    ranks = subprocess.run(["pgrep", "-f", str(out)], capture_output=True)
+    assert ranks.stdout.strip() == b"", ranks.stdout
