@@ -50,7 +50,7 @@ def write_fake_study(config_file: Path, results_dir: Path, env_dir: Path) -> dic
     config = study_config(config_file, results_dir, env_dir)
     rng = np.random.default_rng(0)
     root = results_dir / config["study"]
-    for cell in expand(config):
+    for cell in expand(config, STRATEGIES):
         if cell.skip_reason:
             result = make_result(
                 cell, "skipped", started_at=now_iso(), system=SYSTEM, reason=cell.skip_reason

@@ -112,11 +112,14 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
 
     from conftest import REPO
 
-    command = [
-        sys.executable, "-m", "snakemake", "--configfile", "studies/post003_interconnect_mini.yaml",
-        "--config", f"results_dir={tmp_path}", "batch_sizes=[8,16]",
-        "measure={warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}",
-    ]  # fmt: skip
+    shrink = tmp_path / "shrink.yaml"
+    shrink.write_text(
+        "batch_sizes: [8, 16]\n"
+        "measure: {warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}\n"
+    )
+    command = [sys.executable, "-m", "snakemake", "--configfile"]
+    command += ["studies/post003_interconnect_mini.yaml", str(shrink)]
+    command += ["--config", f"results_dir={tmp_path}"]
     env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -97,8 +97,13 @@ def html_tables(args: argparse.Namespace) -> None:
         "cell measured (foreign_cpu_cores_mean, in cores); contaminated cells are left out "
         "of the fits.",
     )
+    repeatability = pd.read_csv(args.repeatability[0])
+    if repeatability.empty:  # the report says so instead of showing an empty table
+        repeatability = pd.DataFrame(
+            {"repeatability": ["not measured: every configuration ran once (measure.repeats)"]}
+        )
     write_table_html(
-        pd.read_csv(args.repeatability[0]),
+        repeatability,
         args.repeatability[1],
         "Repeatability across repeats",
         "Configurations measured more than once (measure.repeats): the mean, sd and "
