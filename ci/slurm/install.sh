@@ -44,7 +44,8 @@ made_policy=0
 if [[ ! -e $policy ]]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; made_policy=1
 fi
-cleanup() { [[ $made_policy == 1 ]] && rm -f "$policy"; }
+# (an if, not `[[ ]] && rm`: a false test would become the script's exit status)
+cleanup() { if [[ $made_policy == 1 ]]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
 if ! { timeout 300 apt-get update -q >"$log" 2>&1 &&
