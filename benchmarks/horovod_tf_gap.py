@@ -9,7 +9,7 @@ order that rotates from round to round, so a drift of the machine hits all alike
 times its own batches; the script prints, per variant, global img/s (slowest rank per
 round, mean over rounds) and its ratio to the reference step (median of per-round ratios).
 
-Variants differ from the runner's step (dpscale.runners.horovod_tf.make_train_step) in one
+Variants differ from the runner's step (dpscale.strategies.horovod_tf.make_train_step) in one
 thing each, or from the reference step (Horovod's benchmark_step) in one thing each:
 
 - runner: the runner's own make_train_step and optimizer (control);
@@ -124,7 +124,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from dpscale.runners import horovod_tf as ht
+    from dpscale.strategies import horovod_tf as ht
 
     ht.configure_threads(cell)
     hvd.init()
@@ -133,7 +133,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     for name in variants:
         if name == "runner":
             model, _ = ht.build_model(cell)
-            optimizer = ht.make_optimizer(cell)
+            optimizer = ht.make_sgd(cell)
             ht.broadcast_initial_state(model, optimizer)
             steps[name] = ht.make_train_step(cell, model, optimizer, cell.batch_per_device)
         elif name.startswith("reference"):

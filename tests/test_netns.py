@@ -71,28 +71,34 @@ def wait_until(condition, timeout_s: float) -> bool:
     return condition()
 
 
-@pytest.mark.slow
-def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
-    """SIGTERM to the launcher of a 2-node torch-ddp cell while it measures (what Snakemake
-    sends a job it stops): its namespaces and rank processes are gone within seconds."""
+def start_two_node_cell(tmp_path, **measure_fields):
+    """A 2-node torch-ddp cell on an emulated 1 GbE link, its launcher started as Snakemake
+    starts it; returns (launcher, result path, log path) once the first window is logged."""
     from dpscale.core.cell import Measure
     from dpscale.core.envs import ensure_env
 
-    cell = make_cell(
-        "torch-ddp",
-        nodes=2,
-        batch=4,
-        network=Network("lan", rate="1gbit"),
-    )
-    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 500, 2, 300))})
-    before = set(netns.leftover())
+    cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    measure = Measure(1, 500, 2, 300, **measure_fields)
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(measure)})
     out, log = tmp_path / "cells" / "c.json", tmp_path / "c.log"
     command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
     command += ["--env", str(ensure_env("torch")), "--out", str(out), "--log", str(log)]
     env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
     launcher = subprocess.Popen(command, env=env)
+    first_window = wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
+    if not first_window:
+        launcher.kill()
+    assert first_window
+    return launcher, out, log
+
+
+@pytest.mark.slow
+def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
+    """SIGTERM to the launcher of a 2-node torch-ddp cell while it measures (what Snakemake
+    sends a job it stops): its namespaces and rank processes are gone within seconds."""
+    before = set(netns.leftover())
+    launcher, out, _ = start_two_node_cell(tmp_path)
     try:
-        assert wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
         assert len(set(netns.leftover()) - before) == 3  # two nodes and the switch
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(timeout=30)
@@ -139,21 +145,11 @@ def test_a_partitioned_network_fails_the_cell_and_removes_the_namespaces(tmp_pat
     """The emulated link of a 2-node torch-ddp cell is taken down while it measures: the
     cell ends failed with the reason (gloo's timeout, twice measure.collective_timeout_s),
     within the bound, and no namespace or rank is left."""
-    from dpscale.core.cell import Measure
-    from dpscale.core.envs import ensure_env
     from dpscale.core.result import read_result
 
-    cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
-    measure = Measure(1, 500, 2, 300, collective_timeout_s=10)
-    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(measure)})
     before = set(netns.leftover())
-    out, log = tmp_path / "cells" / "c.json", tmp_path / "c.log"
-    command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
-    command += ["--env", str(ensure_env("torch")), "--out", str(out), "--log", str(log)]
-    env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
-    launcher = subprocess.Popen(command, env=env)
+    launcher, out, _ = start_two_node_cell(tmp_path, collective_timeout_s=10)
     try:
-        assert wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
         hub = next(n for n in set(netns.leftover()) - before if n.endswith("hub"))
         subprocess.run(["ip", "-n", hub, "link", "set", "p1", "down"], check=True, timeout=10)
         cut = time.monotonic()
