@@ -102,6 +102,22 @@ class FileGather:
         return values
 
 
+def broadcast_initial_parameters(trainer: gluon.Trainer) -> None:
+    """Create the Trainer's kvstore entries now, and wait until worker 0's parameters are here.
+
+    Gluon does this lazily inside the first ``trainer.step``: ``kv.broadcast`` (init, then a
+    pull into the parameters) and, right after it, the first gradient push. The engine does
+    not order that pull before the push (they share no array), so a worker's push can reach
+    the servers first; once every worker has pushed, the servers hold the summed gradient,
+    and the late pull copies it into the parameters. With ``update_on_kvstore=False`` nothing
+    repairs that: the ranks end with different parameters (seen once in CI, mxnet-dist
+    training on 2 workers). Initialising before any backward pass and waiting closes the race.
+    """
+    trainer._init_kvstore()  # private: Gluon has no public call for this
+    trainer._init_params()  # [distributed] init + pull of worker 0's values
+    mx.nd.waitall()
+
+
 def main(argv: list[str] | None = None) -> None:
     framework.require()
     cell, out = parse_runner_args(argv)
@@ -123,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         kvstore=kv,
         update_on_kvstore=cell.mode != "train",
     )
+    broadcast_initial_parameters(trainer)
     rank = mxnet_ops.MXNetRank(
         cell,
         net,
