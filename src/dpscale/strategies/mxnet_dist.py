@@ -112,6 +112,9 @@ def broadcast_initial_parameters(trainer: gluon.Trainer) -> None:
     and the late pull copies it into the parameters. With ``update_on_kvstore=False`` nothing
     repairs that: the ranks end with different parameters (seen once in CI, mxnet-dist
     training on 2 workers). Initialising before any backward pass and waiting closes the race.
+    With the update on the kvstore (synthetic mode) the race is harmless, since every pull
+    then brings the servers' weights, and early initialisation would fix the optimizer's
+    gradient scale before ``step(batch)`` sets it (Gluon then refuses the step).
     """
     trainer._init_kvstore()  # private: Gluon has no public call for this
     trainer._init_params()  # [distributed] init + pull of worker 0's values
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         kvstore=kv,
         update_on_kvstore=cell.mode != "train",
     )
-    broadcast_initial_parameters(trainer)
+    if cell.mode == "train":
+        broadcast_initial_parameters(trainer)
     rank = mxnet_ops.MXNetRank(
         cell,
         net,
