@@ -195,8 +195,9 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, ``collectives``, or ``train-<dataset>-<lr rule>`` for training cells; cells across
-        nodes on a network other than the host's end in ``-net-<network>``."""
+        """``synthetic``, ``collectives``, or ``train-<dataset>-<lr rule>`` for training
+        cells; cells across nodes on a network other than the host's end in
+        ``-net-<network>``."""
         key = self.mode
         if self.training is not None:
             key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"

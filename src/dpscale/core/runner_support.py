@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from dpscale.core.cell import Cell
+from dpscale.core.comm import algorithm_bandwidth, bus_bandwidth
 from dpscale.core.faults import exit_with_parent
 from dpscale.core.result import make_result, write_result
 from dpscale.core.sysinfo import describe_system
-from dpscale.core.comm import algorithm_bandwidth, bus_bandwidth
 from dpscale.core.timing import (
     ci_reached,
     last_timed_span,

@@ -10,10 +10,11 @@ classic parameter server): workers push gradients, the servers sum them over wor
 apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries broadcasts
 worker 0's initial parameters. The gradient is averaged over the global batch.
 
-Training and collectives modes update on the workers instead (``update_on_kvstore=False``): the servers
-only sum the gradients, each worker pulls the sum and applies SGD itself. The learning rate
-changes every step, and ``trainer.set_learning_rate`` changes only the worker's optimizer:
-the servers' copy is pickled once, when the Trainer sends it. All workers pull the same sum
+Training and collectives modes update on the workers instead
+(``update_on_kvstore=False``): the servers only sum the gradients, each worker pulls the
+sum and applies SGD itself. The learning rate changes every step, and
+``trainer.set_learning_rate`` changes only the worker's optimizer: the servers' copy is
+pickled once, when the Trainer sends it. All workers pull the same sum
 and apply the same update, so their parameters stay bit-identical. With no optimizer on the
 servers, the kvstore also carries the epoch sums and maxima (``KVStoreGather``) and, in
 collectives mode, the timed all-reduces (``KVStoreAllreduce``).
