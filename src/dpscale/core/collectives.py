@@ -101,6 +101,11 @@ def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
         row: dict[str, Any] = dict(zip(LAYOUT, key, strict=True))
         points = usable.loc[usable.index.intersection(group.index)]
         try:
+            if points.empty:
+                raise ValueError(
+                    "every cell of this group is contaminated (other work took CPU from it): "
+                    "left out, as from the throughput fits; measure it on a quiet machine"
+                )
             fit = comm.fit_alpha_beta(points["message_bytes"], points["time_s"], row["world_size"])
         except (ValueError, RuntimeError) as error:
             row.update(status="not fitted", reason=str(error), points=len(points))

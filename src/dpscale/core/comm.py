@@ -82,7 +82,10 @@ def fit_alpha_beta(
     def model(s: np.ndarray, alpha: float, inverse_beta: float) -> np.ndarray:
         return latency_steps * alpha + volume * s * inverse_beta
 
-    start = (max(time.min() / latency_steps, 1e-12), max(time.max() / (volume * size.max()), 1e-18))
+    start = (
+        max(time.min() / latency_steps, 1e-12),
+        max(time.max() / (volume * size.max()), 1e-18),
+    )
     # parameters of very different magnitudes (1e-5 s, 1e-9 s/byte): scale them to ~1
     x_scale = np.array(start)
     (alpha, inverse_beta), cov = optimize.curve_fit(
@@ -102,7 +105,8 @@ def fit_alpha_beta(
     residual = np.log(time) - np.log(model(size, alpha, inverse_beta))
     log_time = np.log(time)
     # r2 on log times: every size counts, as in the fit
-    r2 = 1.0 - float(residual @ residual) / float(((log_time - log_time.mean()) ** 2).sum())
+    spread = float(((log_time - log_time.mean()) ** 2).sum())
+    r2 = 1.0 - float(residual @ residual) / spread if spread > 0 else math.nan
     return AlphaBetaFit(
         alpha_s=float(alpha),
         alpha_se=alpha_se,
