@@ -127,6 +127,9 @@ def test_one_cell_per_strategy_layout_and_network_with_the_gradient_as_largest_m
     assert {c.collectives for c in cells} == {
         Collectives(4, fits.gradient_bytes(spec.trainable_params()), 4)
     }
+    assert {c.measure.windows for c in cells} == {default_config["measure"]["windows"]}
+    default_config["collectives"] = {"windows": 3}
+    assert {c.measure.windows for c in collective_cells(default_config)} == {3}
     # the throughput cells are unchanged and distinct from the collectives cells
     synthetic = [c for c in expand(check(default_config), STRATEGIES) if c.mode == "synthetic"]
     assert not ids & {c.cell_id for c in synthetic}

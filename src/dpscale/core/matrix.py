@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
@@ -112,11 +113,10 @@ def collectives_settings(config: dict[str, Any]) -> Collectives:
 
 def _collective_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
     """One cell per strategy, layout and network: the strategy's all-reduce over message sizes."""
-    measure, model, settings = (
-        _measure(config),
-        collectives_model(config),
-        collectives_settings(config),
-    )
+    model, settings = collectives_model(config), collectives_settings(config)
+    measure = _measure(config)
+    if config["collectives"]["windows"] is not None:
+        measure = dataclasses.replace(measure, windows=config["collectives"]["windows"])
     return [
         _cell(
             config,
