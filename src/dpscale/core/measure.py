@@ -32,7 +32,7 @@ from dpscale.core.runner_support import (
     write_synthetic_result,
     write_training_result,
 )
-from dpscale.core.timing import Step, Sync, last_timed_span, summarise, time_windows
+from dpscale.core.timing import Progress, Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.core.training import TrainingBackend, run_training
 
 # The matrix-multiply peak: n x n x n products of the cell's compute type, timed like the
@@ -133,7 +133,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     rank.finish()
 
 
-def time_allreduce(cell: Cell, out: Path, rank: Rank, log) -> dict[str, Any]:
+def time_allreduce(cell: Cell, out: Path, rank: Rank, log: Progress) -> dict[str, Any]:
     """This rank's windows per message size, timed by the synthetic cells' protocol; the
     first all-reduce is under the same first-collective deadline as a first step."""
     assert cell.collectives is not None

@@ -182,7 +182,7 @@ def write_collectives_result(
     reason: str | None = None,
 ) -> None:
     """A collectives cell's result: ``collectives`` holds the per-size windows."""
-    del rank_param_checksums  # no training step ran: the parameters say nothing here
+    del rank_param_checksums  # no optimiser step ran: they are the broadcast initial ones
     result = make_result(
         cell,
         status,
