@@ -113,7 +113,8 @@ def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
 @pytest.mark.slow
 def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     """studies/post003_interconnect_mini.yaml, shrunk: 2 processes on one node and on 2 emulated
-    nodes over 1 GbE and 10 GbE; every 2-node cell measured, every rank in step."""
+    nodes over 1 GbE and 10 GbE; every 2-node cell measured, every rank in step; the
+    all-reduce per message size on each network."""
     import pandas as pd
 
     from conftest import REPO
@@ -122,6 +123,7 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     shrink.write_text(
         "batch_sizes: [8, 16]\n"
         "measure: {warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}\n"
+        "collectives: {max_bytes: 4194304, factor: 32, windows: 2}\n"
     )
     command = [sys.executable, "-m", "snakemake", "--configfile"]
     command += ["studies/post003_interconnect_mini.yaml", str(shrink)]
@@ -137,6 +139,11 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     assert set(four["status"]) == {"skipped"}  # 4 processes on 2 cores
     fits = pd.read_csv(tmp_path / "post003_interconnect_mini" / "tables" / "fits.csv")
     assert {"1gbe", "10gbe", "host"} <= set(fits["network"])
+    tables = tmp_path / "post003_interconnect_mini" / "tables"
+    sizes = pd.read_csv(tables / "collectives.csv")
+    assert set(sizes["network"]) == {"1gbe", "10gbe", "host"}
+    assert set(sizes["message_bytes"]) == {4, 128, 4096, 131072, 4194304}
+    assert set(pd.read_csv(tables / "comm_fits.csv")["network"]) == {"1gbe", "10gbe", "host"}
     assert set(netns.leftover()) == set()
 
 

@@ -278,6 +278,48 @@ def add_posts_parser(commands: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=posts)
 
 
+def collectives(args: argparse.Namespace) -> None:
+    """Collectives cells -> per-size table, alpha-beta fits, bus-bandwidth figure, HTML."""
+    from dpscale.core import analysis, plots
+    from dpscale.core import collectives as tables
+    from dpscale.core.html import write_table_html
+    from dpscale.registry import STRATEGIES
+
+    sizes = tables.collectives_table(analysis.load_results(args.results))
+    comm_fits = tables.comm_fits_table(sizes)
+    _csv(sizes, args.table)
+    _csv(comm_fits, args.fits)
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    plots.collectives_figure(sizes, comm_fits, args.figure, list(STRATEGIES))
+    shown = (
+        comm_fits
+        if not comm_fits.empty
+        else pd.DataFrame(
+            {"alpha-beta fits": ["no collective cells in this study (mode collectives)"]}
+        )
+    )
+    write_table_html(
+        shown,
+        args.fits_html,
+        "All-reduce latency and bandwidth (ring model)",
+        "t(S) = 2(N-1) alpha + 2(N-1)/N S/beta fitted per strategy, network and layout to "
+        "the median per-call all-reduce time of every message size (relative errors, "
+        "alpha and beta >= 0); _lo/_hi: 95% intervals (beta's is the inverse of 1/beta's; "
+        "inf: not bounded above by the data); r2 on log times.",
+    )
+    print(f"[dpscale] {len(sizes)} message sizes; {int((comm_fits['status'] == 'ok').sum())} fits")
+
+
+def add_collectives_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("collectives", help="collectives cells -> tables, fits, figure")
+    cmd.add_argument("--table", type=Path, required=True, help="output: collectives.csv")
+    cmd.add_argument("--fits", type=Path, required=True, help="output: comm_fits.csv")
+    cmd.add_argument("--fits-html", type=Path, required=True, help="output: comm_fits.html")
+    cmd.add_argument("--figure", type=Path, required=True, help="output: bus bandwidth (PNG)")
+    cmd.add_argument("results", nargs="*", help="cell result JSON files (others are ignored)")
+    cmd.set_defaults(func=collectives)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -306,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     add_findings_parser(commands)
     add_figure_parsers(commands)
     add_posts_parser(commands)
+    add_collectives_parser(commands)
     args = parser.parse_args(argv)
     args.func(args)
 

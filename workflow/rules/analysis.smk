@@ -1,9 +1,9 @@
-# Every cell -> tidy tables (CSV, loadable with pandas) -> fits, scaling and break-even.
+# Every throughput and training cell -> tidy tables (CSV, loadable with pandas) -> fits, scaling and break-even.
 
 
 rule aggregate:
     input:
-        cell_results(),
+        cell_results(exclude=("collectives",)),
     output:
         cells=f"{RESULTS}/tables/cells.csv",
         windows=f"{RESULTS}/tables/windows.csv",

@@ -71,11 +71,11 @@ def cell_env_marker(wildcards):
     return ancient(env_marker(STRATEGIES[cell.strategy].env))
 
 
-def cell_results(mode=None):
+def cell_results(mode=None, exclude=()):
     return [
         f"{RESULTS}/cells/{cell_id}.json"
         for cell_id, cell in CELLS.items()
-        if mode is None or cell.mode == mode
+        if (mode is None or cell.mode == mode) and cell.mode not in exclude
     ]
 
 
@@ -108,6 +108,16 @@ def training_outputs():
     ]
 
 
+def collectives_outputs():
+    """The collectives tables and figure (workflow/rules/collectives.smk), when measured."""
+    if "collectives" not in config["modes"]:
+        return []
+    tables = ["collectives.csv", "comm_fits.csv", "comm_fits.html"]
+    return [f"{RESULTS}/tables/{name}" for name in tables] + [
+        f"{RESULTS}/figures/collectives_busbw.png"
+    ]
+
+
 def final_outputs():
     tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
     tables += ["repeatability.csv"]
@@ -125,5 +135,6 @@ def final_outputs():
         + [f"{RESULTS}/figures/{name}" for name in figures]
         + [f"{RESULTS}/tables/{name}" for name in html]
         + training_outputs()
+        + collectives_outputs()
         + findings_outputs()  # workflow/rules/findings.smk
     )

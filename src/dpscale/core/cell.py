@@ -124,11 +124,31 @@ HOST = Network()
 
 
 @dataclass(frozen=True)
+class Collectives:
+    """The message sizes a collectives cell times (config ``collectives``): ``min_bytes``,
+    then each size ``factor`` times the last, up to and including ``max_bytes``. Sizes are
+    whole float32 elements (multiples of 4 bytes)."""
+
+    min_bytes: int
+    max_bytes: int
+    factor: int
+
+    def message_sizes(self) -> list[int]:
+        sizes, size = [], self.min_bytes
+        while size < self.max_bytes:
+            sizes.append(size)
+            size *= self.factor
+        return [*sizes, self.max_bytes]
+
+
+@dataclass(frozen=True)
 class Cell:
     """Everything a runner needs to measure one configuration.
 
     ``batch_per_device`` is the per-device (per-rank) batch; the global batch is
     ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
+    Collectives cells (mode ``collectives``) time the strategy's all-reduce over message
+    sizes (``collectives``); no batch applies, their ``batch_per_device`` is 0.
     ``mxnet_servers`` is the number of parameter servers of the mxnet-dist strategy (1 in
     every other strategy's cells); it is not part of the cell id.
     """
@@ -150,6 +170,7 @@ class Cell:
     mxnet_servers: int = 1
     training: Training | None = None
     network: Network = HOST
+    collectives: Collectives | None = None
     skip_reason: str | None = None
 
     @property
@@ -174,8 +195,9 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, or ``train-<dataset>-<lr rule>`` for training cells; cells across
-        nodes on a network other than the host's end in ``-net-<network>``."""
+        """``synthetic``, ``collectives``, or ``train-<dataset>-<lr rule>`` for training
+        cells; cells across nodes on a network other than the host's end in
+        ``-net-<network>``."""
         key = self.mode
         if self.training is not None:
             key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
@@ -210,6 +232,7 @@ class Cell:
         model.pop("key", None)
         measure = data.pop("measure", {})
         training = data.pop("training", None)
+        collectives = data.pop("collectives", None)
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
         return cls(
@@ -217,6 +240,7 @@ class Cell:
             measure=Measure(**measure),
             training=Training(**training) if training else None,
             network=Network(**network),
+            collectives=Collectives(**collectives) if collectives else None,
             **data,
         )
 

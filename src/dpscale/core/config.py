@@ -74,6 +74,7 @@ def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[
     filled = _with_defaults(config, schema)
     _check_names(filled, sorted(strategy_names))
     _check_combinations(filled)
+    _check_collectives(filled)
     _check_paths(filled)
     return filled
 
@@ -174,6 +175,18 @@ def _check_combinations(config: dict[str, Any]) -> None:
         )
     if measure["max_windows"] is not None and measure["target_ci"] is None:
         raise ConfigError("measure.max_windows: only used with measure.target_ci; set both")
+
+
+def _check_collectives(config: dict[str, Any]) -> None:
+    from dpscale.core.matrix import collectives_settings
+
+    settings = collectives_settings(config)
+    if settings.max_bytes < settings.min_bytes:
+        where = "max_bytes" if config["collectives"]["max_bytes"] is not None else "min_bytes"
+        raise ConfigError(
+            f"collectives.{where}: min_bytes ({settings.min_bytes}) must not exceed max_bytes "
+            f"({settings.max_bytes}{'' if where == 'max_bytes' else ', the largest gradient'})"
+        )
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

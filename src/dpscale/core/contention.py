@@ -316,7 +316,8 @@ def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | 
         return None
     if result["status"] != "ok":
         return None
-    span = (result.get("measurement") or {}).get("timed_span")
+    timed = result.get("measurement") or result.get("collectives") or {}
+    span = timed.get("timed_span")
     contention = summarise_contention(
         sampler.samples, span, sampler.cpus, cpus_used_by(cell), sampler.interval_s
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.core.cell import HOST, Cell, Measure, ModelConfig, Network, Training
+from dpscale.core import fits
+from dpscale.core.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
 from dpscale.core.strategy import Strategy
 
 
@@ -22,6 +24,8 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
         cells += _synthetic_cells(config, strategies)
     if "train" in config["modes"]:
         cells += _training_cells(config, strategies)
+    if "collectives" in config["modes"]:
+        cells += _collective_cells(config, strategies)
     return cells
 
 
@@ -35,7 +39,7 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
         precision=config["precision"],
         memory_format=config["memory_format"],
         skip_reason=strategy.skip_reason(
-            config["accelerator"], fields["nodes"], fields["devices_per_node"]
+            config["accelerator"], fields["nodes"], fields["devices_per_node"], fields["mode"]
         ),
         # only the cells that use a strategy's option carry it: changing it reruns only those
         **options,
@@ -82,6 +86,53 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             sorted(config["devices_per_node"]),
             sorted(config["batch_sizes"]),
             range(config["measure"]["repeats"]),
+        )
+        for network in _networks(config, nodes)
+    ]
+
+
+# Collectives cells have no batch: their id carries this placeholder (layout ``-b0-``).
+NO_BATCH = 0
+
+
+def collectives_model(config: dict[str, Any]) -> ModelConfig:
+    """The model whose gradient sets the largest message by default: the study's largest."""
+    models = [ModelConfig(**model) for model in config["models"]]
+    return max(models, key=lambda model: model.spec().trainable_params())
+
+
+def collectives_settings(config: dict[str, Any]) -> Collectives:
+    """Message sizes from ``collectives`` (already checked); max_bytes null: the fp32
+    gradient of the study's largest model."""
+    section = config["collectives"]
+    max_bytes = section["max_bytes"]
+    if max_bytes is None:
+        max_bytes = fits.gradient_bytes(collectives_model(config).spec().trainable_params())
+    return Collectives(section["min_bytes"], max_bytes, section["factor"])
+
+
+def _collective_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+    """One cell per strategy, layout and network: the strategy's all-reduce over message sizes."""
+    model, settings = collectives_model(config), collectives_settings(config)
+    measure = _measure(config)
+    if config["collectives"]["windows"] is not None:
+        measure = dataclasses.replace(measure, windows=config["collectives"]["windows"])
+    return [
+        _cell(
+            config,
+            strategies[name],
+            model=model,
+            mode="collectives",
+            nodes=nodes,
+            devices_per_node=devices,
+            batch_per_device=NO_BATCH,
+            measure=measure,
+            seed=config["seed"],
+            network=network,
+            collectives=settings,
+        )
+        for name, nodes, devices in itertools.product(
+            config["strategies"], sorted(config["nodes"]), sorted(config["devices_per_node"])
         )
         for network in _networks(config, nodes)
     ]

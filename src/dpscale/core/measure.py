@@ -4,7 +4,9 @@ A strategy's adapter sets its framework up (init, pin the device, build, wrap, b
 and hands :func:`run_cell` a :class:`Rank`: the handful of framework calls the loop needs.
 The loop then does the same thing for every strategy:
 
-1. synthetic mode: time the training step by the core protocol (core.timing: warm-up,
+1. collectives mode: time the strategy's all-reduce at each message size by the same
+   protocol (core.timing), buffers created before each size's warm-up;
+   synthetic mode: time the training step by the core protocol (core.timing: warm-up,
    synchronised windows; the first step under a deadline, core.faults), then the device's
    dense matrix-multiply peak with the same protocol (for model FLOPs utilisation);
    training mode: core.training.run_training;
@@ -24,8 +26,13 @@ from typing import Any, Protocol
 from dpscale.core.cell import Cell
 from dpscale.core.faults import arrivals_folder, first_collective_deadline
 from dpscale.core.result import now_iso
-from dpscale.core.runner_support import progress, write_synthetic_result, write_training_result
-from dpscale.core.timing import Step, Sync, last_timed_span, summarise, time_windows
+from dpscale.core.runner_support import (
+    progress,
+    write_collectives_result,
+    write_synthetic_result,
+    write_training_result,
+)
+from dpscale.core.timing import Progress, Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.core.training import TrainingBackend, run_training
 
 # The matrix-multiply peak: n x n x n products of the cell's compute type, timed like the
@@ -54,6 +61,14 @@ class Rank(Protocol):
 
     def matmul(self, n: int, dtype: str) -> tuple[Step, Sync]:
         """One dense n x n x n product on this rank's device (operands created once)."""
+
+    def allreduce(self, nbytes: int) -> tuple[Step, Sync]:
+        """One sum all-reduce of ``nbytes`` bytes of float32 over every rank, through the
+        strategy's own communication path (buffers created once, here, outside any timing);
+        collectives mode only, multi-process strategies only."""
+
+    def allreduce_description(self) -> dict[str, str]:
+        """What :meth:`allreduce` calls: ``op`` and ``backend`` (e.g. gloo, nccl, ps-lite)."""
 
     def gather(self, value: Any) -> list[Any]:
         """Every rank's ``value`` in rank order (needed on rank 0 only)."""
@@ -84,6 +99,8 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     if cell.mode == "train":
         backend = rank.training_backend()
         mine["training"] = run_training(cell, backend, rank.rank, rank.size, rank.batch, log)
+    elif cell.mode == "collectives":
+        mine["collectives"] = time_allreduce(cell, out, rank, log)
     else:
         step, sync = rank.synthetic_step()
         m = cell.measure
@@ -116,6 +133,36 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     rank.finish()
 
 
+def time_allreduce(cell: Cell, out: Path, rank: Rank, log: Progress) -> dict[str, Any]:
+    """This rank's windows per message size, timed by the synthetic cells' protocol; the
+    first all-reduce is under the same first-collective deadline as a first step."""
+    assert cell.collectives is not None
+    m = cell.measure
+    windows: dict[str, list[float]] = {}
+    span_start: float | None = None
+    for index, nbytes in enumerate(cell.collectives.message_sizes()):
+        step, sync = rank.allreduce(nbytes)
+        if index == 0:
+            step, sync = first_collective_deadline(
+                step,
+                sync,
+                rank.rank,
+                rank.size,
+                m.collective_timeout_s,
+                arrivals_folder(out),
+                hang_s=m.timeout_s,
+            )
+        log(f"all-reduce of {nbytes} bytes")
+        windows[str(nbytes)] = time_windows(
+            step, sync, m.warmup_steps, m.windows, m.steps_per_window
+        )
+        span = last_timed_span()
+        if span_start is None and span:
+            span_start = span[0]
+    span = last_timed_span()
+    return {"windows": windows, "span": [span_start, span[1]] if span and span_start else None}
+
+
 def matmul_peak(cell: Cell, rank: Rank) -> dict[str, Any]:
     """This rank's dense matrix-multiply rate in TFLOP/s (mean over windows, 95% CI)."""
     n, dtype = MATMUL_N[cell.accelerator], MATMUL_DTYPES[cell.precision]
@@ -145,6 +192,17 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
     if cell.mode == "train":
         write_training_result(cell, out, training=every[0]["training"], **common)
         return
+    if cell.mode == "collectives":
+        write_collectives_result(
+            cell,
+            out,
+            per_rank=[r["collectives"]["windows"] for r in every],
+            description=rank.allreduce_description(),
+            timed_span=_overall_span([r["collectives"]["span"] for r in every]),
+            system_extra=system_extra,
+            **common,
+        )
+        return
     peaks = [r["matmul"] for r in every]
     system_extra["matmul_peak"] = {
         **peaks[0],
@@ -152,15 +210,20 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "per_rank_tflop_s": [p["tflop_s"] for p in peaks],
         "framework": rank.framework,
     }
-    spans = [r["span"] for r in every if r.get("span")]
     write_synthetic_result(
         cell,
         out,
         per_rank_windows=[r["windows"] for r in every],
-        timed_span=[min(s[0] for s in spans), max(s[1] for s in spans)] if spans else None,
+        timed_span=_overall_span([r.get("span") for r in every]),
         system_extra=system_extra,
         **common,
     )
+
+
+def _overall_span(spans: list[list[float] | None]) -> list[float] | None:
+    """From the first rank's start to the last rank's end of the timed windows."""
+    known = [s for s in spans if s]
+    return [min(s[0] for s in known), max(s[1] for s in known)] if known else None
 
 
 def diverged(checksums: list[str]) -> str:

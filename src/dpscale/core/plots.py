@@ -242,3 +242,54 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.8 * len(models))))
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def collectives_figure(
+    table: pd.DataFrame, comm_fits: pd.DataFrame, path: Path, known: Sequence[str] = ()
+) -> None:
+    """All-reduce bus bandwidth vs message size (log-log): a panel per network, a colour per
+    strategy, a line style per layout; bars from the 10th to the 90th percentile window, the
+    fitted ring model (alpha, beta) as a thin line."""
+    if table.empty:
+        empty_figure(path, "No collective cells in this study (mode collectives).")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, styles = _style_keys(table, known)
+    figure, panels = _panels(sorted(table["network"].unique()))
+    keys = ["network", "strategy", "world_size", "nodes"]
+    fitted = comm_fits[comm_fits["status"] == "ok"].set_index(keys)
+    for (network, strategy, world, nodes), group in table.groupby(keys):
+        axis, colour = panels[network], colours[strategy]
+        linestyle, marker = styles[(world, nodes, network)]
+        group = group.sort_values("message_bytes")
+        spread = [group["busbw_GB_s"] - group["busbw_lo_GB_s"]]
+        spread.append(group["busbw_hi_GB_s"] - group["busbw_GB_s"])
+        axis.errorbar(
+            group["message_bytes"],
+            group["busbw_GB_s"],
+            yerr=spread,
+            color=colour,
+            linestyle=linestyle,
+            marker=marker,
+            capsize=3,
+            label=f"{strategy}, {layout_label(world, nodes, network)}",
+        )
+        if (network, strategy, world, nodes) in fitted.index:
+            fit = fitted.loc[(network, strategy, world, nodes)]
+            sizes = np.geomspace(group["message_bytes"].min(), group["message_bytes"].max(), 100)
+            seconds = [
+                fits.ring_allreduce_seconds(s, world, fit["beta_GB_s"] * 1e9, fit["alpha_s"])
+                for s in sizes
+            ]
+            model = sizes / np.array(seconds) * 2 * (world - 1) / world / 1e9
+            axis.plot(sizes, model, color=colour, linewidth=1, alpha=0.5)
+    for network, axis in panels.items():
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_title(f"network: {network}")
+        axis.set_xlabel("message size (bytes, float32)")
+        axis.set_ylabel("bus bandwidth GB/s (median, p10-p90)")
+        axis.legend(fontsize="small", loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

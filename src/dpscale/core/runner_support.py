@@ -12,10 +12,17 @@ from typing import Any
 import numpy as np
 
 from dpscale.core.cell import Cell
+from dpscale.core.comm import algorithm_bandwidth, bus_bandwidth
 from dpscale.core.faults import exit_with_parent
 from dpscale.core.result import make_result, write_result
 from dpscale.core.sysinfo import describe_system
-from dpscale.core.timing import ci_reached, last_timed_span, slowest_rank, throughput_measurement
+from dpscale.core.timing import (
+    ci_reached,
+    last_timed_span,
+    slowest_rank,
+    summarise,
+    throughput_measurement,
+)
 
 
 def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
@@ -115,6 +122,83 @@ def write_synthetic_result(
     write_result(out, result)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
+
+
+def collectives_record(
+    cell: Cell,
+    per_rank: Sequence[dict[str, Sequence[float]]],
+    description: dict[str, str],
+    timed_span: Sequence[float] | None,
+) -> dict[str, Any]:
+    """Per message size: each rank's windows, the window times (slowest rank), the per-call
+    times and their summary, and the bandwidths at the median per-call time."""
+    assert cell.collectives is not None
+    calls = cell.measure.steps_per_window
+    sizes = []
+    for nbytes in cell.collectives.message_sizes():
+        per_rank_windows = [list(rank[str(nbytes)]) for rank in per_rank]
+        windows = slowest_rank(per_rank_windows)
+        per_call = [seconds / calls for seconds in windows]
+        summary = summarise(per_call)
+        algbw = algorithm_bandwidth(nbytes, summary.median)
+        sizes.append(
+            {
+                "message_bytes": nbytes,
+                "window_seconds": windows,
+                "per_rank_window_seconds": per_rank_windows,
+                "call_seconds": per_call,
+                "summary": summary.as_dict(),
+                "algbw_GB_s": algbw / 1e9,
+                "busbw_GB_s": bus_bandwidth(algbw, cell.world_size) / 1e9,
+            }
+        )
+    record: dict[str, Any] = {
+        **description,
+        "dtype": "float32",
+        "warmup_steps": cell.measure.warmup_steps,
+        "calls_per_window": calls,
+        "sizes": sizes,
+    }
+    if timed_span is not None:
+        record["timed_span"] = list(timed_span)
+    return record
+
+
+def write_collectives_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    per_rank: Sequence[dict[str, Sequence[float]]],
+    description: dict[str, str],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    timed_span: Sequence[float] | None = None,
+    system_extra: dict[str, Any] | None = None,
+    rank_param_checksums: Sequence[str] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+) -> None:
+    """A collectives cell's result: ``collectives`` holds the per-size windows."""
+    del rank_param_checksums  # no optimiser step ran: they are the broadcast initial ones
+    result = make_result(
+        cell,
+        status,
+        started_at=started_at,
+        reason=reason,
+        system=describe_system(framework_versions, threads_used, system_extra),
+        trainable_params=trainable_params,
+        framework=framework,
+    )
+    result["collectives"] = collectives_record(cell, per_rank, description, timed_span)
+    write_result(out, result)
+    largest = result["collectives"]["sizes"][-1]
+    progress(
+        f"{cell.cell_id}: {largest['message_bytes']} bytes in "
+        f"{largest['summary']['median'] * 1e3:.3f} ms, busbw {largest['busbw_GB_s']:.3f} GB/s"
+    )
 
 
 def write_training_result(

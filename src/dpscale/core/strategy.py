@@ -60,8 +60,14 @@ class Strategy:
     multi_node: bool
     cell_options: tuple[str, ...] = field(default=())
 
-    def skip_reason(self, accelerator: str, nodes: int, devices_per_node: int) -> str | None:
+    def skip_reason(
+        self, accelerator: str, nodes: int, devices_per_node: int, mode: str = "synthetic"
+    ) -> str | None:
         """Why a cell of this strategy cannot be measured at all, decided at plan time."""
+        if mode == "collectives":
+            reason = self.collectives_skip_reason(nodes * devices_per_node)
+            if reason:
+                return reason
         if nodes > 1 and not self.multi_node:
             return f"{self.name} runs in one process on one node; it cannot span {nodes} nodes"
         if accelerator == "cpu" and self.one_process and devices_per_node > 1:
@@ -69,4 +75,16 @@ class Strategy:
                 f"{self.name} drives several devices from one process; on CPU there is one "
                 "device per process, so only devices_per_node=1 is meaningful"
             )
+        return None
+
+    def collectives_skip_reason(self, processes: int) -> str | None:
+        """Collectives cells time the all-reduce between a strategy's processes: there is
+        none in a one-process strategy, nor in a cell of one process."""
+        if self.one_process:
+            return (
+                f"{self.name} drives every device from one process: it has no inter-process "
+                "all-reduce to time (collectives mode times multi-process strategies)"
+            )
+        if processes < 2:
+            return "an all-reduce needs at least 2 processes; this cell has 1"
         return None

@@ -197,7 +197,8 @@ class MXNetRank:
     """What the core loop (core.measure.run_cell) needs from an MXNet process.
 
     ``gather``/``finish`` come from the adapter: the identity and nothing in one process;
-    files and kvstore barriers in a dist_sync job. ``reduce`` gathers numbers for the
+    files and kvstore barriers in a dist_sync job; ``allreduce`` (collectives mode) only in
+    a dist_sync job. ``reduce`` gathers numbers for the
     training backend's sums and maxima (None: one process, the identity).
     """
 
@@ -217,6 +218,7 @@ class MXNetRank:
         reduce: Callable[[list[float]], np.ndarray] | None = None,
         finish: Callable[[], None] = lambda: None,
         system_extra: dict[str, Any] | None = None,
+        allreduce: Callable[[int], tuple[Callable[[], None], Callable[[], None]]] | None = None,
     ) -> None:
         self.cell, self.net, self.trainer, self.ctxs = cell, net, trainer, ctxs
         self.trainable_params, self.threads_used = trainable_params, threads_used(cell)
@@ -224,6 +226,7 @@ class MXNetRank:
         self.batch = cell.batch_per_device * len(ctxs)  # split over the contexts
         self.gather, self._reduce, self.finish = gather, reduce, finish
         self._system_extra = system_extra or {}
+        self._allreduce = allreduce
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
         images, labels = synthetic_batch(self.cell, self.batch, self.ctxs)
@@ -238,6 +241,14 @@ class MXNetRank:
         a, b = (mx.nd.random.normal(shape=(n, n), ctx=ctx).astype(dtype) for _ in range(2))
         c = mx.nd.empty((n, n), ctx=ctx, dtype=dtype)
         return (lambda: mx.nd.dot(a, b, out=c)), synchronize
+
+    def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
+        if self._allreduce is None:
+            raise RuntimeError("an all-reduce needs a dist kvstore (mxnet-dist)")
+        return self._allreduce(nbytes)
+
+    def allreduce_description(self) -> dict[str, str]:
+        return {"op": "kvstore.pushpull (servers sum)", "backend": "ps-lite dist_sync"}
 
     def param_checksums(self) -> list[str]:
         return [trained_param_checksum(self.net, ctx) for ctx in self.ctxs]

@@ -2,7 +2,7 @@
 the synthetic step, the training backend, and the :class:`TorchRank` the core loop drives.
 
 Every call that talks to other ranks is in the adapters (marked ``[distributed]``); here
-only ``TorchRank.gather``/``finish``, which the DDP adapter turns on.
+only ``TorchRank.gather``/``allreduce``/``finish``, which the DDP adapter turns on.
 """
 
 from __future__ import annotations
@@ -205,6 +205,17 @@ class TorchRank:
         a, b = (torch.randn(n, n, device=self.device).to(kind) for _ in range(2))
         c = torch.empty(n, n, device=self.device, dtype=kind)
         return (lambda: torch.mm(a, b, out=c)), synchronizer(self.device)
+
+    def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
+        if not self.distributed:
+            raise RuntimeError("an all-reduce needs a torch.distributed group (torch-ddp)")
+        buffer = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
+        # [distributed] sum over the ranks, in place; gloo on CPU returns when it is done,
+        # nccl queues it on the stream that sync waits for
+        return (lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM)), synchronizer(self.device)
+
+    def allreduce_description(self) -> dict[str, str]:
+        return {"op": "torch.distributed.all_reduce(SUM)", "backend": str(dist.get_backend())}
 
     def gather(self, value: Any) -> list[Any]:
         if not self.distributed:

@@ -339,6 +339,24 @@ class HorovodRank:
 
         return step, lambda: last[0].numpy()
 
+    def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
+        with tf.device("/GPU:0" if self.cell.accelerator == "cuda" else "/CPU:0"):
+            buffer = tf.ones((nbytes // 4,), dtype=tf.float32)
+        name = f"dpscale_allreduce_{nbytes}"  # the same name on every rank, one per size
+        last: list[tf.Tensor] = []
+
+        def step() -> None:
+            last[:] = [hvd.allreduce(buffer, op=hvd.Sum, name=name)]  # [distributed]
+
+        return step, lambda: last[0].numpy()
+
+    def allreduce_description(self) -> dict[str, str]:
+        if self.cell.accelerator == "cuda" and hvd.nccl_built():
+            backend = "nccl"
+        else:
+            backend = "gloo" if hvd.gloo_enabled() else "mpi"
+        return {"op": "horovod.tensorflow.allreduce(Sum)", "backend": backend}
+
     def gather(self, value: Any) -> list[Any]:
         return hvd.allgather_object(value)  # [distributed] every rank's value, rank order
 

@@ -10,12 +10,14 @@ classic parameter server): workers push gradients, the servers sum them over wor
 apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries broadcasts
 worker 0's initial parameters. The gradient is averaged over the global batch.
 
-Training mode updates on the workers instead (``update_on_kvstore=False``): the servers
-only sum the gradients, each worker pulls the sum and applies SGD itself. The learning rate
-changes every step, and ``trainer.set_learning_rate`` changes only the worker's optimizer:
-the servers' copy is pickled once, when the Trainer sends it. All workers pull the same sum
+Training and collectives modes update on the workers instead
+(``update_on_kvstore=False``): the servers only sum the gradients, each worker pulls the
+sum and applies SGD itself. The learning rate changes every step, and
+``trainer.set_learning_rate`` changes only the worker's optimizer: the servers' copy is
+pickled once, when the Trainer sends it. All workers pull the same sum
 and apply the same update, so their parameters stay bit-identical. With no optimizer on the
-servers, the kvstore also carries the epoch sums and maxima (``KVStoreGather``).
+servers, the kvstore also carries the epoch sums and maxima (``KVStoreGather``) and, in
+collectives mode, the timed all-reduces (``KVStoreAllreduce``).
 
 What rank 0 gathers for the result (windows, checksums) goes through files next to the
 result, not the kvstore: with the optimizer on the servers, anything pushed is updated.
@@ -53,6 +55,10 @@ STRATEGY = Strategy(
     cell_options=("mxnet_servers",),
 )
 
+# First kvstore key of the collectives mode's buffers: above the parameters' indices and the
+# few keys KVStoreGather adds after them.
+COLLECTIVE_KEYS = 1_000_000
+
 
 class KVStoreGather:
     """Every worker's values, as rows in rank order, through a dist kvstore without optimizer.
@@ -78,6 +84,27 @@ class KVStoreGather:
         gathered = mx.nd.zeros(shape, dtype="float64")
         self.kv.pushpull(key, mx.nd.array(rows, dtype="float64"), out=gathered)  # [distributed]
         return gathered.asnumpy()
+
+
+class KVStoreAllreduce:
+    """Sum all-reduce of float32 arrays through a dist kvstore without optimizer (mode
+    collectives): each worker pushes its array, the servers sum the pushes, every worker
+    pulls the sum (one pushpull). One key per message size, from ``first_key`` on, clear of
+    the Trainer's and :class:`KVStoreGather`'s keys; every worker calls in the same order."""
+
+    def __init__(self, kv: mx.kvstore.KVStore, first_key: int, ctx: mx.Context) -> None:
+        self.kv, self.keys, self.ctx = kv, itertools.count(first_key), ctx
+
+    def __call__(self, nbytes: int) -> tuple[Any, Any]:
+        key, shape = next(self.keys), (nbytes // 4,)
+        self.kv.init(key, mx.nd.zeros(shape, dtype="float32"))  # [distributed]
+        buffer = mx.nd.ones(shape, ctx=self.ctx, dtype="float32")
+        summed = mx.nd.zeros(shape, ctx=self.ctx, dtype="float32")
+
+        def step() -> None:
+            self.kv.pushpull(key, buffer, out=summed)  # [distributed]
+
+        return step, mxnet_ops.synchronize
 
 
 class FileGather:
@@ -140,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         mxnet_ops.OPTIMIZER,
         mxnet_ops.optimizer_params(cell.sgd),
         kvstore=kv,
-        update_on_kvstore=cell.mode != "train",
+        # synthetic mode only: collectives time the servers' sum, which an optimizer on
+        # the servers would turn into an update
+        update_on_kvstore=cell.mode == "synthetic",
     )
     if cell.mode == "train":
         broadcast_initial_parameters(trainer)
@@ -154,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         size=kv.num_workers,
         gather=FileGather(kv, out.resolve()),
         reduce=KVStoreGather(kv, first_key=len(net.collect_params().keys())),
+        allreduce=KVStoreAllreduce(kv, first_key=COLLECTIVE_KEYS, ctx=ctxs[0]),
         finish=kv._barrier,  # [distributed] rank 0 has written the result
         system_extra={"mxnet_servers": cell.mxnet_servers},
     )

@@ -1,0 +1,263 @@
+"""Collectives mode: message sizes, skip rules, the alpha-beta fit, the tables, and a real
+all-reduce cell (torch-ddp, 2 processes; one over an emulated link when root)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_cell
+from dpscale import launch, netns
+from dpscale.core import comm, fits
+from dpscale.core.cell import Cell, Collectives, Measure, ModelConfig, Network
+from dpscale.core.collectives import (
+    COMM_FITS_COLUMNS,
+    collectives_table,
+    comm_fits_table,
+)
+from dpscale.core.config import ConfigError, check_config
+from dpscale.core.matrix import expand
+from dpscale.core.result import make_result, read_result, validate_result
+from dpscale.core.runner_support import collectives_record
+from dpscale.registry import STRATEGIES
+
+SIZES = np.array([4 * 4**k for k in range(12)] + [44_726_568], dtype=float)
+
+
+def ring_times(alpha, beta, ranks, rng, noise=0.05, repeats=3):
+    sizes = np.repeat(SIZES, repeats)
+    exact = np.array([fits.ring_allreduce_seconds(s, ranks, beta, alpha) for s in sizes])
+    return sizes, exact * (1 + noise * rng.standard_normal(sizes.size))
+
+
+@pytest.mark.parametrize(
+    ("alpha", "beta", "ranks"),
+    [(50e-6, 0.12e9, 2), (20e-6, 1.2e9, 4), (1e-3, 10e9, 2), (5e-6, 100e9, 8)],
+)
+def test_alpha_and_beta_are_recovered_from_noisy_ring_times(alpha, beta, ranks):
+    sizes, seconds = ring_times(alpha, beta, ranks, np.random.default_rng(ranks))
+    fit = comm.fit_alpha_beta(sizes, seconds, ranks)
+    assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
+    assert fit.beta_bytes_s == pytest.approx(beta, rel=0.1)
+    assert fit.alpha_lo <= alpha <= fit.alpha_hi
+    assert fit.beta_lo_bytes_s <= beta <= fit.beta_hi_bytes_s
+    assert fit.points == sizes.size
+
+
+def test_latency_is_not_swamped_by_large_messages():
+    """Only the smallest messages tell alpha; an unweighted fit would lose it in the noise
+    of the largest (absolute errors of milliseconds against a latency of microseconds)."""
+    rng = np.random.default_rng(0)
+    sizes, seconds = ring_times(10e-6, 1e9, 2, rng, noise=0.1)
+    fit = comm.fit_alpha_beta(sizes, seconds, 2)
+    assert fit.alpha_s == pytest.approx(10e-6, rel=0.15)
+
+
+def test_fit_keeps_alpha_and_beta_non_negative_and_needs_three_sizes():
+    sizes = np.array([4.0, 4e3, 4e6])
+    fit = comm.fit_alpha_beta(sizes, [1e-3, 1e-3, 1e-3], 2)  # flat: no bandwidth term seen
+    assert fit.alpha_s >= 0 and fit.beta_bytes_s > 0
+    with pytest.raises(ValueError, match="3 distinct message sizes"):
+        comm.fit_alpha_beta([4, 8, 8], [1e-5, 1e-5, 1e-5], 2)
+    with pytest.raises(ValueError, match="2 ranks"):
+        comm.fit_alpha_beta(sizes, [1e-5, 1e-5, 1e-5], 1)
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    assert comm.algorithm_bandwidth(1e9, 2.0) == 0.5e9
+    assert comm.bus_bandwidth(1.0, 2) == pytest.approx(1.0)
+    assert comm.bus_bandwidth(1.0, 4) == pytest.approx(1.5)
+    assert comm.bus_bandwidth(1.0, 8) == pytest.approx(1.75)
+    assert comm.bus_bandwidth(1.0, 1) == 0.0
+    # the ring model's time at bandwidth beta gives busbw = beta (latency left out)
+    seconds = fits.ring_allreduce_seconds(1e8, 4, 2e9)
+    assert comm.bus_bandwidth(comm.algorithm_bandwidth(1e8, seconds), 4) == pytest.approx(2e9)
+
+
+def test_message_sizes_grow_by_the_factor_up_to_and_including_the_maximum():
+    assert Collectives(4, 100, 4).message_sizes() == [4, 16, 64, 100]
+    assert Collectives(4, 64, 4).message_sizes() == [4, 16, 64]
+    assert Collectives(8, 8, 2).message_sizes() == [8]
+
+
+def check(config):
+    return check_config(config, STRATEGIES)
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"min_bytes": 6}, "collectives.min_bytes: 6 is not a multiple of 4"),
+        ({"min_bytes": 0}, "collectives.min_bytes: 0 is less than the minimum of 4"),
+        ({"factor": 1}, "collectives.factor: 1 is less than the minimum of 2"),
+        ({"max_bytes": 10}, "collectives.max_bytes: 10 is not a multiple of 4"),
+        ({"min_bytes": 64, "max_bytes": 16}, "collectives.max_bytes: min_bytes (64) must not"),
+        ({"min_bytes": 4 * 10**9}, "collectives.min_bytes: min_bytes (4000000000) must not"),
+        ({"sizes": [4]}, "collectives: Additional properties are not allowed"),
+    ],
+)
+def test_bad_collectives_settings_are_one_line_naming_the_field(default_config, section, expected):
+    default_config.update(modes=["collectives"], collectives=section)
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value).startswith(expected)
+    assert "\n" not in str(error.value)
+
+
+def collective_cells(config):
+    return [c for c in expand(check(config), STRATEGIES) if c.mode == "collectives"]
+
+
+def test_one_cell_per_strategy_layout_and_network_with_the_gradient_as_largest_message(
+    default_config,
+):
+    default_config.update(
+        modes=["synthetic", "collectives"],
+        nodes=[1, 2],
+        networks=[{"name": "lan", "rate": "1gbit"}],
+    )
+    cells = collective_cells(default_config)
+    layouts = {(c.strategy, c.nodes, c.devices_per_node, c.network.name) for c in cells}
+    assert len(layouts) == len(cells) == 5 * 2 * 2
+    ids = {c.cell_id for c in cells}
+    assert len(ids) == len(cells)
+    assert "torch-ddp/resnet18-imagenet64-c10/collectives-net-lan/n2-d1-b0-r0" in ids
+    spec = ModelConfig(**default_config["models"][0]).spec()
+    assert {c.collectives for c in cells} == {
+        Collectives(4, fits.gradient_bytes(spec.trainable_params()), 4)
+    }
+    assert {c.measure.windows for c in cells} == {default_config["measure"]["windows"]}
+    default_config["collectives"] = {"windows": 3}
+    assert {c.measure.windows for c in collective_cells(default_config)} == {3}
+    # the throughput cells are unchanged and distinct from the collectives cells
+    synthetic = [c for c in expand(check(default_config), STRATEGIES) if c.mode == "synthetic"]
+    assert not ids & {c.cell_id for c in synthetic}
+
+
+def test_one_process_strategies_and_one_process_cells_are_skipped(default_config):
+    default_config.update(modes=["collectives"], devices_per_node=[1, 2])
+    reasons = {(c.strategy, c.world_size): c.skip_reason for c in collective_cells(default_config)}
+    for name in ("torch-dp", "mxnet-device"):
+        assert "no inter-process all-reduce" in reasons[(name, 2)]
+    for name in ("torch-ddp", "horovod-tf", "mxnet-dist"):
+        assert reasons[(name, 1)] == "an all-reduce needs at least 2 processes; this cell has 1"
+        assert reasons[(name, 2)] is None
+
+
+def fake_result(cell, per_call_seconds, quality="ok"):
+    """An ok collectives result whose ranks took ``per_call_seconds[size]`` per call."""
+    calls = cell.measure.steps_per_window
+    windows = {
+        str(size): [seconds * calls * (1 + 0.01 * w) for w in range(3)]
+        for size, seconds in per_call_seconds.items()
+    }
+    per_rank = [windows] * cell.world_size
+    result = make_result(cell, "ok", started_at="2026-01-01T00:00:00+00:00", system={})
+    result["system"] = {"host": "h", "cpu_model": "c", "python": "3.11"}
+    result["framework"] = "torch"
+    description = {"op": "all_reduce", "backend": "gloo"}
+    result["collectives"] = collectives_record(cell, per_rank, description, [0.0, 1.0])
+    result["quality"] = quality
+    validate_result(result)
+    return result
+
+
+def test_tables_give_bandwidths_and_the_fit_per_layout():
+    cell = make_cell(
+        "torch-ddp", devices=2, batch=0, mode="collectives", collectives=Collectives(4, 4**10, 4)
+    )
+    alpha, beta = 40e-6, 0.5e9
+    sizes = cell.collectives.message_sizes()
+    seconds = {s: fits.ring_allreduce_seconds(s, 2, beta, alpha) for s in sizes}
+    table = collectives_table([fake_result(cell, seconds)])
+    assert list(table["message_bytes"]) == cell.collectives.message_sizes()
+    largest = table.iloc[-1]
+    assert largest["time_lo"] <= largest["time_s"] <= largest["time_hi"]
+    assert largest["algbw_GB_s"] == pytest.approx(4**10 / largest["time_s"] / 1e9)
+    assert largest["busbw_GB_s"] == pytest.approx(largest["algbw_GB_s"])  # 2 ranks: x 1
+    fit = comm_fits_table(table)
+    assert list(fit.columns) == COMM_FITS_COLUMNS
+    row = fit.iloc[0]
+    assert row["status"] == "ok"
+    assert row["alpha_s"] == pytest.approx(alpha, rel=0.05)
+    assert row["beta_GB_s"] == pytest.approx(beta / 1e9, rel=0.05)
+
+
+def test_contaminated_cells_are_left_out_of_the_fit_with_the_reason():
+    cell = make_cell(
+        "torch-ddp", devices=2, batch=0, mode="collectives", collectives=Collectives(4, 4**6, 4)
+    )
+    seconds = {4**k: 1e-4 * k for k in range(1, 7)}  # 4 .. 4096 bytes
+    table = collectives_table([fake_result(cell, seconds, quality="contaminated")])
+    assert len(table) == 6
+    row = comm_fits_table(table).iloc[0]
+    assert row["status"] == "not fitted"
+    assert "contaminated" in row["reason"]
+
+
+def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
+    from dpscale.cli import main as cli
+
+    outputs = {n: tmp_path / n for n in ("c.csv", "f.csv", "f.html", "b.png")}
+    cli(
+        ["collectives", "--table", str(outputs["c.csv"]), "--fits", str(outputs["f.csv"])]
+        + ["--fits-html", str(outputs["f.html"]), "--figure", str(outputs["b.png"])]
+    )
+    assert list(pd.read_csv(outputs["f.csv"]).columns) == COMM_FITS_COLUMNS
+    assert pd.read_csv(outputs["c.csv"]).empty
+    assert "no collective cells" in outputs["f.html"].read_text()
+    assert outputs["b.png"].stat().st_size > 0
+
+
+def ddp_collectives_cell(**fields) -> Cell:
+    return make_cell(
+        "torch-ddp",
+        batch=0,
+        mode="collectives",
+        collectives=Collectives(4, 4 * 2**20, 32),  # 4 B, 128 B, 4 KiB, 128 KiB, 4 MiB
+        **fields,
+    )
+
+
+def run_cell(cell: Cell, tmp_path, monkeypatch) -> dict:
+    from dpscale.core.envs import ensure_env
+
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
+    out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
+    status = launch.launch(cell, out, ensure_env("torch"), log)
+    result = read_result(out)  # validates against the schema
+    assert status == result["status"] == "ok", (result["reason"], log.read_text()[-3000:])
+    return result
+
+
+@pytest.mark.slow
+def test_a_torch_ddp_all_reduce_cell_on_the_host(tmp_path, monkeypatch):
+    cell = ddp_collectives_cell(devices=2)
+    result = run_cell(cell, tmp_path, monkeypatch)
+    record = result["collectives"]
+    assert record["backend"] == "gloo"
+    sizes = record["sizes"]
+    assert [s["message_bytes"] for s in sizes] == cell.collectives.message_sizes()
+    for size in sizes:
+        assert len(size["per_rank_window_seconds"]) == 2
+        assert len(size["window_seconds"]) == cell.measure.windows
+    # a million times the bytes: the largest all-reduce takes longer than the smallest
+    assert sizes[-1]["summary"]["median"] > sizes[0]["summary"]["median"]
+    assert sizes[-1]["busbw_GB_s"] > sizes[0]["busbw_GB_s"]
+    table = collectives_table([result])
+    assert len(table) == len(sizes) and set(table["world_size"]) == {2}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
+def test_an_all_reduce_over_an_emulated_link_stays_below_its_rate(tmp_path, monkeypatch):
+    rate = "100mbit"
+    cell = ddp_collectives_cell(nodes=2, network=Network("lan", rate=rate))
+    cell = Cell.from_dict(
+        {**cell.to_dict(), "measure": vars(Measure(1, 2, 1, 300, collective_timeout_s=120))}
+    )
+    result = run_cell(cell, tmp_path, monkeypatch)
+    largest = result["collectives"]["sizes"][-1]
+    link_bytes_s = netns.parse_quantity(rate) / 8
+    assert largest["busbw_GB_s"] * 1e9 <= 1.15 * link_bytes_s

@@ -1,0 +1,30 @@
+# Collectives cells (mode collectives) -> per-size table, alpha-beta fits, bus bandwidth.
+# A study without collectives cells gets empty tables (with their headers) and a figure
+# that says so; the report asks for them only when mode collectives is in the study.
+
+
+rule collectives:
+    input:
+        cell_results("collectives"),
+    output:
+        table=f"{RESULTS}/tables/collectives.csv",
+        fits=f"{RESULTS}/tables/comm_fits.csv",
+        fits_html=report(
+            f"{RESULTS}/tables/comm_fits.html",
+            caption="../../report/comm_fits.rst",
+            category="6. Network",
+            labels={"table": "all-reduce alpha and beta"},
+        ),
+        figure=report(
+            f"{RESULTS}/figures/collectives_busbw.png",
+            caption="../../report/collectives_busbw.rst",
+            category="6. Network",
+            labels={"figure": "all-reduce bus bandwidth"},
+        ),
+    log:
+        f"{RESULTS}/logs/collectives.log",
+    localrule: True
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli collectives --table {output.table}"
+        " --fits {output.fits} --fits-html {output.fits_html} --figure {output.figure}"
+        " {input} > {log} 2>&1"
