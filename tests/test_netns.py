@@ -17,6 +17,7 @@ import pytest
 from conftest import make_cell
 from dpscale import launch, netns
 from dpscale.core.cell import Network
+from dpscale.registry import STRATEGIES
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
 
@@ -108,6 +109,34 @@ def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
     assert wait_until(lambda: set(netns.leftover()) == before, 10)
     ranks = subprocess.run(["pgrep", "-f", str(out)], capture_output=True)
     assert ranks.stdout.strip() == b"", ranks.stdout
+
+
+MULTI_NODE = sorted(name for name, s in STRATEGIES.items() if s.multi_node and not s.one_process)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MULTI_NODE)
+def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
+    tmp_path, monkeypatch, name
+):
+    """One process on each of 2 emulated nodes, for every multi-node strategy: the ranks find
+    each other over the shaped link (Horovod's process sets once advertised 127.0.0.1 there),
+    and no namespace or /etc/netns file is left."""
+    from dpscale.core.cell import Measure
+    from dpscale.core.envs import ensure_env
+    from dpscale.core.result import read_result
+
+    before = set(netns.leftover())
+    cell = make_cell(name, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 2, 2, 300))})
+    out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
+    status = launch.launch(cell, out, ensure_env(STRATEGIES[name].env), log)
+    result = read_result(out)
+    assert status == result["status"] == "ok", (result["reason"], log.read_text()[-2000:])
+    assert result["cell"]["world_size"] == 2
+    assert len(result["measurement"]["per_rank_window_seconds"]) == 2
+    assert set(netns.leftover()) == before
 
 
 @pytest.mark.slow

@@ -23,15 +23,18 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 IP_TIMEOUT_S = 10
 SUBNET_PREFIX = "10.213"
+ETC_NETNS = Path("/etc/netns")  # ip netns exec NAME mounts ETC_NETNS/NAME/* over /etc/
 TBF_LATENCY = "50ms"  # how long a packet may wait in the shaper's queue before it is dropped
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
 
@@ -166,6 +169,7 @@ def _build(emulated: EmulatedNodes, rate: str, delay: str | None) -> None:
             hub,
         )
         _run("ip", "-n", name, "addr", "add", f"{address}/24", "dev", nic)
+        _write_hosts(name, address)
         for ns, dev in ((name, "lo"), (name, nic), (hub, port)):
             _run("ip", "-n", ns, "link", "set", dev, "up")
         _run("ip", "-n", hub, "link", "set", port, "master", "br0")
@@ -174,17 +178,40 @@ def _build(emulated: EmulatedNodes, rate: str, delay: str | None) -> None:
                 _run("tc", "-n", ns, "qdisc", "add", "dev", dev, *qdisc)
 
 
+def _write_hosts(name: str, address: str) -> None:
+    """Make this machine's hostname resolve to the node's own address inside its namespace.
+
+    ``ip netns exec NAME`` bind-mounts /etc/netns/NAME/hosts over /etc/hosts. Without it
+    the hostname resolves to loopback there, and a library that finds its address from the
+    hostname advertises 127.0.0.1 to the other nodes: Horovod 0.28 does so for its process
+    sets, whose Gloo device ignores HOROVOD_GLOO_IFACE (``InitializeForProcessSet`` reads
+    its own, empty, interface field), so the first allreduce failed with "connect
+    [127.0.0.1]: Connection refused".
+    """
+    folder = ETC_NETNS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname()
+    (folder / "hosts").write_text(
+        f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{address}\t{host} {name}\n"
+    )
+
+
 def remove(names: Sequence[str]) -> None:
-    """Delete the namespaces (their veths go with them); never raises."""
+    """Delete the namespaces (their veths go with them) and their /etc/netns files; never
+    raises."""
     for name in reversed(list(names)):
         with suppress(OSError, subprocess.SubprocessError):
             _run("ip", "netns", "del", name, check=False)
+        shutil.rmtree(ETC_NETNS / name, ignore_errors=True)
 
 
 def leftover(prefix: str = "dps") -> list[str]:
-    """Namespaces of dpscale's that still exist (for tests)."""
+    """Namespaces of dpscale's, or their /etc/netns folders, that still exist (for tests)."""
     done = _run("ip", "netns", "list", check=False)
-    return [line.split()[0] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    names = {line.split()[0] for line in done.stdout.splitlines() if line.startswith(prefix)}
+    if ETC_NETNS.is_dir():
+        names |= {p.name for p in ETC_NETNS.iterdir() if p.name.startswith(prefix)}
+    return sorted(names)
 
 
 PROBE_SERVER = """
