@@ -278,6 +278,85 @@ def add_posts_parser(commands: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=posts)
 
 
+def comm_model(args: argparse.Namespace) -> None:
+    """windows + cells (+ comm_fits) -> the communication model's parameters, held-out
+    validation, predictions, their HTML pages and figures."""
+    import json
+
+    from dpscale.core import commmodel, commmodel_plots
+    from dpscale.core.html import write_table_html
+
+    study = json.loads(args.study_config)
+    windows, cells = pd.read_csv(args.windows), pd.read_csv(args.cells)
+    params = {} if cells.empty else cells.groupby("model")["trainable_params"].first().to_dict()
+    comm_fits = _read_optional(args.comm_fits) if args.comm_fits else None
+    groups, parameters, validation, summary = commmodel.analyse(
+        windows, params, study["networks"], comm_fits
+    )
+    table = commmodel.predictions(
+        groups, study["predict"], study["devices_per_node"], study["batch_sizes"]
+    )
+    for frame, path in (
+        (parameters, args.parameters),
+        (validation, args.validation),
+        (summary, args.summary),
+        (table, args.predictions),
+    ):
+        _csv(frame, path)
+    lines = commmodel.summary_lines(groups, summary)
+    Path(args.top).write_text(json.dumps(lines, indent=1) + "\n", encoding="utf-8")
+    for path in (args.validation_figure, args.throughput_figure):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    commmodel_plots.validation_figure(validation, args.validation_figure)
+    commmodel_plots.throughput_figure(windows, groups, args.throughput_figure)
+    chosen = validation[validation["chosen"].astype(bool)] if not validation.empty else validation
+    write_table_html(
+        pd.concat([summary, chosen], ignore_index=True) if not summary.empty else chosen,
+        args.validation_html,
+        "Communication model: held-out prediction errors",
+        " ".join(lines) + " First rows: the median absolute relative error per scheme and "
+        "overlap form; then every held-out configuration of the chosen form (step time in s, "
+        "measured vs predicted with its 95% prediction interval).",
+    )
+    write_table_html(
+        parameters,
+        args.parameters_html,
+        "Communication model: fitted parameters",
+        "Per strategy and model and overlap form: the parameters with 95% intervals (fitted: "
+        "false means held fixed, no measurement informs it), the held-out median error that "
+        "chose the form (chosen), and the fit's rms error of log step time.",
+    )
+    write_table_html(
+        table,
+        args.predictions_html,
+        "Communication model: predictions",
+        "Step time, img/s and weak-scaling speedup over one rank at the same per-device batch "
+        "(95% prediction intervals) for configurations of real clusters (c = devices per node "
+        "ranks share a machine), and the global batch from which the configuration beats one "
+        "rank (strong scaling; 0: always, inf: never).",
+    )
+    print(f"[dpscale] comm model: {' '.join(lines)}")
+
+
+def add_comm_model_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("comm-model", help="fit, validate and use the communication model")
+    cmd.add_argument("--windows", required=True, help="windows.csv")
+    cmd.add_argument("--cells", required=True, help="cells.csv (trainable parameters)")
+    cmd.add_argument("--comm-fits", help="comm_fits.csv of the collective benchmark, if any")
+    cmd.add_argument(
+        "--study-config",
+        required=True,
+        help="JSON: networks, predict, devices_per_node, batch_sizes",
+    )
+    for name in ("parameters", "validation", "summary", "predictions", "top"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    for name in ("validation-html", "parameters-html", "predictions-html"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    for name in ("validation-figure", "throughput-figure"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output PNG: {name}")
+    cmd.set_defaults(func=comm_model)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -306,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     add_findings_parser(commands)
     add_figure_parsers(commands)
     add_posts_parser(commands)
+    add_comm_model_parser(commands)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -126,4 +126,5 @@ def final_outputs():
         + [f"{RESULTS}/tables/{name}" for name in html]
         + training_outputs()
         + findings_outputs()  # workflow/rules/findings.smk
+        + model_outputs()  # workflow/rules/model.smk
     )
