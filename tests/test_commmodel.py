@@ -58,9 +58,11 @@ def synthetic_windows(g: float, noise: float = 0.0, seed: int = 0) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def analyse(windows: pd.DataFrame, networks=NETWORKS, comm_fits=None, forms=("additive",)):
+def analyse(
+    windows: pd.DataFrame, networks=NETWORKS, comm_fits=None, forms=("additive",), validate=True
+):
     """The model of the synthetic measurements (one overlap form unless asked: fast)."""
-    return commmodel.analyse(windows, {"m": PARAMS}, networks, comm_fits, forms)
+    return commmodel.analyse(windows, {"m": PARAMS}, networks, comm_fits, forms, validate)
 
 
 def value(parameters: pd.DataFrame, overlap: str, name: str) -> float:
@@ -160,7 +162,7 @@ PREDICT = {
 
 @pytest.mark.parametrize(("g", "form"), [(1.0, "additive"), (math.inf, "max"), (3.0, "pollux")])
 def test_more_bandwidth_is_never_slower_and_more_batch_never_fewer_img_s_per_device(g, form):
-    groups, *_ = analyse(synthetic_windows(g, noise=0.01), forms=(form,))
+    groups, *_ = analyse(synthetic_windows(g, noise=0.01), forms=(form,), validate=False)
     table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
     ok = table[(table["status"] == "ok") & (table["nodes"] > 1)]
     assert set(ok["network"]) >= {"g10", "g25", "g100", "slow", "fast"}
@@ -177,7 +179,7 @@ def test_more_bandwidth_is_never_slower_and_more_batch_never_fewer_img_s_per_dev
 
 
 def test_break_even_batch_matches_the_additive_closed_form():
-    groups, *_ = analyse(synthetic_windows(1.0))
+    groups, *_ = analyse(synthetic_windows(1.0), validate=False)
     table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
     row = table[(table["network"] == "g100") & (table["nodes"] == 2)]
     row = row[row["devices_per_node"] == 1].iloc[0]
@@ -268,3 +270,43 @@ def test_parse_quantity_names_the_field():
     assert commmodel.parse_quantity("50us", "f") == pytest.approx(5e-5)
     with pytest.raises(ValueError, match="^predict.x: '10GB'"):
         commmodel.parse_quantity("10GB", "predict.x")
+
+
+def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):
+    import json
+
+    from dpscale import cli
+
+    windows = synthetic_windows(1.0)
+    windows = windows[windows["world_size"] == 1].assign(img_s=1.0)
+    windows.to_csv(tmp_path / "windows.csv", index=False)
+    pd.DataFrame({"model": ["m"], "trainable_params": [PARAMS]}).to_csv(
+        tmp_path / "cells.csv", index=False
+    )
+    study = {"networks": NETWORKS, "predict": PREDICT, "devices_per_node": [1], "batch_sizes": [8]}
+    out = {
+        name: tmp_path / f"{name}.{ext}"
+        for name, ext in (
+            ("parameters", "csv"),
+            ("validation", "csv"),
+            ("summary", "csv"),
+            ("predictions", "csv"),
+            ("top", "json"),
+            ("validation-html", "html"),
+            ("parameters-html", "html"),
+            ("predictions-html", "html"),
+            ("validation-figure", "png"),
+            ("throughput-figure", "png"),
+        )
+    }
+    argv = ["comm-model", "--windows", str(tmp_path / "windows.csv")]
+    argv += ["--cells", str(tmp_path / "cells.csv"), "--study-config", json.dumps(study)]
+    argv += ["--comm-fits", str(tmp_path / "absent.csv")]
+    for name, path in out.items():
+        argv += [f"--{name}", str(path)]
+    cli.main(argv)
+    assert all(path.is_file() for path in out.values())
+    assert list(pd.read_csv(out["validation"]).columns) == commmodel.VALIDATION_COLUMNS
+    assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS
+    lines = json.loads(out["top"].read_text())
+    assert len(lines) == 1 and "not enough data" in lines[0] and "multi-rank" in lines[0]

@@ -178,9 +178,15 @@ def accuracy(args: argparse.Namespace) -> None:
     print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
 
 
-def _read_optional(path: str | None) -> pd.DataFrame:
-    """A table the study may not have (training tables without mode train): empty if absent."""
-    return pd.read_csv(path) if path and Path(path).is_file() else pd.DataFrame()
+def _read_optional(path: str | Path | None) -> pd.DataFrame:
+    """A table the study may not have (training tables without mode train): empty if absent
+    (or written without a single column)."""
+    if not path or not Path(path).is_file():
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def findings(args: argparse.Namespace) -> None:
@@ -287,8 +293,10 @@ def comm_model(args: argparse.Namespace) -> None:
     from dpscale.core.html import write_table_html
 
     study = json.loads(args.study_config)
-    windows, cells = pd.read_csv(args.windows), pd.read_csv(args.cells)
-    params = {} if cells.empty else cells.groupby("model")["trainable_params"].first().to_dict()
+    windows, cells = _read_optional(args.windows), _read_optional(args.cells)
+    params = {}
+    if "trainable_params" in cells:
+        params = cells.groupby("model")["trainable_params"].first().to_dict()
     comm_fits = _read_optional(args.comm_fits) if args.comm_fits else None
     groups, parameters, validation, summary = commmodel.analyse(
         windows, params, study["networks"], comm_fits

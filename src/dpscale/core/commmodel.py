@@ -227,6 +227,9 @@ def observations(windows: pd.DataFrame, trainable_params: dict[str, int]) -> pd.
     columns = [*OBS_COLUMNS, "step_time_s", "windows", "gradient_bytes"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
+    frame = frame[np.isfinite(frame["step_time_s"]) & (frame["step_time_s"] > 0)]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
     grouped = frame.groupby(OBS_COLUMNS, sort=True)["step_time_s"]
     table = grouped.agg(step_time_s="mean", windows="size").reset_index()
     table["gradient_bytes"] = [
@@ -526,7 +529,7 @@ def _predict_held_out(
     if reason is None:
         try:
             fitted = fit_model(train, links, form)
-        except NotEnoughData as error:
+        except (ValueError, np.linalg.LinAlgError) as error:  # NotEnoughData among them
             reason = f"not enough data without it: {error}"
     if reason is not None:
         return [dict(b, status="not predicted", reason=reason) for b in base]
@@ -618,8 +621,10 @@ def fit_group(
     strategy: str,
     model: str,
     forms: Sequence[str] = FORMS,
+    validate: bool = True,
 ) -> tuple[GroupModel, pd.DataFrame]:
-    """Every overlap form fitted to all configurations and validated; the chosen one."""
+    """Every overlap form fitted to all configurations and validated (``validate``: else
+    the first form that fits is chosen); the chosen one."""
     fitted: dict[str, Fit] = {}
     loo_error: dict[str, float] = {}
     validations = []
@@ -630,6 +635,11 @@ def fit_group(
         except NotEnoughData as error:
             reason = f"not enough data: {error}"
             continue
+        except (ValueError, np.linalg.LinAlgError) as error:  # a fit that cannot start
+            reason = f"{form} not fitted: {error}"
+            continue
+        if not validate:
+            continue
         loo = held_out_predictions(obs, links, form, "leave one cell out")
         lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
         if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
@@ -637,17 +647,18 @@ def fit_group(
         validations += [loo, lono]
         errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
         loo_error[form] = float(errors.median()) if len(errors) else math.nan
-    chosen = _choose(loo_error) if fitted else None
+    chosen = _choose(loo_error, list(fitted)) if fitted else None
     validation = _concat(validations, VALIDATION_COLUMNS)
     validation["chosen"] = validation["overlap"] == chosen
     return GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason), validation
 
 
-def _choose(loo_error: dict[str, float]) -> str:
-    """Smallest held-out median error; within 1e-3 of it, the form with fewer parameters."""
+def _choose(loo_error: dict[str, float], fitted: list[str]) -> str:
+    """Smallest held-out median error; within 1e-3 of it, the form with fewer parameters
+    (without held-out errors: the first form fitted, additive by default)."""
     finite = {k: v for k, v in loo_error.items() if np.isfinite(v)}
     if not finite:
-        return "additive" if "additive" in loo_error else next(iter(loo_error))
+        return fitted[0]
     best = min(finite.values())
     for form in FORMS:  # ordered by parameter count
         if form in finite and finite[form] <= best + 1e-3:
@@ -718,6 +729,7 @@ def analyse(
     networks: Sequence[Any],
     comm_fits: pd.DataFrame | None = None,
     forms: Sequence[str] = FORMS,
+    validate: bool = True,
 ) -> tuple[list[GroupModel], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(models, parameters, validation, summary) for every strategy and model measured."""
     obs_all = observations(windows, trainable_params)
@@ -725,7 +737,7 @@ def analyse(
     for (strategy, model), obs in obs_all.groupby(["strategy", "model"], sort=True):
         obs = obs.reset_index(drop=True)
         links = links_from_config(networks, comm_fits, strategy)
-        group, validation = fit_group(obs, links, strategy, model, forms)
+        group, validation = fit_group(obs, links, strategy, model, forms, validate)
         groups.append(group)
         parameters += parameter_rows(group)
         validations.append(validation)
@@ -870,6 +882,7 @@ def _prediction_rows(
     n = len(batches)
     speed_log, speed_var = _log_speedup(fit, rows, n)
     values = fit.values
+    even = break_even(values, _row(rows, 0), _row(rows, n))  # the same at every batch
     out = []
     for i, batch in enumerate(batches):
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
@@ -898,7 +911,7 @@ def _prediction_rows(
                 speedup=math.exp(speed_log[i]),
                 speedup_lo=math.exp(speed_log[i] - s_half),
                 speedup_hi=math.exp(speed_log[i] + s_half),
-                break_even_global_batch=break_even(values, _row(rows, i), _row(rows, n + i)),
+                break_even_global_batch=even,
                 status="ok",
                 reason=None,
             )
@@ -929,22 +942,28 @@ def break_even(values: dict[str, Any], multi: Design, single: Design) -> float:
     than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8)."""
     ranks = float(multi.ranks[0])
 
-    def gain(global_batch: float) -> float:
-        m = Design(**{k: getattr(multi, k) for k in multi.__dataclass_fields__})
-        s = Design(**{k: getattr(single, k) for k in single.__dataclass_fields__})
-        m.batch = np.array([global_batch / ranks])
-        s.batch = np.array([global_batch])
-        return float(step_seconds(values, s)[0] - step_seconds(values, m)[0])
+    def gain(global_batch: np.ndarray) -> np.ndarray:
+        size = global_batch.size
+        m = Design(
+            **{k: np.repeat(getattr(multi, k)[:1], size) for k in multi.__dataclass_fields__}
+        )
+        one = Design(
+            **{k: np.repeat(getattr(single, k)[:1], size) for k in single.__dataclass_fields__}
+        )
+        m.batch, one.batch = global_batch / ranks, global_batch
+        return step_seconds(values, one) - step_seconds(values, m)
 
     grid = np.geomspace(ranks * 1e-3, 1e8, 400)
-    gains = np.array([gain(b) for b in grid])
+    gains = gain(grid)
     if gains[0] > 0:
         return 0.0
     winning = np.nonzero(gains > 0)[0]
     if winning.size == 0:
         return math.inf
     first = int(winning[0])
-    return float(optimize.brentq(gain, grid[first - 1], grid[first]))
+    return float(
+        optimize.brentq(lambda b: float(gain(np.array([b]))[0]), grid[first - 1], grid[first])
+    )
 
 
 def model_curves(group: GroupModel, batches: np.ndarray) -> pd.DataFrame:
