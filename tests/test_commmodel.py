@@ -76,7 +76,7 @@ def test_parameters_are_recovered_from_synthetic_measurements(g, form):
     assert groups[0].chosen == form
     for name in ("v0", "t_c1", "sigma", "alpha0", "eta"):
         assert value(parameters, form, name) == pytest.approx(TRUE[name], rel=1e-3), name
-    assert value(parameters, form, "beta_host") == pytest.approx(TRUE["host"] / 1e9, rel=1e-3)
+    assert value(parameters, form, "beta_intra-node") == pytest.approx(TRUE["host"] / 1e9, rel=1e-3)
     if form == "pollux":
         assert value(parameters, form, "g") == pytest.approx(g, rel=1e-3)
     chosen = summary[summary["chosen"]].set_index("scheme")
@@ -310,3 +310,36 @@ def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(
     assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS
     lines = json.loads(out["top"].read_text())
     assert len(lines) == 1 and "not enough data" in lines[0] and "multi-rank" in lines[0]
+
+
+def test_a_clusters_own_network_is_a_link_apart_from_the_intra_node_one():
+    links = commmodel.links_from_config(["host"], None, "torch-ddp")
+    assert set(links) == {commmodel.INTRA, "host"}
+    rows = pd.DataFrame(
+        {
+            "nodes": [1, 2],
+            "network": ["host", "host"],
+            "devices_per_node": [2, 1],
+            "world_size": [2, 2],
+            "batch_per_device": [8, 8],
+            "gradient_bytes": [4 * PARAMS] * 2,
+        }
+    )
+    design = commmodel.design(rows, links, [commmodel.INTRA, "host"], emulation=True)
+    assert list(design.free_link) == [0, 1]
+
+
+def test_a_predicted_network_may_not_reuse_a_measured_networks_name():
+    config = {
+        "study": "s",
+        "strategies": ["torch-ddp"],
+        "models": [{"name": "resnet18"}],
+        "batch_sizes": [8],
+        "devices_per_node": [1],
+        "nodes": [1, 2],
+        "networks": [{"name": "slow", "rate": "1gbit"}],
+        "modes": ["synthetic"],
+        "predict": {"networks": [{"name": "slow", "bandwidth": "2gbit"}]},
+    }
+    with pytest.raises(ConfigError, match=r"^predict.networks\[0\].name: 'slow' is a measured"):
+        check_config(config, STRATEGIES)

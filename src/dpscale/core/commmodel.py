@@ -57,7 +57,8 @@ from scipy import optimize
 from dpscale.core import fits
 
 FORMS = ("additive", "max", "pollux")
-INTRA = "host"  # the network column of one-node cells; their ranks talk inside the machine
+HOST = "host"  # the network column of one-node cells (and of a cluster's own network)
+INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
 Z95 = 1.959963984540054
 MIN_STEP = 1e-12
@@ -175,10 +176,10 @@ def links_from_config(
     networks: Sequence[Any], comm_fits: pd.DataFrame | None, strategy: str
 ) -> dict[str, Link]:
     """The study's links for one strategy: the intra-node link and each network."""
-    links = {INTRA: _link_from_comm_fits(INTRA, comm_fits, strategy, intra=True)}
+    links = {INTRA: _link_from_comm_fits(HOST, comm_fits, strategy, intra=True)}
     for entry in networks:
-        if entry == "host" or not isinstance(entry, dict):
-            links.setdefault(INTRA, links[INTRA])
+        if entry == HOST or not isinstance(entry, dict):  # multi-node cells on a real network
+            links[HOST] = _link_from_comm_fits(HOST, comm_fits, strategy, intra=False)
             continue
         name = entry["name"]
         measured = _link_from_comm_fits(name, comm_fits, strategy, intra=False)
@@ -201,7 +202,7 @@ def links_from_config(
 def _link_from_comm_fits(
     name: str, comm_fits: pd.DataFrame | None, strategy: str, intra: bool
 ) -> Link:
-    unknown = Link(name, math.nan, 0.0, False, "fitted")
+    unknown = Link(INTRA if intra else name, math.nan, 0.0, False, "fitted")
     if comm_fits is None or comm_fits.empty:
         return unknown
     rows = comm_fits[
@@ -215,7 +216,7 @@ def _link_from_comm_fits(
         return unknown
     beta = float(rows["beta_GB_s"].median()) * 1e9
     alpha = float(rows["alpha_s"].clip(lower=0).median())
-    return Link(name, beta, alpha, False, "comm_fits")
+    return Link(unknown.name, beta, alpha, False, "comm_fits")
 
 
 def observations(windows: pd.DataFrame, trainable_params: dict[str, int]) -> pd.DataFrame:
@@ -845,7 +846,7 @@ def _prediction_rows(
             "strategy": group.strategy,
             "model": group.model,
             "nodes": [nodes] * len(batches) + [1] * len(batches),
-            "network": [link_name] * len(batches) + [INTRA] * len(batches),
+            "network": [network.name] * len(batches) + [HOST] * len(batches),
             "devices_per_node": [devices] * len(batches) + [1] * len(batches),
             "world_size": [world] * len(batches) + [1] * len(batches),
             "batch_per_device": list(batches) * 2,
@@ -856,8 +857,8 @@ def _prediction_rows(
         "strategy": group.strategy,
         "model": group.model,
         "overlap": group.chosen,
-        "network": link_name,
-        "basis": "intra-node (fitted)" if nodes == 1 else network.basis,
+        "network": HOST if nodes == 1 else network.name,
+        "basis": f"{INTRA} ({group.links[INTRA].source})" if nodes == 1 else network.basis,
         "bandwidth_Gbit_s": math.nan if nodes == 1 else network.bandwidth_bit_s / 1e9,
         "latency_us": math.nan if nodes == 1 else round(network.latency_s * 1e6, 3),
         "nodes": nodes,
@@ -892,7 +893,7 @@ def _prediction_rows(
             group.strategy,
             group.model,
             str(nodes),
-            link_name,
+            base["network"],
             str(devices),
             str(world),
             str(batch),

@@ -33,7 +33,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
         empty_figure(path, "not enough data: no multi-rank configuration could be predicted")
         return
     schemes = [s for s in SCHEMES if s in set(ok["scheme"])]
-    colours = _network_colours(list(ok["network"]))
+    colours = _network_colours(["one node", *ok.loc[ok["nodes"] > 1, "network"].astype(str)])
     figure, axes = plt.subplots(1, len(schemes), figsize=(5.5 * len(schemes), 5), squeeze=False)
     low = min(ok["measured"].min(), ok["lo"].min()) * 0.8
     high = max(ok["measured"].max(), ok["hi"].max()) * 1.25
@@ -42,8 +42,8 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
         rows = ok[ok["scheme"] == scheme]
         axis.fill_between(line, line * 0.9, line * 1.1, color="0.88", label="±10%")
         axis.plot(line, line, color="0.3", lw=1, label="y = x")
-        for network, group in rows.groupby("network"):
-            layout = "1 node" if network == commmodel.INTRA else f"{network}"
+        links = np.where(rows["nodes"] == 1, "one node", rows["network"].astype(str))
+        for network, group in rows.groupby(links):
             axis.errorbar(
                 group["measured"],
                 group["predicted"],
@@ -52,7 +52,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
                 ms=5,
                 capsize=2,
                 color=colours[network],
-                label=layout,
+                label=network,
             )
         errors = rows["relative_error"].abs()
         axis.set(
