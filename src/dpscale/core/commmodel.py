@@ -322,7 +322,7 @@ class Parameters:
             "t_c1": (0.0, 1e3),
             "sigma": (0.0, 10.0),
             "alpha0": (0.0, 1.0),
-            "log_eta": (math.log(1e-4), math.log(10.0)),
+            "log_eta": (math.log(1e-4), 0.0),  # a framework cannot beat the line rate
             "g": (1.0, 10.0),
         }
         pairs = [table.get(n, (math.log(1e3), math.log(1e14))) for n in self.names]
@@ -383,8 +383,30 @@ class Fit:
 
         centre = log_t(self.theta)
         gradient = _jacobian(log_t, self.theta, centre)
-        variance = np.einsum("ij,jk,ik->i", gradient, self.covariance, gradient)
+        variance = propagate(gradient, self.covariance)
         return centre, variance + self.residual_var
+
+
+def _covariance(jac: np.ndarray, residual_var: float) -> np.ndarray:
+    """s^2 (J^T J)^-1 over the parameters the data inform; NaN rows and columns for those
+    they do not (a zero column of J: e.g. the network's parameters when the max form hides
+    every all-reduce behind compute), so their intervals say "unknown", not "exact"."""
+    norms = np.linalg.norm(jac, axis=0)
+    informed = norms > 1e-8 * max(float(norms.max(initial=0.0)), 1e-300)
+    covariance = np.full((jac.shape[1], jac.shape[1]), np.nan)
+    sub = jac[:, informed]
+    covariance[np.ix_(informed, informed)] = residual_var * np.linalg.pinv(sub.T @ sub)
+    return covariance
+
+
+def propagate(gradient: np.ndarray, covariance: np.ndarray) -> np.ndarray:
+    """Delta-method variance of each row's function; NaN where it depends on a parameter
+    the data do not inform."""
+    known = np.isfinite(np.diag(covariance))
+    part = gradient[:, known]
+    variance = np.einsum("ij,jk,ik->i", part, covariance[np.ix_(known, known)], part)
+    depends = (np.abs(gradient[:, ~known]) > 1e-12).any(axis=1)
+    return np.where(depends, np.nan, variance)
 
 
 def _jacobian(
@@ -453,8 +475,7 @@ def fit_model(obs: pd.DataFrame, links: dict[str, Link], form: str) -> Fit:
     assert best is not None
     dof = len(obs) - len(parameters.names)
     residual_var = 2 * best.cost / dof if dof > 0 else math.nan
-    jac = best.jac
-    covariance = residual_var * np.linalg.pinv(jac.T @ jac)
+    covariance = _covariance(best.jac, residual_var)
     return Fit(parameters, best.x, covariance, residual_var, links, len(obs))
 
 
@@ -734,11 +755,19 @@ def analyse(
 ) -> tuple[list[GroupModel], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(models, parameters, validation, summary) for every strategy and model measured."""
     obs_all = observations(windows, trainable_params)
+    everything = observations(windows.assign(quality="ok"), trainable_params)
     groups, parameters, validations = [], [], []
-    for (strategy, model), obs in obs_all.groupby(["strategy", "model"], sort=True):
-        obs = obs.reset_index(drop=True)
+    for (strategy, model), measured in everything.groupby(["strategy", "model"], sort=True):
+        mine = (obs_all["strategy"] == strategy) & (obs_all["model"] == model)
+        obs = obs_all[mine].reset_index(drop=True)
         links = links_from_config(networks, comm_fits, strategy)
         group, validation = fit_group(obs, links, strategy, model, forms, validate)
+        left_out = len(measured) - len(obs)
+        if group.chosen is None and left_out:
+            group.reason = (
+                f"{group.reason or 'not enough data'}; {left_out} of {len(measured)} "
+                "configurations left out: only contaminated cells (other work took the CPU)"
+            )
         groups.append(group)
         parameters += parameter_rows(group)
         validations.append(validation)
@@ -931,7 +960,7 @@ def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray
 
     centre = log_speedup(fit.theta)
     gradient = _jacobian(log_speedup, fit.theta, centre)
-    return centre, np.einsum("ij,jk,ik->i", gradient, fit.covariance, gradient)
+    return centre, propagate(gradient, fit.covariance)
 
 
 def _row(rows: Design, index: int) -> Design:
