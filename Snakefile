@@ -19,6 +19,7 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings_common.smk"
 include: "workflow/rules/findings.smk"
+include: "workflow/rules/model_common.smk"
 include: "workflow/rules/model.smk"
 
 
