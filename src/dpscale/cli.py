@@ -319,12 +319,13 @@ def comm_model(args: argparse.Namespace) -> None:
     commmodel_plots.throughput_figure(windows, groups, args.throughput_figure)
     chosen = validation[validation["chosen"].astype(bool)] if not validation.empty else validation
     write_table_html(
-        pd.concat([summary, chosen], ignore_index=True) if not summary.empty else chosen,
+        chosen,
         args.validation_html,
         "Communication model: held-out prediction errors",
-        " ".join(lines) + " First rows: the median absolute relative error per scheme and "
-        "overlap form; then every held-out configuration of the chosen form (step time in s, "
-        "measured vs predicted with its 95% prediction interval).",
+        " ".join(lines) + " Rows: every held-out configuration, chosen overlap form (step "
+        "time in s, measured vs predicted with its 95% prediction interval; relative_error = "
+        "predicted / measured - 1). Every form: model_validation.csv and "
+        "model_validation_summary.csv.",
     )
     write_table_html(
         parameters,
