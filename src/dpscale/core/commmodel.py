@@ -19,7 +19,11 @@ benchmark's latency or the configured ``delay``; ``alpha0`` is a fitted per-hop 
 latency. Parameters no measurement informs are held fixed (as Pollux does): ``sigma`` = 0
 without co-located ranks, ``alpha0`` = 0 unless two different (N, reference bandwidth) pairs
 separate it from ``eta``, ``eta`` = 1 without a link that has a reference. At most seven
-parameters: v0, t_c1, sigma, alpha0, eta, one bandwidth per unrated link, g.
+parameters: v0, t_c1, sigma, alpha0, eta, one bandwidth per unrated link, g. ``sigma`` is
+there because on a CPU two ranks of one machine share its cores' caches and memory bandwidth
+(and, on this one, the cores with the network emulation): the 1-rank v0 overstates their
+rate. Its 95% interval says whether the data demand it (an interval that holds 0: they do
+not); on GPUs, one device per rank, it should come out near 0.
 
 Overlap. Three forms are fitted: ``additive`` (g = 1: the all-reduce waits for the backward
 pass), ``max`` (g -> infinity: it hides completely behind compute) and ``pollux``
