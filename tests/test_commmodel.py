@@ -343,3 +343,16 @@ def test_a_predicted_network_may_not_reuse_a_measured_networks_name():
     }
     with pytest.raises(ConfigError, match=r"^predict.networks\[0\].name: 'slow' is a measured"):
         check_config(config, STRATEGIES)
+
+
+def test_the_noise_floor_baseline_predicts_each_cell_from_its_own_layouts_other_batches():
+    obs = commmodel.observations(synthetic_windows(1.0), {"m": PARAMS})
+    baseline = commmodel.layout_law_baseline(obs)
+    assert len(baseline) == len(obs[obs["world_size"] > 1])
+    # additive: every layout's step time is a line in the batch, so the lines are exact
+    assert (baseline["relative_error"].abs() < 1e-9).all()
+    # max: a kink per layout, so a line through the other batches misses
+    kinked = commmodel.layout_law_baseline(
+        commmodel.observations(synthetic_windows(math.inf), {"m": PARAMS})
+    )
+    assert kinked["relative_error"].abs().max() > 0.05

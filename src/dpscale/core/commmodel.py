@@ -626,6 +626,54 @@ def summarise(validation: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
 
 
+BASELINE = "baseline: a line per layout, leave one cell out"
+BASELINE_FORM = "per-layout law"
+
+
+def layout_law_baseline(obs: pd.DataFrame) -> pd.DataFrame:
+    """The noise floor: each multi-rank configuration predicted by a straight line (the
+    throughput law, 2 parameters per layout) through the other batches of its own layout.
+    A model with fewer parameters cannot be expected to do much better than this."""
+    rows = []
+    multi = obs[obs["world_size"] > 1]
+    for _, layout in multi.groupby(["nodes", "network", "devices_per_node"], sort=True):
+        for index in layout.index:
+            rest = layout.drop(index=index)
+            row = layout.loc[index]
+            base = {
+                "scheme": BASELINE,
+                "overlap": BASELINE_FORM,
+                "chosen": False,
+                **{k: row[k] for k in OBS_COLUMNS},
+                "measured": row["step_time_s"],
+            }
+            if rest["batch_per_device"].nunique() < 2:
+                rows.append(dict(base, status="not predicted", reason="fewer than 2 other batches"))
+                continue
+            slope, intercept = np.polyfit(rest["batch_per_device"], rest["step_time_s"], 1)
+            predicted = slope * row["batch_per_device"] + intercept
+            rows.append(
+                dict(
+                    base,
+                    predicted=predicted,
+                    relative_error=predicted / row["step_time_s"] - 1.0,
+                    status="ok",
+                    reason=None,
+                )
+            )
+    return pd.DataFrame(rows).reindex(columns=VALIDATION_COLUMNS)
+
+
+def window_cv(windows: pd.DataFrame) -> pd.Series:
+    """Median over configurations of the windows' coefficient of variation of step time, per
+    (strategy, model): how much one configuration's own measurement scatters."""
+    if windows.empty:
+        return pd.Series(dtype=float)
+    keys = ["strategy", "model", *OBS_COLUMNS[2:]]
+    per_config = windows.groupby(keys)["step_time_s"].agg(lambda t: t.std() / t.mean())
+    return per_config.groupby(level=["strategy", "model"]).median()
+
+
 # -- the whole analysis ------------------------------------------------------------------
 
 
@@ -639,6 +687,7 @@ class GroupModel:
     loo_error: dict[str, float]
     chosen: str | None
     reason: str | None
+    window_cv: float = math.nan
 
 
 def fit_group(
@@ -760,6 +809,7 @@ def analyse(
     """(models, parameters, validation, summary) for every strategy and model measured."""
     obs_all = observations(windows, trainable_params)
     everything = observations(windows.assign(quality="ok"), trainable_params)
+    scatter = window_cv(windows)
     groups, parameters, validations = [], [], []
     for (strategy, model), measured in everything.groupby(["strategy", "model"], sort=True):
         mine = (obs_all["strategy"] == strategy) & (obs_all["model"] == model)
@@ -772,9 +822,12 @@ def analyse(
                 f"{group.reason or 'not enough data'}; {left_out} of {len(measured)} "
                 "configurations left out: only contaminated cells (other work took the CPU)"
             )
+        group.window_cv = float(scatter.get((strategy, model), math.nan))
         groups.append(group)
         parameters += parameter_rows(group)
         validations.append(validation)
+        if validate and group.chosen is not None:
+            validations.append(layout_law_baseline(obs))
     validation = _concat(validations, VALIDATION_COLUMNS)
     summary = summarise(validation)
     if not summary.empty:
@@ -1049,4 +1102,22 @@ def summary_lines(groups: list[GroupModel], summary: pd.DataFrame) -> list[str]:
             )
         if others:
             lines.append(f"{name}: other overlap forms, leave one cell out: {others}.")
+        lines += _noise_floor_line(name, group, summary)
     return lines or ["not enough data: no strategy has 1-rank and multi-rank cells."]
+
+
+def _noise_floor_line(name: str, group: GroupModel, summary: pd.DataFrame) -> list[str]:
+    rows = summary[
+        (summary["strategy"] == group.strategy)
+        & (summary["model"] == group.model)
+        & (summary["scheme"] == BASELINE)
+        & (summary["status"] == "ok")
+    ]
+    if rows.empty:
+        return []
+    return [
+        f"{name}: noise floor: a straight line per layout through its other batches "
+        f"(2 parameters per layout) predicts a held-out cell with median |error| "
+        f"{rows['median_abs_relative_error'].iloc[0]:.1%}; the windows of one cell scatter by "
+        f"{group.window_cv:.1%} (median coefficient of variation)."
+    ]
