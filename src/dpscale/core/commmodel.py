@@ -153,6 +153,13 @@ PREDICTION_COLUMNS = [
 ]
 
 
+def safe_exp(value: float) -> float:
+    """exp that gives inf (an unbounded interval) instead of raising OverflowError."""
+    if math.isnan(value):
+        return math.nan
+    return math.exp(value) if value < 700 else math.inf
+
+
 def parse_quantity(text: str, field_name: str) -> float:
     """``10gbit`` -> 1e10 (bit/s), ``50us`` -> 5e-5 (s); ValueError naming the field."""
     match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", str(text))
@@ -565,13 +572,13 @@ def _predict_held_out(
     out = []
     for row, mid, var in zip(base, centre, variance, strict=True):
         half = Z95 * math.sqrt(var) if np.isfinite(var) else math.nan
-        predicted = math.exp(mid)
+        predicted = safe_exp(mid)
         out.append(
             dict(
                 row,
                 predicted=predicted,
-                lo=math.exp(mid - half),
-                hi=math.exp(mid + half),
+                lo=safe_exp(mid - half),
+                hi=safe_exp(mid + half),
                 relative_error=predicted / row["measured"] - 1.0,
                 status="ok",
                 reason=None,
@@ -764,11 +771,11 @@ def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
         }
         values = fit.values
         report = [
-            ("v0", "log_v0", values["v0"], "img/s per device", math.exp, 1.0),
+            ("v0", "log_v0", values["v0"], "img/s per device", safe_exp, 1.0),
             ("t_c1", "t_c1", values["t_c1"], "s", None, 1.0),
             ("sigma", "sigma", values["sigma"], "compute slowdown per co-located rank", None, 1.0),
             ("alpha0", "alpha0", values["alpha0"], "s per hop", None, 1.0),
-            ("eta", "log_eta", values["eta"], "fraction of the reference bandwidth", math.exp, 1.0),
+            ("eta", "log_eta", values["eta"], "fraction of the reference bandwidth", safe_exp, 1.0),
             ("g", "g", values["g"], "overlap exponent", None, 1.0),
         ]
         for index, link in enumerate(fit.parameters.free_links):
@@ -778,14 +785,19 @@ def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
                     f"log_beta_{link}",
                     values["beta_free"][index] / 1e9,
                     "GB/s",
-                    math.exp,
+                    safe_exp,
                     1e-9,
                 )
             )
+        limits = dict(
+            zip(fit.parameters.names, zip(*fit.parameters.bounds(), strict=True), strict=True)
+        )
         for name, key, value, unit, transform, scale in report:
             if key in named:
                 theta, error = named[key]
-                low, high = theta - Z95 * error, theta + Z95 * error
+                lower, upper = limits[key]  # an interval never leaves the parameter's range
+                low = max(theta - Z95 * error, lower) if np.isfinite(error) else math.nan
+                high = min(theta + Z95 * error, upper) if np.isfinite(error) else math.nan
                 if transform is not None:
                     low, high = transform(low) * scale, transform(high) * scale
                 fitted = True
@@ -974,7 +986,7 @@ def _prediction_rows(
     for i, batch in enumerate(batches):
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
         s_half = Z95 * math.sqrt(speed_var[i]) if np.isfinite(speed_var[i]) else math.nan
-        step = math.exp(centre[i])
+        step = safe_exp(centre[i])
         key = (
             group.strategy,
             group.model,
@@ -990,14 +1002,14 @@ def _prediction_rows(
                 batch_per_device=batch,
                 measured=key in measured,
                 step_time_s=step,
-                step_time_lo_s=math.exp(centre[i] - half),
-                step_time_hi_s=math.exp(centre[i] + half),
+                step_time_lo_s=safe_exp(centre[i] - half),
+                step_time_hi_s=safe_exp(centre[i] + half),
                 img_s=world * batch / step,
-                img_s_lo=world * batch / math.exp(centre[i] + half),
-                img_s_hi=world * batch / math.exp(centre[i] - half),
-                speedup=math.exp(speed_log[i]),
-                speedup_lo=math.exp(speed_log[i] - s_half),
-                speedup_hi=math.exp(speed_log[i] + s_half),
+                img_s_lo=world * batch / safe_exp(centre[i] + half),
+                img_s_hi=world * batch / safe_exp(centre[i] - half),
+                speedup=safe_exp(speed_log[i]),
+                speedup_lo=safe_exp(speed_log[i] - s_half),
+                speedup_hi=safe_exp(speed_log[i] + s_half),
                 break_even_global_batch=even,
                 status="ok",
                 reason=None,

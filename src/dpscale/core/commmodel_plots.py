@@ -35,8 +35,9 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
     schemes = [s for s in SCHEMES if s in set(ok["scheme"])]
     colours = _network_colours(["one node", *ok.loc[ok["nodes"] > 1, "network"].astype(str)])
     figure, axes = plt.subplots(1, len(schemes), figsize=(5.5 * len(schemes), 5), squeeze=False)
-    low = min(ok["measured"].min(), ok["lo"].min()) * 0.8
-    high = max(ok["measured"].max(), ok["hi"].max()) * 1.25
+    values = pd.concat([ok["measured"], ok["predicted"], ok["lo"], ok["hi"]]).astype(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    low, high = values.min() * 0.8, values.max() * 1.25
     line = np.geomspace(low, high, 50)
     for axis, scheme in zip(axes[0], schemes, strict=True):
         rows = ok[ok["scheme"] == scheme]
@@ -47,7 +48,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
             axis.errorbar(
                 group["measured"],
                 group["predicted"],
-                yerr=[group["predicted"] - group["lo"], group["hi"] - group["predicted"]],
+                yerr=_bars(group, high),
                 fmt="o",
                 ms=5,
                 capsize=2,
@@ -68,6 +69,14 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _bars(rows: pd.DataFrame, high: float) -> list[np.ndarray]:
+    """Error bar lengths; an unbounded side (NaN or inf: a parameter the data do not inform)
+    reaches the edge of the panel."""
+    lower = (rows["predicted"] - rows["lo"].fillna(0).clip(lower=0)).to_numpy(dtype=float)
+    upper = (rows["hi"].fillna(np.inf).clip(upper=high) - rows["predicted"]).to_numpy(dtype=float)
+    return [np.maximum(lower, 0), np.maximum(upper, 0)]
 
 
 def _measured_points(windows: pd.DataFrame) -> pd.DataFrame:
