@@ -356,3 +356,23 @@ def test_the_noise_floor_baseline_predicts_each_cell_from_its_own_layouts_other_
         commmodel.observations(synthetic_windows(math.inf), {"m": PARAMS})
     )
     assert kinked["relative_error"].abs().max() > 0.05
+
+
+def test_a_parameter_the_data_do_not_inform_has_no_interval():
+    windows = synthetic_windows(math.inf)
+    hidden = windows[windows["batch_per_device"] >= 8]  # compute hides every all-reduce
+    hidden = hidden[hidden["network"] != "slow"]
+    _, parameters, _, _ = analyse(hidden, networks=[NETWORKS[1]], forms=("max",), validate=False)
+    rows = parameters.set_index("parameter")
+    assert np.isnan(rows.loc["eta", "lo"]) and np.isnan(rows.loc["eta", "hi"])
+    assert rows.loc["v0", "lo"] < rows.loc["v0", "value"] < rows.loc["v0", "hi"]
+
+
+def test_the_max_form_fits_with_one_configuration_fewer_than_pollux_needs():
+    windows = synthetic_windows(math.inf)
+    few = windows[(windows["batch_per_device"] >= 16) & (windows["network"] != "slow")]
+    groups, parameters, _, _ = analyse(
+        few, networks=[NETWORKS[1]], forms=("max", "pollux"), validate=False
+    )
+    assert set(groups[0].fits) == {"max"} and groups[0].chosen == "max"
+    assert "6 configurations for 6 parameters" in groups[0].reason

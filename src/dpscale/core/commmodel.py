@@ -498,8 +498,11 @@ def _starts(obs: pd.DataFrame, parameters: Parameters, links: dict[str, Link]) -
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [np.array([named.get(n, g) for n in parameters.names]) for g in (1.5, 4.0, 9.0)]
     if parameters.form == "max":  # the kinks trap a local search: start near, from g = 10
-        pollux = fit_model(obs, links, "pollux")
-        named = dict(zip(pollux.parameters.names, pollux.theta, strict=True))
+        try:
+            near = fit_model(obs, links, "pollux")
+        except NotEnoughData:  # one parameter fewer than pollux: start from additive
+            near = fit_model(obs, links, "additive")
+        named = dict(zip(near.parameters.names, near.theta, strict=True))
         return [np.array([named[n] for n in parameters.names], dtype=float)]
     single = obs[obs["world_size"] == 1]
     slope, intercept = np.polyfit(single["batch_per_device"], single["step_time_s"], 1)
