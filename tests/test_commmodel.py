@@ -310,6 +310,9 @@ def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(
     assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS
     lines = json.loads(out["top"].read_text())
     assert len(lines) == 1 and "not enough data" in lines[0] and "multi-rank" in lines[0]
+    for name in ("validation-html", "parameters-html", "predictions-html"):
+        page = out[name].read_text()
+        assert "<tbody><tr" in page and "not enough data" in page  # a row that says why
 
 
 def test_a_clusters_own_network_is_a_link_apart_from_the_intra_node_one():

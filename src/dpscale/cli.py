@@ -318,8 +318,12 @@ def comm_model(args: argparse.Namespace) -> None:
     commmodel_plots.validation_figure(validation, args.validation_figure)
     commmodel_plots.throughput_figure(windows, groups, args.throughput_figure)
     chosen = validation[validation["chosen"].astype(bool)] if not validation.empty else validation
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the report says why, not "No rows"
+        return frame if not frame.empty else pd.DataFrame({"communication model": lines})
+
     write_table_html(
-        chosen,
+        shown(chosen),
         args.validation_html,
         "Communication model: held-out prediction errors",
         " ".join(lines) + " Rows: every held-out configuration, chosen overlap form (step "
@@ -328,7 +332,7 @@ def comm_model(args: argparse.Namespace) -> None:
         "model_validation_summary.csv.",
     )
     write_table_html(
-        parameters,
+        shown(parameters),
         args.parameters_html,
         "Communication model: fitted parameters",
         "Per strategy and model and overlap form: the parameters with 95% intervals (fitted: "
@@ -336,7 +340,7 @@ def comm_model(args: argparse.Namespace) -> None:
         "chose the form (chosen), and the fit's rms error of log step time.",
     )
     write_table_html(
-        table,
+        shown(table),
         args.predictions_html,
         "Communication model: predictions",
         "Step time, img/s and weak-scaling speedup over one rank at the same per-device batch "
