@@ -20,6 +20,8 @@ include: "workflow/rules/collectives.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings_common.smk"
 include: "workflow/rules/findings.smk"
+include: "workflow/rules/model_common.smk"
+include: "workflow/rules/model.smk"
 
 
 rule all:

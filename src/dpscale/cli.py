@@ -178,9 +178,15 @@ def accuracy(args: argparse.Namespace) -> None:
     print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
 
 
-def _read_optional(path: str | None) -> pd.DataFrame:
-    """A table the study may not have (training tables without mode train): empty if absent."""
-    return pd.read_csv(path) if path and Path(path).is_file() else pd.DataFrame()
+def _read_optional(path: str | Path | None) -> pd.DataFrame:
+    """A table the study may not have (training tables without mode train): empty if absent
+    (or written without a single column)."""
+    if not path or not Path(path).is_file():
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def findings(args: argparse.Namespace) -> None:
@@ -320,6 +326,92 @@ def add_collectives_parser(commands: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=collectives)
 
 
+def comm_model(args: argparse.Namespace) -> None:
+    """windows + cells (+ comm_fits) -> the communication model's parameters, held-out
+    validation, predictions, their HTML pages and figures."""
+    import json
+
+    from dpscale.core import commmodel, commmodel_plots
+    from dpscale.core.html import write_table_html
+
+    study = json.loads(args.study_config)
+    windows, cells = _read_optional(args.windows), _read_optional(args.cells)
+    params = {}
+    if "trainable_params" in cells:
+        params = cells.groupby("model")["trainable_params"].first().to_dict()
+    comm_fits = _read_optional(args.comm_fits) if args.comm_fits else None
+    groups, parameters, validation, summary = commmodel.analyse(
+        windows, params, study["networks"], comm_fits
+    )
+    table = commmodel.predictions(
+        groups, study["predict"], study["devices_per_node"], study["batch_sizes"]
+    )
+    for frame, path in (
+        (parameters, args.parameters),
+        (validation, args.validation),
+        (summary, args.summary),
+        (table, args.predictions),
+    ):
+        _csv(frame, path)
+    lines = commmodel.summary_lines(groups, summary)
+    Path(args.top).write_text(json.dumps(lines, indent=1) + "\n", encoding="utf-8")
+    for path in (args.validation_figure, args.throughput_figure):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    commmodel_plots.validation_figure(validation, args.validation_figure)
+    commmodel_plots.throughput_figure(windows, groups, args.throughput_figure)
+    chosen = validation[validation["chosen"].astype(bool)] if not validation.empty else validation
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the report says why, not "No rows"
+        return frame if not frame.empty else pd.DataFrame({"communication model": lines})
+
+    write_table_html(
+        shown(chosen),
+        args.validation_html,
+        "Communication model: held-out prediction errors",
+        " ".join(lines) + " Rows: every held-out configuration, chosen overlap form (step "
+        "time in s, measured vs predicted with its 95% prediction interval; relative_error = "
+        "predicted / measured - 1). Every form: model_validation.csv and "
+        "model_validation_summary.csv.",
+    )
+    write_table_html(
+        shown(parameters),
+        args.parameters_html,
+        "Communication model: fitted parameters",
+        "Per strategy and model and overlap form: the parameters with 95% intervals (fitted: "
+        "false means held fixed, no measurement informs it), the held-out median error that "
+        "chose the form (chosen), and the fit's rms error of log step time.",
+    )
+    write_table_html(
+        shown(table),
+        args.predictions_html,
+        "Communication model: predictions",
+        "Step time, img/s and weak-scaling speedup over one rank at the same per-device batch "
+        "(95% prediction intervals) for configurations of real clusters (c = devices per node "
+        "ranks share a machine), and the global batch from which the configuration beats one "
+        "rank (strong scaling; 0: always, inf: never).",
+    )
+    print(f"[dpscale] comm model: {' '.join(lines)}")
+
+
+def add_comm_model_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("comm-model", help="fit, validate and use the communication model")
+    cmd.add_argument("--windows", required=True, help="windows.csv")
+    cmd.add_argument("--cells", required=True, help="cells.csv (trainable parameters)")
+    cmd.add_argument("--comm-fits", help="comm_fits.csv of the collective benchmark, if any")
+    cmd.add_argument(
+        "--study-config",
+        required=True,
+        help="JSON: networks, predict, devices_per_node, batch_sizes",
+    )
+    for name in ("parameters", "validation", "summary", "predictions", "top"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    for name in ("validation-html", "parameters-html", "predictions-html"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    for name in ("validation-figure", "throughput-figure"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output PNG: {name}")
+    cmd.set_defaults(func=comm_model)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -349,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     add_figure_parsers(commands)
     add_posts_parser(commands)
     add_collectives_parser(commands)
+
+    add_comm_model_parser(commands)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -32,25 +32,25 @@ rule accuracy:
         deltas_html=report(
             f"{RESULTS}/tables/accuracy_delta.html",
             caption="../../report/accuracy_delta.rst",
-            category="5. Accuracy",
+            category="6. Accuracy",
             labels={"table": "accuracy delta"},
         ),
         tta_html=report(
             f"{RESULTS}/tables/time_to_accuracy.html",
             caption="../../report/time_to_accuracy.rst",
-            category="5. Accuracy",
+            category="6. Accuracy",
             labels={"table": "time to accuracy"},
         ),
         curves=report(
             f"{RESULTS}/figures/accuracy.png",
             caption="../../report/accuracy.rst",
-            category="5. Accuracy",
+            category="6. Accuracy",
             labels={"figure": "accuracy curves"},
         ),
         epoch_time=report(
             f"{RESULTS}/figures/epoch_time.png",
             caption="../../report/epoch_time.rst",
-            category="5. Accuracy",
+            category="6. Accuracy",
             labels={"figure": "epoch time vs devices"},
         ),
     log:

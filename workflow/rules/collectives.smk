@@ -12,13 +12,13 @@ rule collectives:
         fits_html=report(
             f"{RESULTS}/tables/comm_fits.html",
             caption="../../report/comm_fits.rst",
-            category="6. Network",
+            category="4. Network",
             labels={"table": "all-reduce alpha and beta"},
         ),
         figure=report(
             f"{RESULTS}/figures/collectives_busbw.png",
             caption="../../report/collectives_busbw.rst",
-            category="6. Network",
+            category="4. Network",
             labels={"figure": "all-reduce bus bandwidth"},
         ),
     log:

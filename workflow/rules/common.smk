@@ -137,4 +137,5 @@ def final_outputs():
         + training_outputs()
         + collectives_outputs()
         + findings_outputs()  # workflow/rules/findings.smk
+        + model_outputs()  # workflow/rules/model.smk
     )

@@ -29,7 +29,7 @@ rule figures:
         frameworks=report(
             f"{RESULTS}/figures/frameworks.png",
             caption="../../report/frameworks.rst",
-            category="4. Frameworks",
+            category="7. Frameworks",
             labels={"figure": "img/s per strategy"},
         ),
     log:

@@ -66,6 +66,7 @@ def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[
     """Validate and return the config with defaults filled in; raise ConfigError otherwise."""
     schema = config_schema()
     _check_networks(config.get("networks", ["host"]))
+    _check_predict(config.get("predict"), config.get("networks", ["host"]))
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(config)
     )
@@ -148,6 +149,42 @@ def _check_networks(networks: Any) -> None:
             )
     if len(set(names)) != len(names):
         raise ConfigError(f"networks: names must be unique; got {names}")
+
+
+def _check_predict(predict: Any, networks: list[Any]) -> None:
+    """``predict.networks``: one line per mistake, naming the entry and what is allowed."""
+    if not isinstance(predict, dict) or not isinstance(predict.get("networks"), list):
+        return  # absent, or a shape the schema reports
+    measured = {entry.get("name") for entry in networks if isinstance(entry, dict)}
+    names = []
+    for index, entry in enumerate(predict["networks"]):
+        where = f"predict.networks[{index}]"
+        if not isinstance(entry, dict) or "name" not in entry or "bandwidth" not in entry:
+            raise ConfigError(f"{where}: {entry!r} is not {{name, bandwidth[, latency]}}")
+        name = entry["name"]
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+            raise ConfigError(
+                f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
+                "digits, not 'host'"
+            )
+        if name in measured:
+            raise ConfigError(
+                f"{where}.name: {name!r} is a measured network of this study (networks); "
+                "the model predicts it anyway: give this one another name"
+            )
+        names.append(name)
+        if not RATE.match(str(entry["bandwidth"])):
+            raise ConfigError(
+                f"{where}.bandwidth: {entry['bandwidth']!r} is not a bandwidth; allowed: a "
+                "number with kbit, mbit or gbit (e.g. 10gbit, 25gbit, 100gbit)"
+            )
+        if "latency" in entry and not DELAY.match(str(entry["latency"])):
+            raise ConfigError(
+                f"{where}.latency: {entry['latency']!r} is not a latency; allowed: a number "
+                "with us or ms (e.g. 50us, 1ms)"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"predict.networks: names must be unique; got {names}")
 
 
 def _check_paths(config: dict[str, Any]) -> None:

@@ -1,0 +1,381 @@
+"""The communication model (dpscale.core.commmodel): parameters recovered from synthetic
+measurements, held-out predictions that really hold out, physics-respecting predictions,
+config errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpscale.core import commmodel
+from dpscale.core.config import ConfigError, check_config
+from dpscale.registry import STRATEGIES
+
+PARAMS = 11_000_000  # trainable parameters: 44 MB of fp32 gradients
+NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
+TRUE = {"v0": 40.0, "t_c1": 0.02, "sigma": 0.15, "alpha0": 0.004, "eta": 0.6, "host": 5e8}
+LAYOUTS = [(1, 1, "host"), (1, 2, "host"), (2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]
+BATCHES = [1, 2, 4, 8, 16, 32]
+
+
+def true_step(nodes: int, devices: int, network: str, batch: float, g: float) -> float:
+    world = nodes * devices
+    rate = {"slow": 1e9 / 8 * TRUE["eta"], "fast": 1e10 / 8 * TRUE["eta"], "host": TRUE["host"]}
+    colocated = world if network != "host" else devices  # emulated nodes share the machine
+    compute = (1 + TRUE["sigma"] * (colocated - 1)) * batch / TRUE["v0"] + TRUE["t_c1"]
+    if world == 1:
+        return compute
+    hops = 2 * (world - 1)
+    net = hops / world * 4 * PARAMS / rate[network] + hops * TRUE["alpha0"]
+    return float(commmodel.combine(np.array([compute]), np.array([net]), g)[0])
+
+
+def synthetic_windows(g: float, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    random = np.random.default_rng(seed)
+    rows = []
+    for nodes, devices, network in LAYOUTS:
+        for batch in BATCHES:
+            step = true_step(nodes, devices, network, batch, g)
+            for window in range(3):
+                rows.append(
+                    {
+                        "strategy": "torch-ddp",
+                        "model": "m",
+                        "mode": "synthetic",
+                        "nodes": nodes,
+                        "network": network,
+                        "devices_per_node": devices,
+                        "world_size": nodes * devices,
+                        "batch_per_device": batch,
+                        "quality": "ok",
+                        "window": window,
+                        "step_time_s": step * math.exp(noise * random.standard_normal()),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def analyse(
+    windows: pd.DataFrame, networks=NETWORKS, comm_fits=None, forms=("additive",), validate=True
+):
+    """The model of the synthetic measurements (one overlap form unless asked: fast)."""
+    return commmodel.analyse(windows, {"m": PARAMS}, networks, comm_fits, forms, validate)
+
+
+def value(parameters: pd.DataFrame, overlap: str, name: str) -> float:
+    row = parameters[(parameters["overlap"] == overlap) & (parameters["parameter"] == name)]
+    return float(row["value"].iloc[0])
+
+
+@pytest.mark.parametrize(("g", "form"), [(1.0, "additive"), (math.inf, "max"), (3.0, "pollux")])
+def test_parameters_are_recovered_from_synthetic_measurements(g, form):
+    groups, parameters, validation, summary = analyse(synthetic_windows(g), forms=commmodel.FORMS)
+    assert groups[0].chosen == form
+    for name in ("v0", "t_c1", "sigma", "alpha0", "eta"):
+        assert value(parameters, form, name) == pytest.approx(TRUE[name], rel=1e-3), name
+    assert value(parameters, form, "beta_intra-node") == pytest.approx(TRUE["host"] / 1e9, rel=1e-3)
+    if form == "pollux":
+        assert value(parameters, form, "g") == pytest.approx(g, rel=1e-3)
+    chosen = summary[summary["chosen"]].set_index("scheme")
+    assert chosen.loc["leave one cell out", "median_abs_relative_error"] < 1e-3
+    # without the fast network, the slow one (N = 2 and 4) still separates alpha0 from eta
+    held = validation[validation["chosen"] & (validation["scheme"] == "leave one network out")]
+    fast = held[held["network"] == "fast"]
+    assert len(fast) == len(BATCHES) and (fast["relative_error"].abs() < 1e-3).all()
+
+
+def test_noisy_measurements_give_intervals_that_cover_the_truth():
+    _, parameters, _, _ = analyse(synthetic_windows(1.0, noise=0.02, seed=3))
+    chosen = parameters[parameters["chosen"] & parameters["fitted"]]
+    for name in ("v0", "t_c1", "eta"):
+        row = chosen[chosen["parameter"] == name].iloc[0]
+        assert row["lo"] < TRUE[name] < row["hi"], (name, row["lo"], row["hi"])
+        assert row["lo"] < row["value"] < row["hi"]
+
+
+def test_a_held_out_cell_does_not_inform_its_own_prediction():
+    windows = synthetic_windows(1.0, noise=0.01, seed=1)
+    target = (
+        (windows["nodes"] == 2)
+        & (windows["network"] == "slow")
+        & (windows["batch_per_device"] == 16)
+    )
+    changed = windows.copy()
+    changed.loc[target, "step_time_s"] *= 3.0
+    before = analyse(windows)[2]
+    after = analyse(changed)[2]
+
+    def held_out(table: pd.DataFrame, scheme: str) -> pd.Series:
+        rows = table[
+            (table["scheme"] == scheme)
+            & (table["overlap"] == "additive")
+            & (table["nodes"] == 2)
+            & (table["network"] == "slow")
+            & (table["batch_per_device"] == 16)
+        ]
+        assert len(rows) == 1
+        return rows.iloc[0]
+
+    for scheme in ("leave one cell out", "leave one network out"):
+        old, new = held_out(before, scheme), held_out(after, scheme)
+        assert new["measured"] == pytest.approx(3 * old["measured"])
+        assert new["predicted"] == pytest.approx(old["predicted"], rel=1e-6)
+    # and it does inform the others' (the machinery is not simply ignoring the cell)
+    other = (
+        (before["scheme"] == "leave one cell out")
+        & (before["overlap"] == "additive")
+        & (before["network"] == "fast")
+    )
+    assert not np.allclose(before.loc[other, "predicted"], after.loc[other, "predicted"])
+
+
+def test_leave_one_network_out_needs_two_networks_between_nodes():
+    windows = synthetic_windows(1.0)
+    one_network = windows[windows["network"].isin(["host", "slow"])]
+    validation = analyse(one_network)[2]
+    assert "leave one network out" not in set(validation["scheme"])
+    assert (validation["status"] == "ok").any()
+
+
+def test_a_study_with_one_rank_count_says_not_enough_data():
+    windows = synthetic_windows(1.0)
+    groups, parameters, validation, summary = analyse(windows[windows["world_size"] == 1])
+    assert groups[0].chosen is None and "not enough data" in groups[0].reason
+    assert parameters.empty and validation.empty and summary.empty
+    assert list(validation.columns) == commmodel.VALIDATION_COLUMNS
+
+
+PREDICT = {
+    "networks": [
+        {"name": "g10", "bandwidth": "10gbit", "latency": "50us"},
+        {"name": "g25", "bandwidth": "25gbit"},
+        {"name": "g100", "bandwidth": "100gbit"},
+    ],
+    "nodes": [1, 2, 4, 8],
+    "devices_per_node": [1, 2],
+    "batch_per_device": [4, 32, 256],
+}
+
+
+@pytest.mark.parametrize(("g", "form"), [(1.0, "additive"), (math.inf, "max"), (3.0, "pollux")])
+def test_more_bandwidth_is_never_slower_and_more_batch_never_fewer_img_s_per_device(g, form):
+    groups, *_ = analyse(synthetic_windows(g, noise=0.01), forms=(form,), validate=False)
+    table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
+    ok = table[(table["status"] == "ok") & (table["nodes"] > 1)]
+    assert set(ok["network"]) >= {"g10", "g25", "g100", "slow", "fast"}
+    # more bandwidth, or the same with less latency: never slower
+    by_rate = ok.sort_values(["bandwidth_Gbit_s", "latency_us"], ascending=[True, False])
+    for _, same in by_rate.groupby(["nodes", "devices_per_node", "batch_per_device"]):
+        steps = same["step_time_s"].to_numpy()
+        assert (np.diff(steps) <= 1e-12).all(), same[["network", "step_time_s"]]
+    for _, same in ok.groupby(["network", "nodes", "devices_per_node"]):
+        per_device = (same["img_s"] / same["world_size"]).to_numpy()
+        assert (np.diff(per_device) >= -1e-9).all()
+    assert (ok["step_time_lo_s"] <= ok["step_time_s"]).all()
+    assert (ok["step_time_s"] <= ok["step_time_hi_s"]).all()
+
+
+def test_break_even_batch_matches_the_additive_closed_form():
+    groups, *_ = analyse(synthetic_windows(1.0), validate=False)
+    table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
+    row = table[(table["network"] == "g100") & (table["nodes"] == 2)]
+    row = row[row["devices_per_node"] == 1].iloc[0]
+    # additive: B/v0 + t = kappa B/(N v0) + t + T_net  =>  B = T_net v0 / (1 - kappa/N)
+    net = 2 * 1 / 2 * 4 * PARAMS / (1e11 / 8 * TRUE["eta"]) + 2 * TRUE["alpha0"]
+    expected = net * TRUE["v0"] / (1 - 1 / 2)
+    assert row["break_even_global_batch"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_comm_fits_replace_the_configured_rate():
+    windows = synthetic_windows(1.0)
+    comm_fits = pd.DataFrame(
+        {
+            "strategy": ["torch-ddp"] * 2,
+            "network": ["slow", "fast"],
+            "nodes": [2, 2],
+            "status": ["ok", "ok"],
+            "alpha_s": [0.0, 0.0],
+            # the benchmark measured exactly what the training all-reduce gets
+            "beta_GB_s": [1e9 / 8 * TRUE["eta"] / 1e9, 1e10 / 8 * TRUE["eta"] / 1e9],
+        }
+    )
+    links = commmodel.links_from_config(NETWORKS, comm_fits, "torch-ddp")
+    assert links["slow"].source == "comm_fits"
+    _, parameters, _, _ = analyse(windows, comm_fits=comm_fits)
+    assert value(parameters, "additive", "eta") == pytest.approx(1.0, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("predict", "field"),
+    [
+        ({"networks": [{"name": "x", "bandwidth": "10gb"}]}, "predict.networks[0].bandwidth"),
+        ({"networks": [{"name": "x", "bandwidth": "fast"}]}, "predict.networks[0].bandwidth"),
+        (
+            {"networks": [{"name": "x", "bandwidth": "1gbit", "latency": "5s"}]},
+            "predict.networks[0].latency",
+        ),
+        ({"networks": [{"name": "Ten G", "bandwidth": "10gbit"}]}, "predict.networks[0].name"),
+        (
+            {
+                "networks": [
+                    {"name": "a", "bandwidth": "1gbit"},
+                    {"name": "a", "bandwidth": "2gbit"},
+                ]
+            },
+            "predict.networks",
+        ),
+        ({"nodes": [0]}, "predict.nodes[0]"),
+        ({"batch_per_device": ["big"]}, "predict.batch_per_device[0]"),
+        ({"speed": 1}, "predict"),
+    ],
+)
+def test_bad_predict_config_is_one_line_naming_the_field(predict, field):
+    config = {
+        "study": "s",
+        "strategies": ["torch-ddp"],
+        "models": [{"name": "resnet18"}],
+        "batch_sizes": [8],
+        "devices_per_node": [1],
+        "nodes": [1],
+        "modes": ["synthetic"],
+        "predict": predict,
+    }
+    with pytest.raises(ConfigError) as error:
+        check_config(config, STRATEGIES)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(field), message
+
+
+def test_predict_defaults_are_filled_and_valid():
+    config = {
+        "study": "s",
+        "strategies": ["torch-ddp"],
+        "models": [{"name": "resnet18"}],
+        "batch_sizes": [8],
+        "devices_per_node": [1],
+        "nodes": [1],
+        "modes": ["synthetic"],
+    }
+    filled = check_config(config, STRATEGIES)["predict"]
+    assert [n["name"] for n in filled["networks"]] == ["10g", "25g", "100g"]
+    for entry in filled["networks"]:
+        assert commmodel.parse_quantity(entry["bandwidth"], "bandwidth") >= 1e10
+
+
+def test_parse_quantity_names_the_field():
+    assert commmodel.parse_quantity("25gbit", "f") == 25e9
+    assert commmodel.parse_quantity("50us", "f") == pytest.approx(5e-5)
+    with pytest.raises(ValueError, match="^predict.x: '10GB'"):
+        commmodel.parse_quantity("10GB", "predict.x")
+
+
+def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):
+    import json
+
+    from dpscale import cli
+
+    windows = synthetic_windows(1.0)
+    windows = windows[windows["world_size"] == 1].assign(img_s=1.0)
+    windows.to_csv(tmp_path / "windows.csv", index=False)
+    pd.DataFrame({"model": ["m"], "trainable_params": [PARAMS]}).to_csv(
+        tmp_path / "cells.csv", index=False
+    )
+    study = {"networks": NETWORKS, "predict": PREDICT, "devices_per_node": [1], "batch_sizes": [8]}
+    out = {
+        name: tmp_path / f"{name}.{ext}"
+        for name, ext in (
+            ("parameters", "csv"),
+            ("validation", "csv"),
+            ("summary", "csv"),
+            ("predictions", "csv"),
+            ("top", "json"),
+            ("validation-html", "html"),
+            ("parameters-html", "html"),
+            ("predictions-html", "html"),
+            ("validation-figure", "png"),
+            ("throughput-figure", "png"),
+        )
+    }
+    argv = ["comm-model", "--windows", str(tmp_path / "windows.csv")]
+    argv += ["--cells", str(tmp_path / "cells.csv"), "--study-config", json.dumps(study)]
+    argv += ["--comm-fits", str(tmp_path / "absent.csv")]
+    for name, path in out.items():
+        argv += [f"--{name}", str(path)]
+    cli.main(argv)
+    assert all(path.is_file() for path in out.values())
+    assert list(pd.read_csv(out["validation"]).columns) == commmodel.VALIDATION_COLUMNS
+    assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS
+    lines = json.loads(out["top"].read_text())
+    assert len(lines) == 1 and "not enough data" in lines[0] and "multi-rank" in lines[0]
+    for name in ("validation-html", "parameters-html", "predictions-html"):
+        page = out[name].read_text()
+        assert "<tbody><tr" in page and "not enough data" in page  # a row that says why
+
+
+def test_a_clusters_own_network_is_a_link_apart_from_the_intra_node_one():
+    links = commmodel.links_from_config(["host"], None, "torch-ddp")
+    assert set(links) == {commmodel.INTRA, "host"}
+    rows = pd.DataFrame(
+        {
+            "nodes": [1, 2],
+            "network": ["host", "host"],
+            "devices_per_node": [2, 1],
+            "world_size": [2, 2],
+            "batch_per_device": [8, 8],
+            "gradient_bytes": [4 * PARAMS] * 2,
+        }
+    )
+    design = commmodel.design(rows, links, [commmodel.INTRA, "host"], emulation=True)
+    assert list(design.free_link) == [0, 1]
+
+
+def test_a_predicted_network_may_not_reuse_a_measured_networks_name():
+    config = {
+        "study": "s",
+        "strategies": ["torch-ddp"],
+        "models": [{"name": "resnet18"}],
+        "batch_sizes": [8],
+        "devices_per_node": [1],
+        "nodes": [1, 2],
+        "networks": [{"name": "slow", "rate": "1gbit"}],
+        "modes": ["synthetic"],
+        "predict": {"networks": [{"name": "slow", "bandwidth": "2gbit"}]},
+    }
+    with pytest.raises(ConfigError, match=r"^predict.networks\[0\].name: 'slow' is a measured"):
+        check_config(config, STRATEGIES)
+
+
+def test_the_noise_floor_baseline_predicts_each_cell_from_its_own_layouts_other_batches():
+    obs = commmodel.observations(synthetic_windows(1.0), {"m": PARAMS})
+    baseline = commmodel.layout_law_baseline(obs)
+    assert len(baseline) == len(obs[obs["world_size"] > 1])
+    # additive: every layout's step time is a line in the batch, so the lines are exact
+    assert (baseline["relative_error"].abs() < 1e-9).all()
+    # max: a kink per layout, so a line through the other batches misses
+    kinked = commmodel.layout_law_baseline(
+        commmodel.observations(synthetic_windows(math.inf), {"m": PARAMS})
+    )
+    assert kinked["relative_error"].abs().max() > 0.05
+
+
+def test_a_parameter_the_data_do_not_inform_has_no_interval():
+    windows = synthetic_windows(math.inf)
+    hidden = windows[windows["batch_per_device"] >= 8]  # compute hides every all-reduce
+    hidden = hidden[hidden["network"] != "slow"]
+    _, parameters, _, _ = analyse(hidden, networks=[NETWORKS[1]], forms=("max",), validate=False)
+    rows = parameters.set_index("parameter")
+    assert np.isnan(rows.loc["eta", "lo"]) and np.isnan(rows.loc["eta", "hi"])
+    assert rows.loc["v0", "lo"] < rows.loc["v0", "value"] < rows.loc["v0", "hi"]
+
+
+def test_the_max_form_fits_with_one_configuration_fewer_than_pollux_needs():
+    windows = synthetic_windows(math.inf)
+    few = windows[(windows["batch_per_device"] >= 16) & (windows["network"] != "slow")]
+    groups, parameters, _, _ = analyse(
+        few, networks=[NETWORKS[1]], forms=("max", "pollux"), validate=False
+    )
+    assert set(groups[0].fits) == {"max"} and groups[0].chosen == "max"
+    assert "6 configurations for 6 parameters" in groups[0].reason
