@@ -94,7 +94,9 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def archive_path(result_path: Path, result: dict[str, Any]) -> Path:
     """``<results>/runs/<cell_id>/<started_at>-<pid>-<status>.json`` beside ``<results>/cells/``."""
-    cells_dir = next(p for p in result_path.parents if p.name == "cells")
+    cells_dir = next((p for p in result_path.parents if p.name == "cells"), None)
+    if cells_dir is None:
+        raise ValueError(f"result path {result_path} is not under a 'cells' folder")
     stamp = result["started_at"].replace(":", "").replace("+0000", "Z")
     cell_dir = cells_dir.parent / "runs" / result["cell"]["cell_id"]
     return cell_dir / f"{stamp}-{os.getpid()}-{result['status']}.json"
