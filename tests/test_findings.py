@@ -79,7 +79,7 @@ def test_findings_one_row_per_layout_with_break_even_verdict(tables):
     assert ddp["break_even_global_batch"] == pytest.approx(6, rel=0.3)
     even = math.ceil(ddp["break_even_global_batch"])
     assert f"2 devices beat 1 from global batch {even}; below that, one is faster" in ddp["verdict"]
-    assert ddp["predicted_speedup_more_devices"] == "not measured"
+    assert ddp["predicted_speedup_more_devices"] == "not predicted"  # no predictions.csv
 
 
 def test_unmeasured_layout_says_not_measured_never_a_number(tables):
@@ -169,3 +169,52 @@ def test_mfu_is_nan_without_a_measured_peak(tmp_path):
     cells = pd.read_csv(out / "cells.csv")
     assert cells["mfu"].isna().all() and cells["peak_tflop_s"].isna().all()
     assert pd.read_csv(out / "fits.csv")["mfu_ceiling"].isna().all()
+
+
+def prediction(nodes, devices, network, speedup, batch=32, bandwidth=1.0):
+    return {
+        "strategy": "torch-ddp",
+        "model": "resnet18",
+        "network": network,
+        "bandwidth_Gbit_s": bandwidth,
+        "nodes": nodes,
+        "devices_per_node": devices,
+        "batch_per_device": batch,
+        "speedup": speedup,
+        "speedup_lo": speedup * 0.8,
+        "speedup_hi": speedup * 1.2,
+        "status": "ok",
+    }
+
+
+def test_predicted_speedups_name_the_layouts_and_networks_they_are_for():
+    predictions = pd.DataFrame(
+        [
+            prediction(4, 1, "1gbe", 2.5),
+            prediction(8, 1, "1gbe", 4.0),
+            prediction(2, 1, "25g", 1.9, bandwidth=25.0),
+            prediction(2, 1, "10g", 1.7, bandwidth=10.0),
+            prediction(4, 1, "1gbe", 9.9, batch=8),  # another batch: not this row's
+            prediction(1, 4, "10g", 3.0),
+        ]
+    )
+    layout = {"strategy": "torch-ddp", "model": "resnet18", "network": "1gbe", "nodes": 2}
+    row = {**layout, "devices_per_node": 1, "batch_per_device": 32.0}
+    numbers = findings.predicted_numbers(row, predictions)
+    assert numbers["predicted_speedup_more_devices"] == "4 nodes 2.5x [2, 3]; 8 nodes 4x [3.2, 4.8]"
+    assert numbers["predicted_speedup_other_networks"] == "10g 1.7x [1.4, 2]; 25g 1.9x [1.5, 2.3]"
+    one_node = {**row, "network": "host", "nodes": 1, "devices_per_node": 2}
+    assert findings.predicted_numbers(one_node, predictions)["predicted_speedup_more_devices"] == (
+        "4 devices 3x [2.4, 3.6]"
+    )
+
+
+def test_no_fitted_model_means_not_predicted():
+    row = {"strategy": "torch-ddp", "model": "resnet18", "network": "host", "nodes": 1}
+    row |= {"devices_per_node": 2, "batch_per_device": 32.0}
+    empty = findings.predicted_numbers(row, pd.DataFrame())
+    assert empty["predicted_speedup_more_devices"] == "not predicted"
+    assert empty["predicted_speedup_other_networks"].startswith("one node: no network")
+    failed = pd.DataFrame([{**prediction(4, 1, "1gbe", 3.0), "status": "not fitted"}])
+    two_nodes = {**row, "network": "1gbe", "nodes": 2, "devices_per_node": 1}
+    assert set(findings.predicted_numbers(two_nodes, failed).values()) == {"not predicted"}

@@ -202,6 +202,7 @@ def findings(args: argparse.Namespace) -> None:
         pd.read_csv(args.break_even),
         _read_optional(args.accuracy_delta),
         _read_optional(args.time_to_accuracy),
+        _read_optional(args.predictions),
     )
     table.to_csv(args.findings, index=False)
     Path(args.html).write_text(fnd.findings_html(table, args.title), encoding="utf-8")
@@ -216,6 +217,7 @@ def add_findings_parser(commands: argparse._SubParsersAction) -> None:
         cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
     cmd.add_argument("--accuracy-delta", help="accuracy_delta.csv (training studies)")
     cmd.add_argument("--time-to-accuracy", help="time_to_accuracy.csv (training studies)")
+    cmd.add_argument("--predictions", help="predictions.csv (the communication model)")
     cmd.add_argument("--findings", required=True, help="output: findings.csv")
     cmd.add_argument("--html", required=True, help="output: findings.html")
     cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")

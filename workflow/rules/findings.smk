@@ -11,6 +11,7 @@ rule findings:
         scaling=f"{TABLES}/scaling.csv",
         fits=f"{TABLES}/fits.csv",
         break_even=f"{TABLES}/break_even.csv",
+        predictions=f"{TABLES}/predictions.csv",
     output:
         csv=f"{TABLES}/findings.csv",
         top=f"{TABLES}/findings_top.json",
@@ -29,6 +30,7 @@ rule findings:
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli findings --cells {input.cells} --scaling {input.scaling}"
         " --fits {input.fits} --break-even {input.break_even} {params.training}"
+        " --predictions {input.predictions}"
         " --findings {output.csv} --html {output.html} --top {output.top}"
         " --title {params.title:q} > {log} 2>&1"
 

@@ -3,7 +3,9 @@
 Every number here is read from a table the analysis already wrote (cells, fits, scaling,
 break-even, accuracy delta, time to accuracy); nothing is extrapolated.  Where a table has no
 value for a layout the row says "not measured" (numeric columns stay NaN in the CSV; the
-HTML page and the verdict spell it out).
+HTML page and the verdict spell it out).  The two predicted columns are the communication
+model's (predictions.csv, core.commmodel), labelled as predictions with their 95% intervals,
+or "not predicted" where the model was not fitted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 NOT_MEASURED = "not measured"
+NOT_PREDICTED = "not predicted"
+MAX_PREDICTIONS_LISTED = 4
 DEFAULT_NETWORK = "host"
 LAYOUT = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
 THROUGHPUT_COLUMNS = [
@@ -134,6 +138,58 @@ def accuracy_numbers(
     return numbers
 
 
+def _speedup_words(rows: pd.DataFrame, label: Any) -> str:
+    """'4 nodes 2.9x [2.1, 3.8]; 8 nodes 5.1x [3.5, 7.4]' from prediction rows."""
+    parts = []
+    for row in rows.head(MAX_PREDICTIONS_LISTED).itertuples(index=False):
+        parts.append(
+            f"{label(row)} {row.speedup:.2g}x [{row.speedup_lo:.2g}, {row.speedup_hi:.2g}]"
+        )
+    return "; ".join(parts) if parts else NOT_PREDICTED
+
+
+def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[str, str]:
+    """The model's speedups (vs 1 device, 95% intervals) at this layout's largest measured
+    per-device batch: with more devices (same network, more nodes; or more devices on one
+    node), and with this layout on the config's what-if networks (``predict.networks``)."""
+    numbers = dict.fromkeys(PREDICTED_COLUMNS, NOT_PREDICTED)
+    if row["nodes"] == 1:
+        numbers[PREDICTED_COLUMNS[1]] = "one node: no network between its devices"
+    if predictions.empty or "speedup" not in predictions.columns:
+        return numbers
+    batch = row.get("batch_per_device")
+    mine = predictions[
+        (predictions["strategy"] == row["strategy"])
+        & (predictions["model"] == row["model"])
+        & (predictions["status"] == "ok")
+    ]
+    if _known(batch):
+        mine = mine[mine["batch_per_device"] == batch]
+    if mine.empty:
+        return numbers
+    nodes, devices = row["nodes"], row["devices_per_node"]
+    if nodes == 1:
+        more = mine[(mine["nodes"] == 1) & (mine["devices_per_node"] > devices)]
+        more = more.drop_duplicates("devices_per_node").sort_values("devices_per_node")
+        numbers[PREDICTED_COLUMNS[0]] = _speedup_words(
+            more, lambda r: f"{r.devices_per_node} devices"
+        )
+    else:
+        more = mine[
+            (mine["network"] == row["network"])
+            & (mine["devices_per_node"] == devices)
+            & (mine["nodes"] > nodes)
+        ].sort_values("nodes")
+        numbers[PREDICTED_COLUMNS[0]] = _speedup_words(more, lambda r: f"{r.nodes} nodes")
+        other = mine[
+            (mine["network"] != row["network"])
+            & (mine["nodes"] == nodes)
+            & (mine["devices_per_node"] == devices)
+        ].sort_values("bandwidth_Gbit_s")
+        numbers[PREDICTED_COLUMNS[1]] = _speedup_words(other, lambda r: str(r.network))
+    return numbers
+
+
 def _known(value: float) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
@@ -215,8 +271,10 @@ def findings_table(
     break_even: pd.DataFrame,
     deltas: pd.DataFrame | None = None,
     tta: pd.DataFrame | None = None,
+    predictions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per strategy x model x network x multi-device layout, with a verdict."""
+    predictions = predictions if predictions is not None else pd.DataFrame()
     deltas = deltas if deltas is not None else pd.DataFrame()
     tta = tta if tta is not None else pd.DataFrame()
     rules = lr_rules(deltas)
@@ -224,7 +282,7 @@ def findings_table(
     for layout in layouts(cells).to_dict("records"):
         row = {**layout, **throughput_numbers(layout, scaling, fits, break_even)}
         row.update(accuracy_numbers(layout, deltas, tta, rules))
-        row.update(dict.fromkeys(PREDICTED_COLUMNS, NOT_MEASURED))
+        row.update(predicted_numbers(row, predictions))
         row["verdict"] = verdict(row, rules)
         rows.append(row)
     accuracy_columns = [
@@ -300,9 +358,12 @@ PAGE_NOTE = (
     "the N-device / 1-device configuration reaches 90% of its ceiling. Accuracy delta: final "
     "validation accuracy minus the 1-device run at the base batch, in percentage points, with "
     "its Welch 95% half-width, per learning-rate rule; tta_speedup: time-to-accuracy speedup. "
-    "'not measured' means the study has no measurement for it: nothing is extrapolated. "
-    "Predicted speedups for more devices or other networks need the communication model "
-    "(not part of this report yet)."
+    "'not measured' means the study has no measurement for it: nothing is extrapolated in the "
+    "measured columns. The two predicted columns are the communication model's (5. Network "
+    "model; its held-out errors are there), speedup vs one device at the same per-device batch "
+    "with a 95% prediction interval: with more devices (more nodes on the same network, or "
+    "more devices on one node) and on the what-if networks of the config's predict section; "
+    "'not predicted' where the model was not fitted (too few measurements)."
 )
 
 
