@@ -113,7 +113,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     dry = snakemake("-n", "--forcerun", str(cell), results=results)
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
-    downstream += ["interactive_figures", "mfu_figure", "all"]
+    downstream += ["interactive_figures", "mfu_figure", "comm_model", "all"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
     others = {
         p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json") if p != cell

@@ -1103,7 +1103,9 @@ def summary_lines(groups: list[GroupModel], summary: pd.DataFrame) -> list[str]:
             & (summary["overlap"] == group.chosen)
         ]
         others = ", ".join(
-            f"{form} {error:.1%}" for form, error in group.loo_error.items() if form != group.chosen
+            f"{form} {error:.1%}"
+            for form, error in group.loo_error.items()
+            if form != group.chosen and np.isfinite(error)
         )
         for row in rows.itertuples(index=False):
             if row.status != "ok":
