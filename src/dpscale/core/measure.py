@@ -88,6 +88,23 @@ class Rank(Protocol):
         """After rank 0 has written the result: the last collective, teardown."""
 
 
+def guard_first_collective(
+    step: Step, sync: Sync, rank: Rank, cell: Cell, out: Path
+) -> tuple[Step, Sync]:
+    """The first call under the cell's collective deadline (core.faults): a rank that never
+    arrives fails the cell instead of hanging it."""
+    m = cell.measure
+    return first_collective_deadline(
+        step,
+        sync,
+        rank.rank,
+        rank.size,
+        m.collective_timeout_s,
+        arrivals_folder(out),
+        hang_s=m.timeout_s,
+    )
+
+
 def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     started_at = now_iso()
 
@@ -105,15 +122,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
         step, sync = rank.synthetic_step()
         m = cell.measure
         if rank.size > 1:
-            step, sync = first_collective_deadline(
-                step,
-                sync,
-                rank.rank,
-                rank.size,
-                m.collective_timeout_s,
-                arrivals_folder(out),
-                hang_s=m.timeout_s,
-            )
+            step, sync = guard_first_collective(step, sync, rank, cell, out)
         mine["windows"] = time_windows(
             step,
             sync,
@@ -143,15 +152,7 @@ def time_allreduce(cell: Cell, out: Path, rank: Rank, log: Progress) -> dict[str
     for index, nbytes in enumerate(cell.collectives.message_sizes()):
         step, sync = rank.allreduce(nbytes)
         if index == 0:
-            step, sync = first_collective_deadline(
-                step,
-                sync,
-                rank.rank,
-                rank.size,
-                m.collective_timeout_s,
-                arrivals_folder(out),
-                hang_s=m.timeout_s,
-            )
+            step, sync = guard_first_collective(step, sync, rank, cell, out)
         log(f"all-reduce of {nbytes} bytes")
         windows[str(nbytes)] = time_windows(
             step, sync, m.warmup_steps, m.windows, m.steps_per_window
