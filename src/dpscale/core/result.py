@@ -49,6 +49,7 @@ def make_result(
     reason: str | None = None,
     measurement: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
+    collectives: dict[str, Any] | None = None,
     trainable_params: int | None = None,
     framework: str | None = None,
     log_tail: str | None = None,
@@ -56,7 +57,7 @@ def make_result(
     if status not in STATUSES:
         raise ValueError(f"status: {status!r} is not one of {list(STATUSES)}")
     spec = cell.model.spec()
-    return {
+    result = {
         "schema_version": SCHEMA_VERSION,
         "cell": cell.to_dict(),
         "status": status,
@@ -75,6 +76,9 @@ def make_result(
         "system": system,
         "log_tail": log_tail,
     }
+    if collectives is not None:  # mode collectives only: the schema requires it there
+        result["collectives"] = collectives
+    return result
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,41 @@ def adaptive_record(cell: Cell, windows: Sequence[float]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RunnerFacts:
+    """What every runner's result says about the run, whatever its mode."""
+
+    framework: str
+    framework_versions: dict[str, str]
+    threads_used: int
+    trainable_params: int
+
+
+def _write(
+    cell: Cell,
+    out: Path,
+    facts: RunnerFacts,
+    status: str,
+    started_at: str,
+    reason: str | None,
+    system_extra: dict[str, Any] | None,
+    **section: dict[str, Any],
+) -> None:
+    """Writes one result: ``section`` is its mode's part (measurement, training or
+    collectives)."""
+    result = make_result(
+        cell,
+        status,
+        started_at=started_at,
+        reason=reason,
+        system=describe_system(facts.framework_versions, facts.threads_used, system_extra),
+        trainable_params=facts.trainable_params,
+        framework=facts.framework,
+        **section,
+    )
+    write_result(out, result)
+
+
 def write_synthetic_result(
     cell: Cell,
     out: Path,
@@ -109,17 +145,8 @@ def write_synthetic_result(
         measurement["adaptive"] = adaptive_record(cell, windows)
     if rank_param_checksums is not None:
         measurement["rank_param_checksums"] = list(rank_param_checksums)
-    result = make_result(
-        cell,
-        status,
-        started_at=started_at,
-        reason=reason,
-        system=describe_system(framework_versions, threads_used, system_extra),
-        measurement=measurement,
-        trainable_params=trainable_params,
-        framework=framework,
-    )
-    write_result(out, result)
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
 
@@ -181,20 +208,14 @@ def write_collectives_result(
     status: str = "ok",
     reason: str | None = None,
 ) -> None:
-    """A collectives cell's result: ``collectives`` holds the per-size windows."""
-    del rank_param_checksums  # no optimiser step ran: they are the broadcast initial ones
-    result = make_result(
-        cell,
-        status,
-        started_at=started_at,
-        reason=reason,
-        system=describe_system(framework_versions, threads_used, system_extra),
-        trainable_params=trainable_params,
-        framework=framework,
-    )
-    result["collectives"] = collectives_record(cell, per_rank, description, timed_span)
-    write_result(out, result)
-    largest = result["collectives"]["sizes"][-1]
+    """A collectives cell's result: ``collectives`` holds the per-size windows, and the
+    ranks' parameter checksums after the initial broadcast (no optimiser step ran)."""
+    record = collectives_record(cell, per_rank, description, timed_span)
+    if rank_param_checksums is not None:
+        record["rank_param_checksums"] = list(rank_param_checksums)
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, collectives=record)
+    largest = record["sizes"][-1]
     progress(
         f"{cell.cell_id}: {largest['message_bytes']} bytes in "
         f"{largest['summary']['median'] * 1e3:.3f} ms, busbw {largest['busbw_GB_s']:.3f} GB/s"
@@ -217,17 +238,8 @@ def write_training_result(
     reason: str | None = None,
 ) -> None:
     training = {**training, "rank_param_checksums": list(rank_param_checksums)}
-    result = make_result(
-        cell,
-        status,
-        started_at=started_at,
-        reason=reason,
-        system=describe_system(framework_versions, threads_used, system_extra),
-        training=training,
-        trainable_params=trainable_params,
-        framework=framework,
-    )
-    write_result(out, result)
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, training=training)
     progress(
         f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "
         f"{training['train_images_per_s']:.1f} train img/s"
