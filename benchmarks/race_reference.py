@@ -11,8 +11,12 @@ torch.distributed DDP for torch-ddp, a Gluon dist_sync loop for mxnet-dist. Same
 per rank, 10 warm-up batches and 10 iterations of 10 batches; launched as the launcher
 launches (torchrun, horovodrun --gloo, dpscale.mxnet_ps) from the same environment.
 
-Runs alternate A B A B; for each strategy and rank count the script prints dpscale /
-reference as the median over pairs of the per-pair ratios, in both conventions:
+Runs alternate, and the order within a pair alternates too (A B, B A, A B, B A): this
+machine's speed drifts by tens of percent over minutes even when nothing else runs (a VM),
+and with A always first a drift would bias every pair the same way; with the order
+counterbalanced over an even number of pairs, a steady drift pushes half the pairs up and
+half down. For each strategy and rank count the script prints dpscale / reference as the
+median over pairs of the per-pair ratios, in both conventions:
 
 - reference convention: rank 0's img/s per iteration x ranks, mean over iterations
   (what Horovod's examples print as "Total img/sec");
@@ -43,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpscale.core import contention
-from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.core.cell import SYNTHETIC_SGD, Cell, Measure, ModelConfig
 from dpscale.core.envs import env_prefix
 from dpscale.core.paths import REPO_ROOT, SRC_DIR
 
@@ -60,6 +64,7 @@ class Protocol:
     warmup: int = 10
     iterations: int = 10
     batches_per_iteration: int = 10
+    dpscale_optimizer: bool = False  # the reference gets dpscale's momentum and decay
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,9 @@ def reference_command(strategy: str, prefix: Path, ranks: int, p: Protocol) -> l
         f"--num-batches-per-iter={p.batches_per_iteration}",
         f"--num-iters={p.iterations}",
     ]
+    if p.dpscale_optimizer:  # the runners' SGD (core.cell.SGD): same work on both sides
+        sgd = SYNTHETIC_SGD
+        args += [f"--momentum={sgd.momentum}", f"--weight-decay={sgd.weight_decay}"]
     if strategy == "torch-ddp":
         return [python, "-m", "torch.distributed.run", "--standalone"] + [
             f"--nproc_per_node={ranks}",
@@ -170,7 +178,8 @@ def run_reference(strategy: str, prefix: Path, ranks: int, p: Protocol) -> Run:
             check=False,
         )
     if done.returncode != 0:
-        raise RuntimeError(f"reference failed ({done.returncode}):\n{done.stdout[-2000:]}")
+        output = done.stdout + done.stderr
+        raise RuntimeError(f"reference failed ({done.returncode}):\n{output[-3000:]}")
     seconds, span = parse_reference(done.stdout + done.stderr, ranks)
     return Run(seconds, *judged(sampler, span, ranks * p.threads))
 
@@ -232,11 +241,17 @@ def race(
     ratios: dict[str, list[float]] = {"reference": [], "dpscale": []}
     qualities = []
     print(f"{strategy}, {ranks} rank(s):", flush=True)
+    makers = {
+        "dpscale": lambda: run_dpscale(strategy, prefix, ranks, p, extra_env),
+        "ref": lambda: run_reference(strategy, prefix, ranks, p),
+    }
     for pair in range(pairs):
-        a = clean_run(lambda: run_dpscale(strategy, prefix, ranks, p, extra_env), reruns)
-        print(describe(f"dpscale {pair + 1}", a, p), flush=True)
-        b = clean_run(lambda: run_reference(strategy, prefix, ranks, p), reruns)
-        print(describe(f"ref {pair + 1}", b, p), flush=True)
+        runs = {}
+        order = ("dpscale", "ref") if pair % 2 == 0 else ("ref", "dpscale")
+        for side in order:
+            runs[side] = clean_run(makers[side], reruns)
+            print(describe(f"{side} {pair + 1}", runs[side], p), flush=True)
+        a, b = runs["dpscale"], runs["ref"]
         ratios["reference"].append(a.reference_convention(p) / b.reference_convention(p))
         ratios["dpscale"].append(a.dpscale_convention(p) / b.dpscale_convention(p))
         qualities += [a.quality, b.quality]
@@ -263,17 +278,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strategies", nargs="+", default=list(ENVS), choices=list(ENVS))
     parser.add_argument("--ranks", nargs="+", type=int, default=[2, 1])
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=4, help="even: the order is balanced")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--reruns", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=10, help="smoke tests only")
+    parser.add_argument(
+        "--reference-optimizer",
+        choices=["reference", "dpscale"],
+        default="reference",
+        help="dpscale: the reference runs dpscale's SGD (momentum 0.9, L2 decay) instead of "
+        "its plain SGD, so the ratio is the harness alone",
+    )
     parser.add_argument("--env-dir", default=".envs")
     parser.add_argument("--json", type=Path, help="also write the summaries here")
     parser.add_argument(
         "--dpscale-env", nargs="*", default=[], help="KEY=VALUE for the dpscale runs only"
     )
     args = parser.parse_args()
-    p = Protocol(batch=args.batch, iterations=args.iterations)
+    p = Protocol(
+        batch=args.batch,
+        iterations=args.iterations,
+        dpscale_optimizer=args.reference_optimizer == "dpscale",
+    )
     extra = dict(item.split("=", 1) for item in args.dpscale_env)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     summaries = []

@@ -31,13 +31,17 @@ parser.add_argument("--classes", type=int, default=10)
 parser.add_argument("--num-warmup-batches", type=int, default=10)
 parser.add_argument("--num-batches-per-iter", type=int, default=10)
 parser.add_argument("--num-iters", type=int, default=10)
+# race_reference.py --reference-optimizer dpscale: the runners' SGD (momentum, L2 decay)
+parser.add_argument("--momentum", type=float, default=0.0)
+parser.add_argument("--weight-decay", type=float, default=0.0)
 args = parser.parse_args()
 
 kv = mx.kv.create("dist_sync")
 net = build_gluon_resnet(resnet_spec("resnet18", "imagenet", args.image_size, args.classes))
 net.initialize(mx.init.Xavier())
 net.hybridize(static_alloc=True, static_shape=True)
-trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, kvstore=kv)
+sgd = {"learning_rate": 0.01, "momentum": args.momentum, "wd": args.weight_decay}
+trainer = gluon.Trainer(net.collect_params(), "sgd", sgd, kvstore=kv)
 loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 size = args.image_size
 data = mx.nd.random.uniform(shape=(args.batch_size, 3, size, size))

@@ -36,6 +36,9 @@ parser.add_argument("--num-warmup-batches", type=int, default=10)
 parser.add_argument("--num-batches-per-iter", type=int, default=10)
 parser.add_argument("--num-iters", type=int, default=10)
 parser.add_argument("--threads", type=int, default=1)
+# race_reference.py --reference-optimizer dpscale: the runners' SGD (momentum, L2 decay)
+parser.add_argument("--momentum", type=float, default=0.0)
+parser.add_argument("--weight-decay", type=float, default=0.0)
 args = parser.parse_args()
 
 tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -43,7 +46,7 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 hvd.init()
 
 model = build_keras_resnet(resnet_spec("resnet18", "imagenet", args.image_size, args.classes))
-opt = tf.optimizers.SGD(0.01)
+opt = tf.optimizers.SGD(0.01, momentum=args.momentum)
 size = args.image_size
 data = tf.random.uniform([args.batch_size, size, size, 3])
 target = tf.random.uniform([args.batch_size, 1], minval=0, maxval=args.classes, dtype=tf.int64)
@@ -56,6 +59,11 @@ def benchmark_step(first_batch):
         loss = tf.losses.sparse_categorical_crossentropy(target, probs)
     tape = hvd.DistributedGradientTape(tape)
     gradients = tape.gradient(loss, model.trainable_variables)
+    if args.weight_decay:  # L2, as torch and dpscale's runners
+        gradients = [
+            g + args.weight_decay * v
+            for g, v in zip(gradients, model.trainable_variables, strict=True)
+        ]
     opt.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
     if first_batch:
         hvd.broadcast_variables(model.variables, root_rank=0)

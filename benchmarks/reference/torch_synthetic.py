@@ -37,13 +37,21 @@ parser.add_argument("--num-warmup-batches", type=int, default=10)
 parser.add_argument("--num-batches-per-iter", type=int, default=10)
 parser.add_argument("--num-iters", type=int, default=10)
 parser.add_argument("--threads", type=int, default=1)
+# race_reference.py --reference-optimizer dpscale: the runners' SGD (momentum, L2 decay)
+parser.add_argument("--momentum", type=float, default=0.0)
+parser.add_argument("--weight-decay", type=float, default=0.0)
 args = parser.parse_args()
 
 torch.set_num_threads(args.threads)
 dist.init_process_group("gloo")
 model = build_torch_resnet(resnet_spec("resnet18", "imagenet", args.image_size, args.classes))
 model = DistributedDataParallel(model)
-optimizer = optim.SGD(model.parameters(), lr=0.01 * dist.get_world_size())
+optimizer = optim.SGD(
+    model.parameters(),
+    lr=0.01 * dist.get_world_size(),
+    momentum=args.momentum,
+    weight_decay=args.weight_decay,
+)
 data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
 target = torch.LongTensor(args.batch_size).random_() % args.classes
 
@@ -67,4 +75,5 @@ per_rank = [None] * dist.get_world_size()
 dist.all_gather_object(per_rank, seconds)
 if dist.get_rank() == 0:
     print("RACE_RESULT " + json.dumps({"per_rank_seconds": per_rank, "span": span}), flush=True)
+dist.barrier()  # no rank tears gloo down while another still reads the gathered times
 dist.destroy_process_group()
