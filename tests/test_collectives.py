@@ -237,6 +237,8 @@ def test_a_torch_ddp_all_reduce_cell_on_the_host(tmp_path, monkeypatch):
     result = run_cell(cell, tmp_path, monkeypatch)
     record = result["collectives"]
     assert record["backend"] == "gloo"
+    checksums = record["rank_param_checksums"]  # after rank 0's initial broadcast
+    assert len(checksums) == 2 and len(set(checksums)) == 1
     sizes = record["sizes"]
     assert [s["message_bytes"] for s in sizes] == cell.collectives.message_sizes()
     for size in sizes:
