@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import env_prefix
+from dpscale.launch.envs import env_prefix
+from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.registry import STRATEGIES
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
@@ -37,7 +37,7 @@ def cell_for(name: str) -> Cell:
 
 CELL_SCRIPT = """
 import sys
-from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.plan.cell import Cell, Measure, ModelConfig
 name, devices = sys.argv[1], int(sys.argv[2])
 print(Cell("ab", name, ModelConfig("resnet18", "imagenet", 64, 10), "synthetic", 1, devices, 16,
            measure=Measure(warmup_steps=3, windows=5, steps_per_window=3, timeout_s=600)).to_json())

@@ -11,8 +11,8 @@ import time
 import torch
 from torch import nn
 
-from dpscale.builders.torch_resnet import build_torch_resnet
-from dpscale.core.resnet_spec import resnet_spec
+from dpscale.frameworks.torch_resnet import build_torch_resnet
+from dpscale.plan.resnet_spec import resnet_spec
 
 
 def main() -> None:

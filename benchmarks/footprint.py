@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from dpscale.core.contention import CLOCK_TICKS
-from dpscale.core.paths import REPO_ROOT
+from dpscale.launch.contention import CLOCK_TICKS
+from dpscale.plan.paths import REPO_ROOT
 
 STUDY = {
     "study": "footprint",

@@ -18,10 +18,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import build_env, env_prefix
-from dpscale.core.paths import REPO_ROOT, SRC_DIR
-from dpscale.launch import launch
+from dpscale.launch.envs import build_env, env_prefix
+from dpscale.launch.launcher import launch
+from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 

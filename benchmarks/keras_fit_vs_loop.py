@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.plan.cell import Cell, Measure, ModelConfig
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 
@@ -31,7 +31,7 @@ def worker(path: str, cell: Cell) -> None:
     import horovod.tensorflow.keras as hvd_keras
     import tensorflow as tf
 
-    from dpscale.core.timing import slowest_rank, throughput_measurement, time_windows
+    from dpscale.runner.timing import slowest_rank, throughput_measurement, time_windows
     from dpscale.strategies import horovod_tf as ht
 
     ht.configure_threads(cell)
@@ -81,7 +81,7 @@ def worker(path: str, cell: Cell) -> None:
 
 
 def run_path(path: str, cell: Cell, prefix: Path, scratch: Path) -> dict:
-    from dpscale.launch import runner_env
+    from dpscale.launch.launcher import runner_env
 
     cell_file = scratch / "cell.json"
     cell_file.write_text(cell.to_json())
@@ -118,8 +118,8 @@ def main() -> None:
         worker(args.worker, Cell.from_json(args.cell_file.read_text()))
         return
 
-    from dpscale.core.envs import build_env, env_prefix
-    from dpscale.launch import bench_lock
+    from dpscale.launch.envs import build_env, env_prefix
+    from dpscale.launch.launcher import bench_lock
 
     measure = Measure(args.warmup, args.windows, args.steps_per_window, timeout_s=1800)
     cell = Cell("bench", "horovod-tf", MODEL, "synthetic", 1, args.devices, args.batch)

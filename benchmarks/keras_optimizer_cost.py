@@ -31,8 +31,8 @@ import statistics, sys, time
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
-from dpscale.builders.keras_resnet import build_keras_resnet
-from dpscale.core.resnet_spec import resnet_spec
+from dpscale.frameworks.keras_resnet import build_keras_resnet
+from dpscale.plan.resnet_spec import resnet_spec
 rounds, applies = int(sys.argv[1]), int(sys.argv[2])
 model = build_keras_resnet(resnet_spec("resnet18", "imagenet", 64, 10))
 variables = model.trainable_variables
@@ -80,8 +80,8 @@ def main() -> None:
     parser.add_argument("--applies", type=int, default=20)
     parser.add_argument("--env-dir", default=".envs")
     args = parser.parse_args()
-    from dpscale.core.envs import env_prefix
-    from dpscale.core.paths import SRC_DIR
+    from dpscale.launch.envs import env_prefix
+    from dpscale.plan.paths import SRC_DIR
 
     python = env_prefix("tf-horovod", args.env_dir) / "bin" / "python"
     env = dict(os.environ, PYTHONPATH=str(SRC_DIR), OMP_NUM_THREADS="1")

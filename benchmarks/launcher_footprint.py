@@ -23,13 +23,13 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from dpscale.core.paths import SRC_DIR
+from dpscale.plan.paths import SRC_DIR
 
 RUNNER = textwrap.dedent(
     """
     import sys, time
-    from dpscale.core.result import now_iso
-    from dpscale.core.runner_support import parse_runner_args, write_synthetic_result
+    from dpscale.plan.result import now_iso
+    from dpscale.runner.support import parse_runner_args, write_synthetic_result
     cell, out = parse_runner_args()
     time.sleep({seconds})
     write_synthetic_result(cell, out, started_at=now_iso(), per_rank_windows=[[1.0, 1.0]],
@@ -41,19 +41,19 @@ DRIVER = textwrap.dedent(
     """
     import resource, sys, time
     from pathlib import Path
-    from dpscale import launch
-    from dpscale.core.cell import Cell, Measure, ModelConfig
+    from dpscale.launch import launcher
+    from dpscale.plan.cell import Cell, Measure, ModelConfig
     from dpscale.registry import Strategy
     fake = Strategy("torch-ddp", "fake", "fake", "fake_runner", "single", False, True)
-    launch.strategy = lambda name: fake
+    launcher.strategy = lambda name: fake
     if "--no-sampler" in sys.argv:  # the wait alone: what the sampler costs is the rest
-        sampling = launch.contention.sampling
-        launch.contention.sampling = lambda enabled=True: sampling(enabled=False)
+        sampling = launcher.contention.sampling
+        launcher.contention.sampling = lambda enabled=True: sampling(enabled=False)
     scratch = Path(sys.argv[1])
     cell = Cell("footprint", "torch-ddp", ModelConfig("resnet18", "cifar", 32, 10), "synthetic",
                 1, 1, 8, measure=Measure(1, 2, 1, timeout_s=600))
     before, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-    status = launch.launch(cell, cell.result_path(scratch), scratch / "env", scratch / "log")
+    status = launcher.launch(cell, cell.result_path(scratch), scratch / "env", scratch / "log")
     after, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - wall
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(f"{status} {cpu:.4f} {wall:.2f}")

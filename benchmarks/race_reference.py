@@ -9,7 +9,7 @@ tensorflow2_synthetic_benchmark.py for horovod-tf, its pytorch_synthetic_benchma
 torch.distributed DDP for torch-ddp, a Gluon dist_sync loop for mxnet-dist. Same model
 (dpscale's ResNet-18, imagenet stem, 64 px, 10 classes), per-device batch, ranks, 1 thread
 per rank, 10 warm-up batches and 10 iterations of 10 batches; launched as the launcher
-launches (torchrun, horovodrun --gloo, dpscale.mxnet_ps) from the same environment.
+launches (torchrun, horovodrun --gloo, dpscale.launch.mxnet_ps) from the same environment.
 
 Runs alternate, and the order within a pair alternates too (A B, B A, A B, B A): this
 machine's speed drifts by tens of percent over minutes even when nothing else runs (a VM),
@@ -25,7 +25,7 @@ median over pairs of the per-pair ratios, in both conventions:
 The script holds the machine's bench lock (the launcher's flock on
 ``<tmp>/dpscale-bench-cpu.lock``) for the whole race, so no dpscale cell of anyone else
 overlaps, and gives its own dpscale runs a private lock folder (``DPSCALE_LOCK_DIR``). It
-samples the machine's foreign CPU during each run (dpscale.core.contention) and prints it;
+samples the machine's foreign CPU during each run (dpscale.launch.contention) and prints it;
 a contaminated run is rerun (``--reruns`` times at most) and a pair that stays contaminated
 is reported as such.
 """
@@ -46,10 +46,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpscale.core import contention
-from dpscale.core.cell import SYNTHETIC_SGD, Cell, Measure, ModelConfig
-from dpscale.core.envs import env_prefix
-from dpscale.core.paths import REPO_ROOT, SRC_DIR
+from dpscale.launch import contention
+from dpscale.launch.envs import env_prefix
+from dpscale.plan.cell import SYNTHETIC_SGD, Cell, Measure, ModelConfig
+from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 ENVS = {"torch-ddp": "torch", "horovod-tf": "tf-horovod", "mxnet-dist": "mxnet"}
@@ -122,7 +122,7 @@ def reference_command(strategy: str, prefix: Path, ranks: int, p: Protocol) -> l
         f"--num-batches-per-iter={p.batches_per_iteration}",
         f"--num-iters={p.iterations}",
     ]
-    if p.dpscale_optimizer:  # the runners' SGD (core.cell.SGD): same work on both sides
+    if p.dpscale_optimizer:  # the runners' SGD (plan.cell.SGD): same work on both sides
         sgd = SYNTHETIC_SGD
         args += [f"--momentum={sgd.momentum}", f"--weight-decay={sgd.weight_decay}"]
     if strategy == "torch-ddp":
@@ -137,7 +137,7 @@ def reference_command(strategy: str, prefix: Path, ranks: int, p: Protocol) -> l
         return [horovodrun, "-np", str(ranks), "-H", hosts, "--gloo", python, *args] + [
             f"--threads={p.threads}"
         ]
-    return [python, "-m", "dpscale.mxnet_ps", f"--workers={ranks}", "--servers=1"] + [
+    return [python, "-m", "dpscale.launch.mxnet_ps", f"--workers={ranks}", "--servers=1"] + [
         f"--timeout={TIMEOUT_S}",
         "--",
         python,

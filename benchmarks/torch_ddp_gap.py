@@ -31,10 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from dpscale.core import contention
-from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import env_prefix
-from dpscale.core.paths import SRC_DIR
+from dpscale.launch import contention
+from dpscale.launch.envs import env_prefix
+from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.plan.paths import SRC_DIR
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 VARIANTS = ["reference", "runner", "momentum", "sgd_loop", "sgd_foreach", "sgd_fused"]

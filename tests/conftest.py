@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dpscale.core.cell import Cell, Measure, ModelConfig
+from dpscale.plan.cell import Cell, Measure, ModelConfig
 
 REPO = Path(__file__).resolve().parents[1]
 # The session fixture `slurm_cluster` (one throw-away SLURM cluster for every test module

@@ -12,13 +12,13 @@ import numpy as np
 import yaml
 
 from conftest import REPO
-from dpscale.core import fits
-from dpscale.core.config import check_config
-from dpscale.core.envs import READY_MARKER, env_folder_name
-from dpscale.core.matrix import expand
-from dpscale.core.result import make_result, now_iso, write_result
-from dpscale.core.timing import throughput_measurement
+from dpscale.analysis import fits
+from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.plan.config import check_config
+from dpscale.plan.matrix import expand
+from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.registry import STRATEGIES
+from dpscale.runner.timing import throughput_measurement
 
 PEAK = {"tflop_s": 0.08, "ci95": 0.002, "n": 5, "dtype": "fp32", "framework": "torch"}
 SYSTEM = {"host": "fake", "cpu_model": "fake cpu", "python": "3.11", "matmul_peak": PEAK}

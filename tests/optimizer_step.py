@@ -4,7 +4,7 @@
 
 The model is softmax regression (one dense layer, 8 inputs, 3 classes) with the same
 weights, batch and labels in every framework; the optimiser is built by the adapters' own
-functions from ``core.cell.SYNTHETIC_SGD``. Prints the weights after the steps as JSON:
+functions from ``plan.cell.SYNTHETIC_SGD``. Prints the weights after the steps as JSON:
 ``{"kernel": [[...] 8 x 3], "bias": [...]}``.
 """
 
@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from dpscale.core.cell import Cell, ModelConfig
+from dpscale.plan.cell import Cell, ModelConfig
 
 STEPS = 3
 rng = np.random.default_rng(7)

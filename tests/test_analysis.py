@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
+from dpscale.analysis import fits
+from dpscale.analysis import tables as analysis
 from dpscale.cli import main as cli
-from dpscale.core import analysis, fits
-from dpscale.core.result import make_result, now_iso, write_result
-from dpscale.core.timing import throughput_measurement
+from dpscale.plan.result import make_result, now_iso, write_result
+from dpscale.runner.timing import throughput_measurement
 
 SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11"}
 LAW = {1: (100.0, 0.02), 2: (100.0, 0.05)}  # world size -> (v0, t_c)

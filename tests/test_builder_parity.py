@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.core.envs import ensure_env, env_python
-from dpscale.core.paths import REPO_ROOT, SRC_DIR
-from dpscale.core.resnet_spec import parity_specs
+from dpscale.launch.envs import ensure_env, env_python
+from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+from dpscale.plan.resnet_spec import parity_specs
 
 # (environment, builder module)
 BUILDERS = {
-    "torch": ("torch", "dpscale.builders.torch_resnet"),
-    "keras": ("tf-horovod", "dpscale.builders.keras_resnet"),
-    "gluon": ("mxnet", "dpscale.builders.gluon_resnet"),
+    "torch": ("torch", "dpscale.frameworks.torch_resnet"),
+    "keras": ("tf-horovod", "dpscale.frameworks.keras_resnet"),
+    "gluon": ("mxnet", "dpscale.frameworks.gluon_resnet"),
 }
 
 # torchvision's ResNet v1.5 trainable parameters (see the domain brief).

@@ -8,26 +8,27 @@ import pandas as pd
 import pytest
 
 from conftest import make_cell
-from dpscale import launch, netns
-from dpscale.core import comm, fits
-from dpscale.core.cell import Cell, Collectives, Measure, ModelConfig, Network
-from dpscale.core.collectives import (
+from dpscale.analysis import comm
+from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
     collectives_table,
     comm_fits_table,
 )
-from dpscale.core.config import ConfigError, check_config
-from dpscale.core.matrix import expand
-from dpscale.core.result import make_result, read_result, validate_result
-from dpscale.core.runner_support import collectives_record
+from dpscale.launch import launcher, netns
+from dpscale.plan import ring
+from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig, Network
+from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.matrix import expand
+from dpscale.plan.result import make_result, read_result, validate_result
 from dpscale.registry import STRATEGIES
+from dpscale.runner.support import collectives_record
 
 SIZES = np.array([4 * 4**k for k in range(12)] + [44_726_568], dtype=float)
 
 
 def ring_times(alpha, beta, ranks, rng, noise=0.05, repeats=3):
     sizes = np.repeat(SIZES, repeats)
-    exact = np.array([fits.ring_allreduce_seconds(s, ranks, beta, alpha) for s in sizes])
+    exact = np.array([ring.ring_allreduce_seconds(s, ranks, beta, alpha) for s in sizes])
     return sizes, exact * (1 + noise * rng.standard_normal(sizes.size))
 
 
@@ -65,14 +66,14 @@ def test_fit_keeps_alpha_and_beta_non_negative_and_needs_three_sizes():
 
 
 def test_bus_bandwidth_follows_nccl_tests():
-    assert comm.algorithm_bandwidth(1e9, 2.0) == 0.5e9
-    assert comm.bus_bandwidth(1.0, 2) == pytest.approx(1.0)
-    assert comm.bus_bandwidth(1.0, 4) == pytest.approx(1.5)
-    assert comm.bus_bandwidth(1.0, 8) == pytest.approx(1.75)
-    assert comm.bus_bandwidth(1.0, 1) == 0.0
+    assert ring.algorithm_bandwidth(1e9, 2.0) == 0.5e9
+    assert ring.bus_bandwidth(1.0, 2) == pytest.approx(1.0)
+    assert ring.bus_bandwidth(1.0, 4) == pytest.approx(1.5)
+    assert ring.bus_bandwidth(1.0, 8) == pytest.approx(1.75)
+    assert ring.bus_bandwidth(1.0, 1) == 0.0
     # the ring model's time at bandwidth beta gives busbw = beta (latency left out)
-    seconds = fits.ring_allreduce_seconds(1e8, 4, 2e9)
-    assert comm.bus_bandwidth(comm.algorithm_bandwidth(1e8, seconds), 4) == pytest.approx(2e9)
+    seconds = ring.ring_allreduce_seconds(1e8, 4, 2e9)
+    assert ring.bus_bandwidth(ring.algorithm_bandwidth(1e8, seconds), 4) == pytest.approx(2e9)
 
 
 def test_message_sizes_grow_by_the_factor_up_to_and_including_the_maximum():
@@ -125,7 +126,7 @@ def test_one_cell_per_strategy_layout_and_network_with_the_gradient_as_largest_m
     assert "torch-ddp/resnet18-imagenet64-c10/collectives-net-lan/n2-d1-b0-r0" in ids
     spec = ModelConfig(**default_config["models"][0]).spec()
     assert {c.collectives for c in cells} == {
-        Collectives(4, fits.gradient_bytes(spec.trainable_params()), 4)
+        Collectives(4, ring.gradient_bytes(spec.trainable_params()), 4)
     }
     assert {c.measure.windows for c in cells} == {default_config["measure"]["windows"]}
     default_config["collectives"] = {"windows": 3}
@@ -169,7 +170,7 @@ def test_tables_give_bandwidths_and_the_fit_per_layout():
     )
     alpha, beta = 40e-6, 0.5e9
     sizes = cell.collectives.message_sizes()
-    seconds = {s: fits.ring_allreduce_seconds(s, 2, beta, alpha) for s in sizes}
+    seconds = {s: ring.ring_allreduce_seconds(s, 2, beta, alpha) for s in sizes}
     table = collectives_table([fake_result(cell, seconds)])
     assert list(table["message_bytes"]) == cell.collectives.message_sizes()
     largest = table.iloc[-1]
@@ -221,11 +222,11 @@ def ddp_collectives_cell(**fields) -> Cell:
 
 
 def run_cell(cell: Cell, tmp_path, monkeypatch) -> dict:
-    from dpscale.core.envs import ensure_env
+    from dpscale.launch.envs import ensure_env
 
     monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
     out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
-    status = launch.launch(cell, out, ensure_env("torch"), log)
+    status = launcher.launch(cell, out, ensure_env("torch"), log)
     result = read_result(out)  # validates against the schema
     assert status == result["status"] == "ok", (result["reason"], log.read_text()[-3000:])
     return result

@@ -1,4 +1,4 @@
-"""The communication model (dpscale.core.commmodel): parameters recovered from synthetic
+"""The communication model (dpscale.analysis.commmodel): parameters recovered from synthetic
 measurements, held-out predictions that really hold out, physics-respecting predictions,
 config errors."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpscale.core import commmodel
-from dpscale.core.config import ConfigError, check_config
+from dpscale.analysis import commmodel
+from dpscale.plan.config import ConfigError, check_config
 from dpscale.registry import STRATEGIES
 
 PARAMS = 11_000_000  # trainable parameters: 44 MB of fp32 gradients

@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.core.config import ConfigError, check_config
-from dpscale.core.matrix import expand
+from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.matrix import expand
 from dpscale.registry import STRATEGIES
 
 
@@ -96,7 +96,7 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
     bad = tmp_path / "study.yaml"
     bad.write_text("study: broken\nstrategies: [torch-dp\nmodels: []\n")
     run = subprocess.run(
-        [sys.executable, "-m", "dpscale.core.config", str(bad)],
+        [sys.executable, "-m", "dpscale.cli", "check-config", str(bad)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -111,7 +111,7 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):
 def test_a_study_file_is_checked_merged_over_the_default():
     study = REPO / "studies" / "post004_dataparallel.yaml"
     run = subprocess.run(
-        [sys.executable, "-m", "dpscale.core.config", str(study)],
+        [sys.executable, "-m", "dpscale.cli", "check-config", str(study)],
         cwd=REPO,
         capture_output=True,
         text=True,

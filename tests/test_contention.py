@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dpscale.core import contention as c
+from dpscale.launch import contention as c
 
 TICK = c.CLOCK_TICKS
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpscale.core import dataprep
-from dpscale.core.dataprep import prepare_cifar10, prepare_digits, verify_md5
-from dpscale.core.datasets import (
+from dpscale.launch import dataprep
+from dpscale.launch.dataprep import prepare_cifar10, prepare_digits, verify_md5
+from dpscale.runner.datasets import (
     DatasetError,
     augment_batch,
     load_dataset,

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import REPO, make_cell
-from dpscale import launch
-from dpscale.launch_kinds import describe_exit, kind
+from dpscale.launch import launcher
+from dpscale.launch.kinds import describe_exit, kind
 
 TORCHRUN = """\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
@@ -70,12 +70,12 @@ def test_each_launch_kind_reads_its_launcher_s_report_of_the_first_failed_rank()
 
 def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
     cell = make_cell(strategy="torch-ddp", devices=2, batch=64)
-    assert launch.failure_reason(cell, 1, TORCHRUN) == (
+    assert launcher.failure_reason(cell, 1, TORCHRUN) == (
         "failed",
         "rank 1 was killed by SIGKILL (the launcher exited with code 1)",
     )
     oom = "RuntimeError: DefaultCPUAllocator: can't allocate memory\n" + TORCHRUN
-    assert launch.failure_reason(cell, 1, oom) == (
+    assert launcher.failure_reason(cell, 1, oom) == (
         "oom",
         "ran out of memory at batch 64 per device (global 128) (see log_tail)",
     )
@@ -87,7 +87,7 @@ def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
         "[1]<stderr>:ValueError: MXNet runners measure precision 'fp32' only\n"
         + HOROVODRUN.replace("137", "1")
     )
-    assert launch.failure_reason(cell, 1, log) == (
+    assert launcher.failure_reason(cell, 1, log) == (
         "failed",
         "rank 1 exited with code 1; runner exited with code 1: "
         "ValueError: MXNet runners measure precision 'fp32' only",
@@ -97,21 +97,21 @@ def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
 def test_torchrun_s_rank_prefix_is_stripped_and_an_early_exception_found():
     cell = make_cell(strategy="torch-ddp", devices=2)
     log = (
-        "[rank0]: dpscale.core.datasets.DatasetError: dataset file d.npz is corrupt\n"
+        "[rank0]: dpscale.runner.datasets.DatasetError: dataset file d.npz is corrupt\n"
         + "launcher noise\n" * 2000
         + TORCHRUN.replace("-9 (pid: 7546)  (SIGKILL)", "1 (pid: 7546)")
     )
-    status, reason = launch.failure_reason(cell, 1, log)
+    status, reason = launcher.failure_reason(cell, 1, log)
     assert reason == (
         "rank 1 exited with code 1; runner exited with code 1: "
-        "dpscale.core.datasets.DatasetError: dataset file d.npz is corrupt"
+        "dpscale.runner.datasets.DatasetError: dataset file d.npz is corrupt"
     )
 
 
 def test_a_missed_collective_is_the_reason_whatever_the_launcher_says_next():
     cell = make_cell(strategy="mxnet-dist", devices=2)
     log = "[dpscale rank 0] rank 1 did not reach the collective within 15 s\n" + MXNET_PS
-    status, reason = launch.failure_reason(cell, 3, log)
+    status, reason = launcher.failure_reason(cell, 3, log)
     assert status == "failed"
     assert reason.startswith("rank 1 did not reach the collective within 15 s")
 
@@ -120,7 +120,7 @@ DEADLINE = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from dpscale.core.faults import first_collective_deadline
+    from dpscale.runner.faults import first_collective_deadline
     folder, arrives = Path(sys.argv[1]), sys.argv[2] == "both"
     if arrives:
         (folder / "arrived.rank1").touch()
@@ -170,10 +170,10 @@ ORPHAN = textwrap.dedent(
 )
 GUARDED = (
     "import os, sys; "
-    "os.execvp(sys.executable, [sys.executable, '-m', 'dpscale.guard', '--', 'sleep', '60'])"
+    "os.execvp(sys.executable, [sys.executable, '-m', 'dpscale.launch.guard', '--', 'sleep', '60'])"
 )
 RUNNER = (
-    "import time; from dpscale.core.faults import exit_with_parent; "
+    "import time; from dpscale.runner.faults import exit_with_parent; "
     "exit_with_parent(); time.sleep(60)"
 )
 

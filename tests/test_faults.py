@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from dpscale import launch
-from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import ensure_env
-from dpscale.core.result import read_result
+from dpscale.launch import launcher
+from dpscale.launch.envs import ensure_env
+from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.plan.result import read_result
 from dpscale.registry import strategy
 
 pytestmark = pytest.mark.slow
 
 MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
 MARK = "DPSCALE_TEST_MARK"
-GRACE_S = launch.TERM_GRACE_S + 30  # the launcher's own teardown, and start-up
+GRACE_S = launcher.TERM_GRACE_S + 30  # the launcher's own teardown, and start-up
 # how each launcher tells a rank its number: (variable, value) pairs of rank 1's worker
 RANK_1 = {
     "torch-ddp": {"RANK": "1"},
@@ -94,7 +94,7 @@ def mark(tmp_path, monkeypatch):
 
 
 class Background:
-    """launch.launch in a thread, so the test can break the cell while it runs."""
+    """launcher.launch in a thread, so the test can break the cell while it runs."""
 
     def __init__(self, cell: Cell, tmp_path: Path) -> None:
         self.cell, self.out = cell, cell.result_path(tmp_path / "results")
@@ -102,7 +102,7 @@ class Background:
         self.status: list[str] = []
         prefix = prefix_for(cell.strategy)
         self.thread = threading.Thread(
-            target=lambda: self.status.append(launch.launch(cell, self.out, prefix, self.log))
+            target=lambda: self.status.append(launcher.launch(cell, self.out, prefix, self.log))
         )
         self.thread.start()
 
@@ -327,8 +327,8 @@ def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cell
 def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
     tmp_path, mark, damage
 ):
-    from dpscale.core.cell import Training
-    from dpscale.core.dataprep import prepare_digits
+    from dpscale.launch.dataprep import prepare_digits
+    from dpscale.plan.cell import Training
 
     data = prepare_digits(tmp_path / "data", image_size=16)
     if damage == "corrupt":

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
+from dpscale.analysis import findings, fits
 from dpscale.cli import main as cli
-from dpscale.core import findings, fits
-from dpscale.core.result import make_result, now_iso, write_result
-from dpscale.core.timing import throughput_measurement
+from dpscale.plan.result import make_result, now_iso, write_result
+from dpscale.runner.timing import throughput_measurement
 
 PEAK = {"tflop_s": 0.5, "ci95": 0.01, "n": 5, "dtype": "fp32", "framework": "torch"}
 SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11", "matmul_peak": PEAK}

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from dpscale.core import fits
+from dpscale.analysis import fits
+from dpscale.plan import ring
 
 
 def synthetic_steps(v0, t_c, batches, per_batch, noise, seed):
@@ -66,15 +67,15 @@ def test_break_even_edge_cases():
 
 
 def test_ring_allreduce_model():
-    size = fits.gradient_bytes(25_557_032)
+    size = ring.gradient_bytes(25_557_032)
     assert size == 102_228_128
     beta, alpha = 10e9, 5e-6
-    assert fits.ring_allreduce_seconds(size, 1, beta, alpha) == 0.0
-    t8 = fits.ring_allreduce_seconds(size, 8, beta, alpha)
+    assert ring.ring_allreduce_seconds(size, 1, beta, alpha) == 0.0
+    t8 = ring.ring_allreduce_seconds(size, 8, beta, alpha)
     assert t8 == pytest.approx(2 * 7 / 8 * size / beta + 14 * alpha)
     # bus bandwidth inverts the model (latency neglected)
-    assert fits.effective_bandwidth(
-        size, 8, fits.ring_allreduce_seconds(size, 8, beta)
+    assert ring.effective_bandwidth(
+        size, 8, ring.ring_allreduce_seconds(size, 8, beta)
     ) == pytest.approx(beta)
 
 

@@ -57,7 +57,7 @@ def test_throughput_page_carries_the_fitted_law(pages):
 
 
 def test_no_cells_gives_a_message_not_an_error(tmp_path):
-    from dpscale.core import interactive
+    from dpscale.render import interactive
 
     empty = pd.DataFrame(columns=["status", "mode", "strategy", "model", "world_size"])
     chart = interactive.throughput_chart(empty, pd.DataFrame(columns=["status", "mode"]))

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cell
-from dpscale import launch
-from dpscale.core.result import read_result
-from dpscale.core.strategy import Strategy
+from dpscale.launch import launcher
+from dpscale.plan.result import read_result
+from dpscale.plan.strategy import Strategy
 
 FAKE_RUNNER = textwrap.dedent(
     """
     import sys, time
-    from dpscale.core.result import now_iso
-    from dpscale.core.runner_support import parse_runner_args, write_synthetic_result
+    from dpscale.plan.result import now_iso
+    from dpscale.runner.support import parse_runner_args, write_synthetic_result
     cell, out = parse_runner_args()
     behaviour = "{behaviour}"
     if behaviour == "crash":
@@ -35,7 +35,7 @@ FAKE_RUNNER = textwrap.dedent(
         sys.exit(0)
     windows = [[0.5, 0.6, 0.55]]
     if behaviour == "spin":  # CPU-bound timed windows of about 3 s on one core
-        from dpscale.core.timing import time_windows
+        from dpscale.runner.timing import time_windows
 
         def step():
             end = time.perf_counter() + 0.1
@@ -67,7 +67,7 @@ def fake_env(tmp_path, monkeypatch):
         fake = Strategy(
             "torch-ddp", "fake", "fake", "single", f"fake_runner_{behaviour}", False, True
         )
-        monkeypatch.setattr(launch, "strategy", lambda name: fake)
+        monkeypatch.setattr(launcher, "strategy", lambda name: fake)
         return prefix
 
     return use
@@ -75,7 +75,7 @@ def fake_env(tmp_path, monkeypatch):
 
 def run(cell, prefix, tmp_path):
     out = cell.result_path(tmp_path / "results")
-    status = launch.launch(cell, out, prefix, tmp_path / "cell.log")
+    status = launcher.launch(cell, out, prefix, tmp_path / "cell.log")
     return status, read_result(out)
 
 
@@ -124,7 +124,7 @@ def test_oversubscribed_cpu_cell_is_skipped_with_the_numbers(tmp_path):
 
 
 def test_gpu_cell_without_gpus_fails_with_a_clear_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "nvidia_gpus", lambda: [])
+    monkeypatch.setattr(launcher, "nvidia_gpus", lambda: [])
     status, result = run(make_cell(devices=2, accelerator="cuda"), Path("/nonexistent"), tmp_path)
     assert status == "failed"
     assert result["reason"].startswith("cell asks for 2 GPUs per node, the job sees 0")
@@ -152,7 +152,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
         "Exit code: 1\n"
     )
-    status, reason = launch.classify_failure(1, log)
+    status, reason = launcher.classify_failure(1, log)
     assert status == "failed"
     assert (
         reason
@@ -161,7 +161,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
 
 
 def test_multi_process_launchers_start_one_process_per_device(tmp_path):
-    from dpscale.launch_kinds import kind, runner_argv
+    from dpscale.launch.kinds import kind, runner_argv
 
     cell = make_cell(strategy="mxnet-dist", devices=2, mxnet_servers=3)
     python = tmp_path / "env" / "bin" / "python"
@@ -180,7 +180,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
     assert ps[:6] == [
         str(python),
         "-m",
-        "dpscale.mxnet_ps",
+        "dpscale.launch.mxnet_ps",
         "--workers=2",
         "--servers=3",
         "--timeout=60",
@@ -200,7 +200,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
 def test_a_full_disk_is_one_line_and_the_earlier_result_is_kept(tmp_path):
     import subprocess
 
-    from dpscale.core.result import make_result, now_iso, write_result
+    from dpscale.plan.result import make_result, now_iso, write_result
 
     results = tmp_path / "results"
     results.mkdir()
@@ -313,7 +313,7 @@ def machine_bench_lock(timeout_s: float = 180) -> Iterator[None]:
 def wait_for_quiet(timeout_s: float = 240, below_cores: float = 0.5) -> None:
     """Wait (bounded) until other processes use less than ``below_cores`` over 3 s, or skip:
     other people's work on a shared machine is exactly what the verdict must not call ok."""
-    from dpscale.core import contention
+    from dpscale.launch import contention
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -329,7 +329,7 @@ def wait_for_quiet(timeout_s: float = 240, below_cores: float = 0.5) -> None:
 def test_cell_on_a_quiet_machine_is_ok(fake_env, tmp_path):
     """On a quiet machine (no dpscale cell measures, other processes below the noise
     threshold) the verdict is ok."""
-    from dpscale.core.contention import NOISY_CORES
+    from dpscale.launch.contention import NOISY_CORES
 
     with machine_bench_lock():
         wait_for_quiet(below_cores=NOISY_CORES / 2)

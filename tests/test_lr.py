@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dpscale.core.lr import lr_at, scaled_lr
+from dpscale.runner.lr import lr_at, scaled_lr
 
 SPE = 10  # steps per epoch
 

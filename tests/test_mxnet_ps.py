@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dpscale import mxnet_ps
+from dpscale.launch import mxnet_ps
 
 # Stands in for a runner: scheduler and servers serve until killed (or until the workers'
 # files say they are done), workers do what BEHAVIOUR says.
@@ -127,7 +127,7 @@ def test_no_process_of_the_job_outlives_a_sigkilled_mxnet_ps(tmp_path):
         [
             sys.executable,
             "-m",
-            "dpscale.mxnet_ps",
+            "dpscale.launch.mxnet_ps",
             "--workers=2",
             "--servers=1",
             "--",

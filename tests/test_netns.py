@@ -15,8 +15,8 @@ import time
 import pytest
 
 from conftest import make_cell
-from dpscale import launch, netns
-from dpscale.core.cell import Network
+from dpscale.launch import launcher, netns
+from dpscale.plan.cell import Network
 from dpscale.registry import STRATEGIES
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
@@ -55,14 +55,14 @@ def test_a_delay_without_netem_is_a_reason_not_a_silent_run():
     if reason is None:
         pytest.skip("this kernel has netem: delays are emulated")
     cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit", delay="100us"))
-    assert launch.runtime_skip_reason(cell) == reason
+    assert launcher.runtime_skip_reason(cell) == reason
 
 
 def test_emulated_cells_are_for_one_machine_not_for_slurm_jobs():
     cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit"))
-    assert launch.runtime_skip_reason(cell) is None
+    assert launcher.runtime_skip_reason(cell) is None
     allocation = object()  # any allocation: the cell must not run on the host network
-    assert "emulated on one machine" in launch.runtime_skip_reason(cell, allocation)
+    assert "emulated on one machine" in launcher.runtime_skip_reason(cell, allocation)
 
 
 def wait_until(condition, timeout_s: float) -> bool:
@@ -75,8 +75,8 @@ def wait_until(condition, timeout_s: float) -> bool:
 def start_two_node_cell(tmp_path, **measure_fields):
     """A 2-node torch-ddp cell on an emulated 1 GbE link, its launcher started as Snakemake
     starts it; returns (launcher, result path, log path) once the first window is logged."""
-    from dpscale.core.cell import Measure
-    from dpscale.core.envs import ensure_env
+    from dpscale.launch.envs import ensure_env
+    from dpscale.plan.cell import Measure
 
     cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
     measure = Measure(1, 500, 2, 300, **measure_fields)
@@ -122,16 +122,16 @@ def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
     """One process on each of 2 emulated nodes, for every multi-node strategy: the ranks find
     each other over the shaped link (Horovod's process sets once advertised 127.0.0.1 there),
     and no namespace or /etc/netns file is left."""
-    from dpscale.core.cell import Measure
-    from dpscale.core.envs import ensure_env
-    from dpscale.core.result import read_result
+    from dpscale.launch.envs import ensure_env
+    from dpscale.plan.cell import Measure
+    from dpscale.plan.result import read_result
 
     before = set(netns.leftover())
     cell = make_cell(name, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
     cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 2, 2, 300))})
     out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
     monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
-    status = launch.launch(cell, out, ensure_env(STRATEGIES[name].env), log)
+    status = launcher.launch(cell, out, ensure_env(STRATEGIES[name].env), log)
     result = read_result(out)
     assert status == result["status"] == "ok", (result["reason"], log.read_text()[-2000:])
     assert result["cell"]["world_size"] == 2
@@ -181,7 +181,7 @@ def test_a_partitioned_network_fails_the_cell_and_removes_the_namespaces(tmp_pat
     """The emulated link of a 2-node torch-ddp cell is taken down while it measures: the
     cell ends failed with the reason (gloo's timeout, twice measure.collective_timeout_s),
     within the bound, and no namespace or rank is left."""
-    from dpscale.core.result import read_result
+    from dpscale.plan.result import read_result
 
     before = set(netns.leftover())
     launcher, out, _ = start_two_node_cell(tmp_path, collective_timeout_s=10)

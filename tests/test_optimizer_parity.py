@@ -1,4 +1,4 @@
-"""Every framework's synthetic-mode optimiser takes the same step (core.cell.SYNTHETIC_SGD).
+"""Every framework's synthetic-mode optimiser takes the same step (plan.cell.SYNTHETIC_SGD).
 
 Each framework, in its own environment, starts one tiny model from the same weights and
 takes three SGD steps on the same batch with the optimiser its adapter builds; the weights
@@ -17,8 +17,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from dpscale.core.envs import ensure_env, env_python
-from dpscale.core.paths import REPO_ROOT, SRC_DIR
+from dpscale.launch.envs import ensure_env, env_python
+from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
 SCRIPT = REPO_ROOT / "tests" / "optimizer_step.py"
 ENVS = {"torch": "torch", "tensorflow": "tf-horovod", "mxnet": "mxnet"}

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.core import posts
-from dpscale.core.config import ConfigError, check_config
+from dpscale.analysis import posts
+from dpscale.plan.config import ConfigError, check_config
 from dpscale.registry import STRATEGIES
 
 STUDIES = REPO / "studies"

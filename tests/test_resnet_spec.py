@@ -1,6 +1,6 @@
 import pytest
 
-from dpscale.core.resnet_spec import DEPTHS, parity_specs, resnet_spec
+from dpscale.plan.resnet_spec import DEPTHS, parity_specs, resnet_spec
 
 # torchvision's ResNets (v1.5), trainable parameters, from BRIEF.md
 TORCHVISION_PARAMS = {

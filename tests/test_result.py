@@ -4,8 +4,8 @@ import jsonschema
 import pytest
 
 from conftest import make_cell
-from dpscale.core.result import make_result, now_iso, read_result, write_result
-from dpscale.core.timing import throughput_measurement
+from dpscale.plan.result import make_result, now_iso, read_result, write_result
+from dpscale.runner.timing import throughput_measurement
 
 
 def ok_result(cell):

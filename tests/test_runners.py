@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dpscale import launch
-from dpscale.core.cell import Cell, Measure, ModelConfig
-from dpscale.core.envs import ensure_env
-from dpscale.core.result import read_result
+from dpscale.launch import launcher
+from dpscale.launch.envs import ensure_env
+from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.plan.result import read_result
 from dpscale.registry import strategy
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dic
     cell = Cell("test", name, MODEL, "synthetic", 1, devices, 2, measure=MEASURE, **fields)
     out = cell.result_path(tmp_path / "results")
     log = tmp_path / "cell.log"
-    status = launch.launch(cell, out, prefix_for(strategy(name).env), log)
+    status = launcher.launch(cell, out, prefix_for(strategy(name).env), log)
     result = read_result(out)  # validates against the schema
     assert result["status"] == status
     return status, result

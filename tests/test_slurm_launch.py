@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_cell
-from dpscale import cluster, launch, mxnet_ps, slurm, slurm_task
-from dpscale.launch_kinds import kind, runner_argv, srun_placement, uses_srun
+from dpscale.launch import cluster, launcher, mxnet_ps, slurm, slurm_task
+from dpscale.launch.kinds import kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
 
 PY = Path("/envs/fw/bin/python")
@@ -146,7 +146,7 @@ def test_srun_env_drops_inherited_task_layout():
 
 def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
     cell = make_cell("torch-dp", devices=4, accelerator="cuda")
-    assert not launch.ranks_as_tasks(cell, two_by_four())
+    assert not launcher.ranks_as_tasks(cell, two_by_four())
     runner = runner_argv(PY, "dpscale.strategies.torch_dp", CELL_FILE, OUT)
     assert kind("single").local(cell, PY, runner) == [
         str(PY),
@@ -167,13 +167,13 @@ def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
 
 def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
     cell = gpu_cell("torch-ddp")
-    assert launch.ranks_as_tasks(cell, two_by_four())
+    assert launcher.ranks_as_tasks(cell, two_by_four())
     launch_ = render(cell, "torch", "dpscale.strategies.torch_ddp", port=29400)
     assert launch_.argv == [
         *SRUN_2X4,
         str(PY),
         "-m",
-        "dpscale.slurm_task",
+        "dpscale.launch.slurm_task",
         "torch",
         "--",
         str(PY),
@@ -194,7 +194,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     assert launch_.argv == [
         str(PY),
         "-m",
-        "dpscale.horovod_gloo",
+        "dpscale.launch.horovod_gloo",
         "--hosts=gpu07:4,gpu08:4",
         "--address=gpu07",
         "--timeout=60",
@@ -202,7 +202,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
         *SRUN_2X4,
         str(PY),
         "-m",
-        "dpscale.slurm_task",
+        "dpscale.launch.slurm_task",
         "horovod",
         "--",
         str(PY),
@@ -216,11 +216,13 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
 def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
     cell = gpu_cell("mxnet-dist", mxnet_servers=2)
     launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
-    worker_launcher = " ".join([*SRUN_2X4, str(PY), "-m", "dpscale.slurm_task", "mxnet", "--"])
+    worker_launcher = " ".join(
+        [*SRUN_2X4, str(PY), "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
+    )
     assert launch_.argv == [
         str(PY),
         "-m",
-        "dpscale.mxnet_ps",
+        "dpscale.launch.mxnet_ps",
         "--workers=8",
         "--servers=2",
         "--timeout=60",
@@ -266,16 +268,16 @@ def test_cpu_cells_ask_threads_per_device_and_no_gpus():
         "--ntasks-per-node=1",
         "--cpus-per-task=1",
     ]
-    assert probe[-3:] == ["-m", "dpscale.slurm_task", "--probe"]
+    assert probe[-3:] == ["-m", "dpscale.launch.slurm_task", "--probe"]
 
 
 def test_inside_a_job_step_the_processes_start_locally():
     in_step = slurm.allocation_from_env({**TWO_BY_FOUR, "SLURM_STEP_ID": "0"}, run=no_scontrol)
     cell = make_cell("torch-ddp", devices=2)
-    assert not launch.ranks_as_tasks(cell, in_step)
-    assert not launch.ranks_as_tasks(make_cell("torch-ddp", devices=1), two_by_four())
-    assert not launch.ranks_as_tasks(cell, None)
-    assert launch.ranks_as_tasks(cell, two_by_four())
+    assert not launcher.ranks_as_tasks(cell, in_step)
+    assert not launcher.ranks_as_tasks(make_cell("torch-ddp", devices=1), two_by_four())
+    assert not launcher.ranks_as_tasks(cell, None)
+    assert launcher.ranks_as_tasks(cell, two_by_four())
 
 
 # ------------------------------------------------------------------ each task's rank variables
@@ -387,8 +389,8 @@ def test_a_job_that_got_less_fails_with_the_reason(env, probe, reason):
 
 def test_multi_node_cell_outside_slurm_is_skipped_and_inside_is_not():
     cell = make_cell("torch-ddp", devices=1, nodes=2)
-    assert "multi-node allocation" in launch.runtime_skip_reason(cell, None)
-    assert launch.runtime_skip_reason(cell, two_by_four(), srun=True) is None
+    assert "multi-node allocation" in launcher.runtime_skip_reason(cell, None)
+    assert launcher.runtime_skip_reason(cell, two_by_four(), srun=True) is None
 
 
 def test_launcher_fails_a_multi_node_cell_when_the_job_got_one_node(tmp_path, monkeypatch):
@@ -409,7 +411,7 @@ def test_launcher_fails_a_multi_node_cell_when_the_job_got_one_node(tmp_path, mo
     monkeypatch.setattr(slurm, "run_quietly", no_scontrol)
     cell = make_cell("torch-ddp", devices=1, nodes=2)
     out = cell.result_path(tmp_path / "results")
-    status = launch.launch(cell, out, tmp_path / "env", tmp_path / "cell.log")
+    status = launcher.launch(cell, out, tmp_path / "env", tmp_path / "cell.log")
     result = json.loads(out.read_text())
     assert status == "failed"
     assert result["reason"] == "only 1 of the job's 2 nodes answered the probe step"
@@ -505,7 +507,7 @@ def test_every_strategy_s_multi_process_cells_are_srun_jobs():
         cell = make_cell(name, devices=2)
         assert uses_srun(cell, plan.launch) == (not plan.one_process), name
         resources = cluster.cell_resources(cell, DEFAULTS)
-        assert ("mpi" in resources) == launch.ranks_as_tasks(cell, two_by_four()), name
+        assert ("mpi" in resources) == launcher.ranks_as_tasks(cell, two_by_four()), name
 
 
 # ------------------------------------------------------------------ mxnet_ps with srun workers
@@ -547,7 +549,7 @@ def test_mxnet_ps_starts_workers_through_the_launcher(tmp_path, monkeypatch):
     seen = tmp_path / "seen"
     seen.mkdir()
     launcher = [sys.executable, str(tmp_path / "srun.py"), sys.executable, "-m"]
-    launcher += ["dpscale.slurm_task", "mxnet", "--"]
+    launcher += ["dpscale.launch.slurm_task", "mxnet", "--"]
     code = mxnet_ps.run(
         [sys.executable, str(tmp_path / "runner.py"), str(seen)],
         workers=2,

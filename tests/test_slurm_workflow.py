@@ -20,7 +20,7 @@ import yaml
 from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
 from conftest import REPO
-from dpscale.core.result import read_result
+from dpscale.plan.result import read_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

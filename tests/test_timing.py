@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from dpscale.core import timing
+from dpscale.runner import timing
 
 
 def test_summary_of_a_known_sample():

@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 
 from conftest import make_cell
-from dpscale.core import accuracy as acc
-from dpscale.core.cell import Training
-from dpscale.core.dataprep import prepare_digits
-from dpscale.core.lr import scaled_lr
-from dpscale.core.result import make_result, now_iso, validate_result
-from dpscale.core.training import run_training
+from dpscale.analysis import accuracy as acc
+from dpscale.launch.dataprep import prepare_digits
+from dpscale.plan.cell import Training
+from dpscale.plan.result import make_result, now_iso, validate_result
+from dpscale.runner.lr import scaled_lr
+from dpscale.runner.training import run_training
 
 
 class RecordingBackend:

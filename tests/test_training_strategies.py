@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from dpscale import launch
-from dpscale.core.cell import Cell, Measure, ModelConfig, Training
-from dpscale.core.dataprep import prepare_digits
-from dpscale.core.envs import ensure_env
-from dpscale.core.result import read_result
+from dpscale.launch import launcher
+from dpscale.launch.dataprep import prepare_digits
+from dpscale.launch.envs import ensure_env
+from dpscale.plan.cell import Cell, Measure, ModelConfig, Training
+from dpscale.plan.result import read_result
 from dpscale.registry import STRATEGIES, strategy
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def test_strategy_trains_to_the_target(tmp_path, digits, name):
     log = tmp_path / "cell.log"
     prefix = prefix_for(strategy(name).env)
     start = time.perf_counter()
-    status = launch.launch(cell, out, prefix, log)
+    status = launcher.launch(cell, out, prefix, log)
     wall = time.perf_counter() - start
     result = read_result(out)  # validates against the schema
     assert status == result["status"] == "ok", (result.get("reason"), log.read_text()[-3000:])

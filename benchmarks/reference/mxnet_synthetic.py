@@ -1,5 +1,5 @@
 """The nearest MXNet equivalent of Horovod's synthetic benchmark: a plain Gluon loop over a
-``dist_sync`` kvstore (parameter servers), dpscale's ResNet (run under dpscale.mxnet_ps,
+``dist_sync`` kvstore (parameter servers), dpscale's ResNet (run under dpscale.launch.mxnet_ps,
 which starts the scheduler and servers as this same script: they serve inside
 ``import mxnet`` and never reach the loop; benchmarks/race_reference.py starts it).
 
@@ -9,7 +9,7 @@ forward and loss under ``autograd.record``, ``backward`` and ``trainer.step(batc
 ``--num-warmup-batches`` warm-up batches, then ``--num-iters`` timeit iterations of
 ``--num-batches-per-iter`` batches. MXNet's engine is asynchronous, so each timed call
 ends with ``mx.nd.waitall()`` (Horovod's PyTorch and TensorFlow steps return when their
-work is done on a CPU). The model is ``dpscale.builders.gluon_resnet``, hybridized; every
+work is done on a CPU). The model is ``dpscale.frameworks.gluon_resnet``, hybridized; every
 worker prints its iteration times as a ``RACE_RANK`` JSON line.
 """
 
@@ -21,8 +21,8 @@ import timeit
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from dpscale.builders.gluon_resnet import build_gluon_resnet
-from dpscale.core.resnet_spec import resnet_spec
+from dpscale.frameworks.gluon_resnet import build_gluon_resnet
+from dpscale.plan.resnet_spec import resnet_spec
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch-size", type=int, default=16)

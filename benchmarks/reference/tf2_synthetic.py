@@ -8,7 +8,7 @@ cross-entropy of the probabilities, ``hvd.DistributedGradientTape``, ``apply_gra
 that broadcasts rank 0's variables after its first batch; then one warm-up call and
 ``--num-warmup-batches`` more, and ``--num-iters`` timeit iterations of
 ``--num-batches-per-iter`` batches. Differences, all needed for the race: the model is
-``dpscale.builders.keras_resnet`` (its logits pass through a softmax, as the application's
+``dpscale.frameworks.keras_resnet`` (its logits pass through a softmax, as the application's
 output layer does), TensorFlow's intra- and inter-op pools get ``--threads`` threads and 1,
 as dpscale's runner sets them, and every rank's iteration times are gathered and printed as
 one ``RACE_RESULT`` JSON line (the reference prints rank 0's img/s only).
@@ -25,8 +25,8 @@ os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
 import horovod.tensorflow as hvd  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from dpscale.builders.keras_resnet import build_keras_resnet  # noqa: E402
-from dpscale.core.resnet_spec import resnet_spec  # noqa: E402
+from dpscale.frameworks.keras_resnet import build_keras_resnet  # noqa: E402
+from dpscale.plan.resnet_spec import resnet_spec  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch-size", type=int, default=16)

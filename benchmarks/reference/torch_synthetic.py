@@ -9,7 +9,7 @@ warm-up batches, then ``--num-iters`` timeit iterations of ``--num-batches-per-i
 batches. Differences: DDP (gloo) averages the gradients instead of
 ``hvd.DistributedOptimizer``, and rank 0's parameters reach the others through DDP's
 constructor instead of ``hvd.broadcast_parameters``; the model is
-``dpscale.builders.torch_resnet`` with plain batch norm (the reference asks for
+``dpscale.frameworks.torch_resnet`` with plain batch norm (the reference asks for
 ``hvd.SyncBatchNorm``, a GPU feature); ``torch.set_num_threads(--threads)``, as dpscale's
 runner does; every rank's iteration times are gathered and printed as one ``RACE_RESULT``
 JSON line.
@@ -26,8 +26,8 @@ import torch.nn.functional as F
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.builders.torch_resnet import build_torch_resnet
-from dpscale.core.resnet_spec import resnet_spec
+from dpscale.frameworks.torch_resnet import build_torch_resnet
+from dpscale.plan.resnet_spec import resnet_spec
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch-size", type=int, default=16)

@@ -32,7 +32,7 @@ CELL_COLUMNS = [
 
 
 def aggregate(args: argparse.Namespace) -> None:
-    from dpscale.core import analysis
+    from dpscale.analysis import tables as analysis
 
     results = analysis.load_results(args.results)
     cells = analysis.cells_table(results)
@@ -64,8 +64,8 @@ def _csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def figures(args: argparse.Namespace) -> None:
-    from dpscale.core import plots
     from dpscale.registry import STRATEGIES
+    from dpscale.render import plots
 
     known = list(STRATEGIES)
     cells, fit_table = pd.read_csv(args.cells), pd.read_csv(args.fits)
@@ -84,7 +84,7 @@ def figures(args: argparse.Namespace) -> None:
 
 
 def html_tables(args: argparse.Namespace) -> None:
-    from dpscale.core.html import write_table_html
+    from dpscale.render.html import write_table_html
 
     cells = pd.read_csv(args.cells[0])
     write_table_html(
@@ -138,9 +138,10 @@ def html_tables(args: argparse.Namespace) -> None:
 
 def accuracy(args: argparse.Namespace) -> None:
     """Training cells -> tidy tables, accuracy and epoch-time figures, HTML tables."""
-    from dpscale.core import accuracy as acc
-    from dpscale.core import analysis, training_plots
-    from dpscale.core.html import write_table_html
+    from dpscale.analysis import accuracy as acc
+    from dpscale.analysis import tables as analysis
+    from dpscale.render import training_plots
+    from dpscale.render.html import write_table_html
 
     results = acc.training_results(analysis.load_results(args.results))
     runs, epochs = acc.runs_table(results), acc.epochs_table(results)
@@ -193,7 +194,8 @@ def findings(args: argparse.Namespace) -> None:
     """Tables -> findings.csv, its HTML page and the top findings (one per line)."""
     import json
 
-    from dpscale.core import findings as fnd
+    from dpscale.analysis import findings as fnd
+    from dpscale.render import findings_page
 
     table = fnd.findings_table(
         pd.read_csv(args.cells),
@@ -205,7 +207,7 @@ def findings(args: argparse.Namespace) -> None:
         _read_optional(args.predictions),
     )
     table.to_csv(args.findings, index=False)
-    Path(args.html).write_text(fnd.findings_html(table, args.title), encoding="utf-8")
+    Path(args.html).write_text(findings_page.findings_html(table, args.title), encoding="utf-8")
     top = fnd.top_findings(table)
     Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
     print(f"[dpscale] {len(table)} findings rows")
@@ -227,7 +229,7 @@ def add_findings_parser(commands: argparse._SubParsersAction) -> None:
 
 def interactive_figures(args: argparse.Namespace) -> None:
     """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
-    from dpscale.core import interactive
+    from dpscale.render import interactive
 
     cells, scaling = pd.read_csv(args.cells), pd.read_csv(args.scaling)
     chart = interactive.throughput_chart(cells, pd.read_csv(args.fits))
@@ -236,7 +238,7 @@ def interactive_figures(args: argparse.Namespace) -> None:
 
 
 def mfu_figure(args: argparse.Namespace) -> None:
-    from dpscale.core.mfu_plot import mfu_figure as draw
+    from dpscale.render.mfu_plot import mfu_figure as draw
 
     draw(pd.read_csv(args.cells), Path(args.out))
 
@@ -258,8 +260,8 @@ def posts(args: argparse.Namespace) -> None:
     """The study's reference section (the post's numbers) beside this run's tables."""
     import json
 
-    from dpscale.core import posts as pst
-    from dpscale.core.html import write_table_html
+    from dpscale.analysis import posts as pst
+    from dpscale.render.html import write_table_html
 
     reference = json.loads(args.reference)
     tables = {}
@@ -288,10 +290,11 @@ def add_posts_parser(commands: argparse._SubParsersAction) -> None:
 
 def collectives(args: argparse.Namespace) -> None:
     """Collectives cells -> per-size table, alpha-beta fits, bus-bandwidth figure, HTML."""
-    from dpscale.core import analysis, plots
-    from dpscale.core import collectives as tables
-    from dpscale.core.html import write_table_html
+    from dpscale.analysis import collectives as tables
+    from dpscale.analysis import tables as analysis
     from dpscale.registry import STRATEGIES
+    from dpscale.render import plots
+    from dpscale.render.html import write_table_html
 
     sizes = tables.collectives_table(analysis.load_results(args.results))
     comm_fits = tables.comm_fits_table(sizes)
@@ -333,8 +336,9 @@ def comm_model(args: argparse.Namespace) -> None:
     validation, predictions, their HTML pages and figures."""
     import json
 
-    from dpscale.core import commmodel, commmodel_plots
-    from dpscale.core.html import write_table_html
+    from dpscale.analysis import commmodel
+    from dpscale.render import commmodel_plots
+    from dpscale.render.html import write_table_html
 
     study = json.loads(args.study_config)
     windows, cells = _read_optional(args.windows), _read_optional(args.cells)
@@ -414,9 +418,30 @@ def add_comm_model_parser(commands: argparse._SubParsersAction) -> None:
     cmd.set_defaults(func=comm_model)
 
 
+def check_config_files(args: argparse.Namespace) -> None:
+    """config.yaml, then each study file over it, as the workflow merges them."""
+    from dpscale.plan.config import ConfigError, check_config, load_yaml, merged
+    from dpscale.plan.paths import REPO_ROOT
+    from dpscale.registry import STRATEGIES
+
+    config: dict = {}
+    try:
+        for path in [REPO_ROOT / "config.yaml", *args.files]:
+            config = merged(config, load_yaml(path))
+        check_config(config, STRATEGIES)
+    except ConfigError as error:
+        raise SystemExit(f"dpscale: config error: {error}") from None
+    print(f"dpscale: config ok: {', '.join(map(str, args.files)) or 'config.yaml'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser(
+        "check-config", help="check study files as the workflow merges them over config.yaml"
+    )
+    check.add_argument("files", nargs="*", type=Path, help="study files (YAML)")
+    check.set_defaults(func=check_config_files)
     agg = commands.add_parser("aggregate", help="cell results -> tidy tables and fits")
     for name in ("cells", "windows", "fits", "scaling", "break-even", "repeatability"):
         agg.add_argument(f"--{name}", type=Path, required=True, help=f"{name} table (CSV)")

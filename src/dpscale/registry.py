@@ -3,14 +3,14 @@
 An adapter (``dpscale/strategies/<name>.py``) declares its ``STRATEGY`` (framework,
 environment, launch kind, skip rules) and runs the strategy's ranks; see
 ``dpscale/strategies/torch_dp.py`` for the smallest. The workflow and the launcher import
-the adapters here without their frameworks (see core.strategy.framework_imports).
+the adapters here without their frameworks (see plan.strategy.framework_imports).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from dpscale.core.strategy import Strategy
+from dpscale.plan.strategy import Strategy
 
 ADAPTERS = (
     "dpscale.strategies.torch_dp",

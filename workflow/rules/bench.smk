@@ -15,7 +15,7 @@ rule bench_cell:
     resources:
         bench_slot=1,
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its
-        # processes; see src/dpscale/cluster.py. Local runs ignore these.
+        # processes; see src/dpscale/launch/cluster.py. Local runs ignore these.
         nodes=slurm_resource("nodes"),
         tasks=slurm_resource("tasks"),
         tasks_per_node=slurm_resource("tasks_per_node"),

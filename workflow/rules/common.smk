@@ -4,10 +4,10 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from dpscale.cluster import cell_resource
-from dpscale.core.config import ConfigError, check_config
-from dpscale.core.envs import READY_MARKER, env_folder_name
-from dpscale.core.matrix import expand as expand_matrix
+from dpscale.launch.cluster import cell_resource
+from dpscale.plan.config import ConfigError, check_config
+from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.plan.matrix import expand as expand_matrix
 from dpscale.registry import STRATEGIES
 
 try:
@@ -51,7 +51,7 @@ def cell_for(wildcards):
 
 
 def slurm_resource(name):
-    """One SLURM resource of a cell's job (dpscale.cluster); None leaves it unset."""
+    """One SLURM resource of a cell's job (dpscale.launch.cluster); None leaves it unset."""
     return lambda wildcards: cell_resource(cell_for(wildcards), config["cluster"], name)
 
 

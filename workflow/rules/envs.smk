@@ -15,7 +15,7 @@ rule build_env:
     params:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
     shell:
-        "$DPSCALE_PYTHON -m dpscale.core.envs {wildcards.env} --env-dir {params.env_dir} > {log} 2>&1"
+        "$DPSCALE_PYTHON -m dpscale.launch.envs {wildcards.env} --env-dir {params.env_dir} > {log} 2>&1"
 
 
 rule envs:

@@ -10,7 +10,7 @@ device, set by the launcher before the process starts, as MXNet reads it at impo
 engine keeps its default of one CPU worker thread, so ops run one after the other, each
 using those threads.
 
-Training mode (real data, core.training drives it): ``GluonTrainingBackend`` below. SGD with
+Training mode (real data, runner.training drives it): ``GluonTrainingBackend`` below. SGD with
 the cell's momentum and weight decay, the rate set with ``trainer.set_learning_rate`` before
 every step. MXNet's ``wd`` is L2 added to the gradient (grad + wd * w, on every parameter:
 Gluon parameters have wd_mult 1), as in torch, so it is passed as is. As in Keras, MXNet's
@@ -30,15 +30,15 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from dpscale.builders.gluon_resnet import build_gluon_resnet, trainable_param_count
-from dpscale.core.cell import SGD, Cell
-from dpscale.core.runner_support import param_checksum
+from dpscale.frameworks.gluon_resnet import build_gluon_resnet, trainable_param_count
+from dpscale.plan.cell import SGD, Cell
+from dpscale.runner.support import param_checksum
 
 OPTIMIZER = "sgd"
 
 
 def optimizer_params(sgd: SGD) -> dict[str, float]:
-    """MXNet's ``wd`` adds wd * w to the gradient: the convention of core.cell.SGD."""
+    """MXNet's ``wd`` adds wd * w to the gradient: the convention of plan.cell.SGD."""
     return {"learning_rate": sgd.lr, "momentum": sgd.momentum, "wd": sgd.weight_decay}
 
 
@@ -109,7 +109,7 @@ def synchronize() -> None:
 
 
 class GluonTrainingBackend:
-    """One optimiser step or evaluation on numpy NHWC batches (see core.training).
+    """One optimiser step or evaluation on numpy NHWC batches (see runner.training).
 
     Batches are transposed to NCHW and split over the contexts. ``world`` is the number of
     processes whose gradients the trainer's kvstore sums (the gradient is rescaled by the
@@ -194,7 +194,7 @@ def versions() -> dict[str, str]:
 
 
 class MXNetRank:
-    """What the core loop (core.measure.run_cell) needs from an MXNet process.
+    """What the core loop (runner.measure.run_cell) needs from an MXNet process.
 
     ``gather``/``finish`` come from the adapter: the identity and nothing in one process;
     files and kvstore barriers in a dist_sync job; ``allreduce`` (collectives mode) only in

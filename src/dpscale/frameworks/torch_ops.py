@@ -16,9 +16,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dpscale.builders.torch_resnet import build_torch_resnet, trainable_param_count
-from dpscale.core.cell import SGD, Cell
-from dpscale.core.runner_support import param_checksum, require_devices
+from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
+from dpscale.plan.cell import SGD, Cell
+from dpscale.runner.support import param_checksum, require_devices
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
 
@@ -57,7 +57,7 @@ def build_model(cell: Cell, device: torch.device) -> tuple[nn.Module, int]:
 
 
 def make_sgd(parameters, sgd: SGD) -> torch.optim.Optimizer:
-    """torch's SGD adds weight_decay * w to the gradient: the convention of core.cell.SGD."""
+    """torch's SGD adds weight_decay * w to the gradient: the convention of plan.cell.SGD."""
     return torch.optim.SGD(
         parameters, lr=sgd.lr, momentum=sgd.momentum, weight_decay=sgd.weight_decay
     )
@@ -117,7 +117,7 @@ def versions() -> dict[str, str]:
 
 
 class TorchTrainingBackend:
-    """One optimiser step or evaluation on numpy NHWC batches (see core.training)."""
+    """One optimiser step or evaluation on numpy NHWC batches (see runner.training)."""
 
     def __init__(self, cell: Cell, model: nn.Module, device: torch.device, distributed: bool):
         self.model, self.device, self.distributed = model, device, distributed
@@ -169,7 +169,7 @@ class TorchTrainingBackend:
 
 
 class TorchRank:
-    """What the core loop (core.measure.run_cell) needs from a torch process.
+    """What the core loop (runner.measure.run_cell) needs from a torch process.
 
     ``distributed``: the process is one rank of a torch.distributed group (DDP); otherwise
     it is the only process and gathering is the identity.

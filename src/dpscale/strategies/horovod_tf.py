@@ -23,10 +23,10 @@ inter-op 2 against 70 with inter-op 1 (it used the idle second core), while two 
 measured on more cores than the N-device cells get per device, and speedups understated.
 Well beyond the cores, spinning thread pools collapse throughput (see the README).
 
-Optimiser (synthetic and training mode alike, core.cell.SGD): Keras' SGD with the cell's
+Optimiser (synthetic and training mode alike, plan.cell.SGD): Keras' SGD with the cell's
 momentum; Keras' own SGD(weight_decay=...) is decoupled decay, torch's is L2 added to the
 gradient, so the optimizer gets none and ``weight_decay * w`` is added to each averaged
-gradient (:func:`apply_sgd`). Training mode (real data, core.training drives it):
+gradient (:func:`apply_sgd`). Training mode (real data, runner.training drives it):
 ``KerasTrainingBackend`` below, the learning rate assigned to the optimizer's variable
 before every step, the summed cross-entropy returned and its batch mean differentiated
 (gradients averaged over ranks by DistributedGradientTape, like DDP). One difference from
@@ -47,10 +47,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dpscale.core.cell import SGD, Cell
-from dpscale.core.measure import run_cell
-from dpscale.core.runner_support import param_checksum, parse_runner_args, require_devices
-from dpscale.core.strategy import Strategy, framework_imports
+from dpscale.plan.cell import SGD, Cell
+from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner.measure import run_cell
+from dpscale.runner.support import param_checksum, parse_runner_args, require_devices
 
 with framework_imports() as framework:
     import horovod
@@ -58,7 +58,7 @@ with framework_imports() as framework:
     import numpy as np
     import tensorflow as tf
 
-    from dpscale.builders.keras_resnet import build_keras_resnet, trainable_param_count
+    from dpscale.frameworks.keras_resnet import build_keras_resnet, trainable_param_count
 
 STRATEGY = Strategy(
     name="horovod-tf",
@@ -107,7 +107,7 @@ def build_model(cell: Cell) -> tuple[tf.keras.Model, int]:
 
 
 class FusedSGD:
-    """SGD with momentum and L2 weight decay (core.cell.SGD) in two fused in-place kernels
+    """SGD with momentum and L2 weight decay (plan.cell.SGD) in two fused in-place kernels
     per variable, for fp32.
 
     Keras 2's SGD runs momentum and decay as separate element-wise ops with temporaries:
@@ -152,7 +152,7 @@ class FusedSGD:
 
 
 def make_sgd(cell: Cell):
-    """The cell's SGD (core.cell.SGD): fused kernels in fp32; Keras' SGD under mixed
+    """The cell's SGD (plan.cell.SGD): fused kernels in fp32; Keras' SGD under mixed
     precision (the loss-scale optimizer wraps a Keras optimizer), decay then added to the
     gradients (:func:`apply_sgd`)."""
     if cell.precision == "fp32":
@@ -233,7 +233,7 @@ def summed_loss_and_correct(labels: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Te
 
 
 class KerasTrainingBackend:
-    """One optimiser step or evaluation on numpy NHWC batches (see core.training).
+    """One optimiser step or evaluation on numpy NHWC batches (see runner.training).
 
     Both steps are tf.functions over any batch size (the last validation batch is smaller)
     that return their sums to the host, so a returned step has finished: ``sync`` has
@@ -315,7 +315,7 @@ def versions() -> dict[str, str]:
 
 
 class HorovodRank:
-    """What the core loop (core.measure.run_cell) needs from a Horovod rank."""
+    """What the core loop (runner.measure.run_cell) needs from a Horovod rank."""
 
     framework = "tensorflow"
 
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     cell, out = parse_runner_args(argv)
     configure_threads(cell)
 
-    # Gloo's timeout (rendezvous and collectives); core.faults names a rank that misses the
+    # Gloo's timeout (rendezvous and collectives); runner.faults names a rank that misses the
     # first collective earlier
     os.environ.setdefault(
         "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)

@@ -8,9 +8,9 @@ training mode the one process's reductions are the identity.
 
 from __future__ import annotations
 
-from dpscale.core.measure import run_cell
-from dpscale.core.runner_support import parse_runner_args, require_devices
-from dpscale.core.strategy import Strategy, framework_imports
+from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner.measure import run_cell
+from dpscale.runner.support import parse_runner_args, require_devices
 
 with framework_imports() as framework:
     import mxnet as mx

@@ -1,6 +1,6 @@
 """mxnet-dist: kvstore 'dist_sync', one worker process per device, parameter servers.
 
-Started by dpscale.mxnet_ps (launch kind ``mxnet``), which runs this same module as the
+Started by dpscale.launch.mxnet_ps (launch kind ``mxnet``), which runs this same module as the
 ps-lite scheduler, the servers (``mxnet_servers`` in the config) and the workers: in a
 scheduler or server process ``import mxnet`` serves until the job ends and exits, so only
 workers get past the imports.
@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from dpscale.core.measure import run_cell
-from dpscale.core.result import write_json_atomic
-from dpscale.core.runner_support import parse_runner_args, require_devices
-from dpscale.core.strategy import Strategy, framework_imports
+from dpscale.plan.result import write_json_atomic
+from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner.measure import run_cell
+from dpscale.runner.support import parse_runner_args, require_devices
 
 with framework_imports() as framework:
     import mxnet as mx

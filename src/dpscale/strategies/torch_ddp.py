@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from dpscale.core.measure import run_cell
-from dpscale.core.runner_support import parse_runner_args
-from dpscale.core.strategy import Strategy, framework_imports
+from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner.measure import run_cell
+from dpscale.runner.support import parse_runner_args
 
 with framework_imports() as framework:
     import torch.distributed as dist
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     on_cuda = cell.accelerator == "cuda"
 
     # [distributed] join the group: RANK, WORLD_SIZE, MASTER_ADDR/PORT from the launcher;
-    # a collective that waits longer than the timeout raises (core.faults names a rank
+    # a collective that waits longer than the timeout raises (runner.faults names a rank
     # that misses the first one earlier)
     dist.init_process_group(
         backend="nccl" if on_cuda else "gloo",

@@ -8,9 +8,9 @@ gradients on the first device; there is no other process to talk to.
 
 from __future__ import annotations
 
-from dpscale.core.measure import run_cell
-from dpscale.core.runner_support import parse_runner_args
-from dpscale.core.strategy import Strategy, framework_imports
+from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner.measure import run_cell
+from dpscale.runner.support import parse_runner_args
 
 with framework_imports() as framework:
     from torch import nn

@@ -1,0 +1,128 @@
+"""Tidy tables of collectives cells: one row per (cell, message size), and the alpha-beta
+fit per strategy, network and layout (analysis.comm)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from dpscale.analysis import comm
+from dpscale.plan import ring
+
+LAYOUT = ["study", "strategy", "framework", "network", "nodes", "devices_per_node", "world_size"]
+COLLECTIVES_COLUMNS = [
+    *LAYOUT,
+    "cell_id",
+    "message_bytes",
+    "time_s",
+    "time_lo",
+    "time_hi",
+    "windows",
+    "algbw_GB_s",
+    "busbw_GB_s",
+    "busbw_lo_GB_s",
+    "busbw_hi_GB_s",
+    "op",
+    "backend",
+    "quality",
+]
+# read by the communication model by these names: keep them
+COMM_FITS_COLUMNS = [
+    *LAYOUT,
+    "alpha_s",
+    "alpha_lo",
+    "alpha_hi",
+    "beta_GB_s",
+    "beta_lo_GB_s",
+    "beta_hi_GB_s",
+    "r2",
+    "points",
+    "status",
+    "reason",
+]
+
+
+def _size_row(base: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
+    """time_s: the median per-call time over windows; time_lo/hi: the 10th and 90th
+    percentiles of the windows' per-call times (the spread of the windows, as cells.csv's
+    img_s_p10/p90)."""
+    summary, nbytes, ranks = size["summary"], size["message_bytes"], base["world_size"]
+
+    def busbw(seconds: float) -> float:
+        return ring.bus_bandwidth(ring.algorithm_bandwidth(nbytes, seconds), ranks) / 1e9
+
+    return {
+        **base,
+        "message_bytes": nbytes,
+        "time_s": summary["median"],
+        "time_lo": summary["p10"],
+        "time_hi": summary["p90"],
+        "windows": summary["n"],
+        "algbw_GB_s": ring.algorithm_bandwidth(nbytes, summary["median"]) / 1e9,
+        "busbw_GB_s": busbw(summary["median"]),
+        "busbw_lo_GB_s": busbw(summary["p90"]),  # the slower windows
+        "busbw_hi_GB_s": busbw(summary["p10"]),
+    }
+
+
+def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per message size of every ok collectives cell (others have no sizes)."""
+    rows = []
+    for result in results:
+        cell, record = result["cell"], result.get("collectives")
+        if cell["mode"] != "collectives" or result["status"] != "ok" or not record:
+            continue
+        base = {
+            "study": cell["study"],
+            "strategy": cell["strategy"],
+            "framework": result.get("framework"),
+            "network": (cell.get("network") or {}).get("name", "host"),
+            "nodes": cell["nodes"],
+            "devices_per_node": cell["devices_per_node"],
+            "world_size": cell["world_size"],
+            "cell_id": cell["cell_id"],
+            "op": record["op"],
+            "backend": record["backend"],
+            "quality": result.get("quality"),
+        }
+        rows += [_size_row(base, size) for size in record["sizes"]]
+    table = pd.DataFrame(rows, columns=COLLECTIVES_COLUMNS)
+    return table.sort_values([*LAYOUT, "message_bytes"]).reset_index(drop=True)
+
+
+def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
+    """alpha (s) and beta (GB/s) of the ring model per strategy, network and layout, fitted
+    to the median per-call times of every size of the group's cells except contaminated
+    ones (other work took CPU from them)."""
+    rows = []
+    usable = collectives[collectives["quality"].fillna("") != "contaminated"]
+    for key, group in collectives.groupby(LAYOUT, sort=True, dropna=False):
+        row: dict[str, Any] = dict(zip(LAYOUT, key, strict=True))
+        points = usable.loc[usable.index.intersection(group.index)]
+        try:
+            if points.empty:
+                raise ValueError(
+                    "every cell of this group is contaminated (other work took CPU from it): "
+                    "left out, as from the throughput fits; measure it on a quiet machine"
+                )
+            fit = comm.fit_alpha_beta(points["message_bytes"], points["time_s"], row["world_size"])
+        except (ValueError, RuntimeError) as error:
+            row.update(status="not fitted", reason=str(error), points=len(points))
+        else:
+            row.update(
+                alpha_s=fit.alpha_s,
+                alpha_lo=fit.alpha_lo,
+                alpha_hi=fit.alpha_hi,
+                beta_GB_s=fit.beta_bytes_s / 1e9,
+                beta_lo_GB_s=fit.beta_lo_bytes_s / 1e9,
+                beta_hi_GB_s=fit.beta_hi_bytes_s / 1e9,
+                r2=fit.r2,
+                points=fit.points,
+                status="ok",
+                reason=None,
+            )
+        rows.append(row)
+    # beta_hi_GB_s is inf where the data bound the bandwidth only from below
+    return pd.DataFrame(rows).reindex(columns=COMM_FITS_COLUMNS)

@@ -1,0 +1,320 @@
+"""The answer first: one row per strategy x model x device layout, from the tidy tables.
+
+Every number here is read from a table the analysis already wrote (cells, fits, scaling,
+break-even, accuracy delta, time to accuracy); nothing is extrapolated.  Where a table has no
+value for a layout the row says "not measured" (numeric columns stay NaN in the CSV; the
+HTML page and the verdict spell it out).  The two predicted columns are the communication
+model's (predictions.csv, analysis.commmodel), labelled as predictions with their 95% intervals,
+or "not predicted" where the model was not fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+NOT_MEASURED = "not measured"
+NOT_PREDICTED = "not predicted"
+MAX_PREDICTIONS_LISTED = 4
+DEFAULT_NETWORK = "host"
+LAYOUT = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
+THROUGHPUT_COLUMNS = [
+    "batch_per_device",
+    "global_batch",
+    "speedup",
+    "speedup_ci95",
+    "efficiency",
+    "break_even_global_batch",
+    "b90",
+    "b90_1",
+]
+PREDICTED_COLUMNS = ["predicted_speedup_more_devices", "predicted_speedup_other_networks"]
+
+
+def with_network(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with a ``network`` column: its own if it has one, else ``host``."""
+    frame = frame.copy()
+    if "network" not in frame.columns:
+        frame["network"] = DEFAULT_NETWORK
+    frame["network"] = frame["network"].fillna(DEFAULT_NETWORK)
+    return frame
+
+
+def layouts(cells: pd.DataFrame) -> pd.DataFrame:
+    """Every multi-device layout the study asked for, measured or not, with its cell counts."""
+    cells = with_network(cells)
+    multi = cells[cells["world_size"] > 1]
+    if multi.empty:
+        return pd.DataFrame(columns=[*LAYOUT, "cells", "cells_ok", "not_ok_reason"])
+    rows = []
+    for key, group in multi.groupby(LAYOUT, sort=True):
+        failed = group[group["status"] != "ok"]
+        reasons = sorted({str(r) for r in failed["reason"].dropna()})
+        rows.append(
+            {
+                **dict(zip(LAYOUT, key, strict=True)),
+                "cells": len(group),
+                "cells_ok": int((group["status"] == "ok").sum()),
+                "not_ok_reason": "; ".join(reasons) if reasons else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _match(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:
+    """The rows of ``frame`` that agree with ``row`` on every key the frame has (a table
+    without a ``network`` column holds one network's numbers)."""
+    if frame.empty:
+        return frame
+    mask = np.ones(len(frame), dtype=bool)
+    for key in keys:
+        if key in frame.columns:
+            mask &= (frame[key] == row[key]).to_numpy()
+    return frame[mask]
+
+
+def throughput_numbers(
+    row: dict[str, Any], scaling: pd.DataFrame, fits: pd.DataFrame, break_even: pd.DataFrame
+) -> dict[str, float]:
+    """Speedup and efficiency at the largest measured per-device batch, break-even and b90."""
+    numbers = dict.fromkeys(THROUGHPUT_COLUMNS, math.nan)
+    points = _match(scaling[scaling["mode"] == "synthetic"], row, LAYOUT)
+    if not points.empty:
+        largest = points.sort_values("batch_per_device").iloc[-1]
+        numbers.update(
+            batch_per_device=float(largest["batch_per_device"]),
+            global_batch=float(largest["batch_per_device"] * row["world_size"]),
+            speedup=float(largest["speedup"]),
+            speedup_ci95=float(largest["speedup_ci95"]),
+            efficiency=float(largest["efficiency"]),
+        )
+    ok_fits = fits[(fits["status"] == "ok") & (fits["mode"] == "synthetic")]
+    fit = _match(ok_fits, row, LAYOUT)
+    if not fit.empty:
+        numbers["b90"] = float(fit.iloc[0]["b90"])
+    single = ok_fits[
+        (ok_fits["strategy"] == row["strategy"])
+        & (ok_fits["model"] == row["model"])
+        & (ok_fits["world_size"] == 1)
+    ]
+    if not single.empty:
+        numbers["b90_1"] = float(single.iloc[0]["b90"])
+    even = _match(break_even[break_even["mode"] == "synthetic"], row, LAYOUT)
+    if not even.empty:
+        numbers["break_even_global_batch"] = float(even.iloc[0]["break_even_global_batch"])
+    return numbers
+
+
+def _largest_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty or "batch_per_device" not in frame.columns:
+        return frame
+    return frame.sort_values("batch_per_device").tail(1)
+
+
+def accuracy_numbers(
+    row: dict[str, Any], deltas: pd.DataFrame, tta: pd.DataFrame, rules: list[str]
+) -> dict[str, float]:
+    """Final-accuracy delta (with its Welch 95% half-width) and time-to-accuracy speedup of
+    this layout under every learning-rate rule, at its largest per-device training batch;
+    NaN where that run does not exist. The accuracy tables key layouts by world size only."""
+    keys = ["strategy", "model", "world_size"]
+    numbers: dict[str, float] = {}
+    for rule in rules:
+        numbers[f"accuracy_delta_{rule}"] = math.nan
+        numbers[f"accuracy_delta_{rule}_ci95"] = math.nan
+        numbers[f"tta_speedup_{rule}"] = math.nan
+        delta = deltas if deltas.empty else deltas[deltas["lr_rule"] == rule]
+        delta = _largest_batch(_match(delta, row, keys))
+        if not delta.empty:
+            numbers[f"accuracy_delta_{rule}"] = float(delta.iloc[0]["final_delta"])
+            numbers[f"accuracy_delta_{rule}_ci95"] = float(delta.iloc[0]["final_delta_ci95"])
+        times = tta if tta.empty else tta[tta["lr_rule"] == rule]
+        times = _largest_batch(_match(times, row, keys))
+        if not times.empty:
+            numbers[f"tta_speedup_{rule}"] = float(times.iloc[0]["speedup"])
+    return numbers
+
+
+def _speedup_words(rows: pd.DataFrame, label: Any) -> str:
+    """'4 nodes 2.9x [2.1, 3.8]; 8 nodes 5.1x [3.5, 7.4]' from prediction rows."""
+    parts = []
+    for row in rows.head(MAX_PREDICTIONS_LISTED).itertuples(index=False):
+        parts.append(
+            f"{label(row)} {row.speedup:.2g}x [{row.speedup_lo:.2g}, {row.speedup_hi:.2g}]"
+        )
+    return "; ".join(parts) if parts else NOT_PREDICTED
+
+
+def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[str, str]:
+    """The model's speedups (vs 1 device, 95% intervals) at this layout's largest measured
+    per-device batch: with more devices (same network, more nodes; or more devices on one
+    node), and with this layout on the config's what-if networks (``predict.networks``)."""
+    numbers = dict.fromkeys(PREDICTED_COLUMNS, NOT_PREDICTED)
+    if row["nodes"] == 1:
+        numbers[PREDICTED_COLUMNS[1]] = "one node: no network between its devices"
+    if predictions.empty or "speedup" not in predictions.columns:
+        return numbers
+    batch = row.get("batch_per_device")
+    mine = predictions[
+        (predictions["strategy"] == row["strategy"])
+        & (predictions["model"] == row["model"])
+        & (predictions["status"] == "ok")
+    ]
+    if _known(batch):
+        mine = mine[mine["batch_per_device"] == batch]
+    if mine.empty:
+        return numbers
+    nodes, devices = row["nodes"], row["devices_per_node"]
+    if nodes == 1:
+        more = mine[(mine["nodes"] == 1) & (mine["devices_per_node"] > devices)]
+        more = more.drop_duplicates("devices_per_node").sort_values("devices_per_node")
+        numbers[PREDICTED_COLUMNS[0]] = _speedup_words(
+            more, lambda r: f"{r.devices_per_node} devices"
+        )
+    else:
+        more = mine[
+            (mine["network"] == row["network"])
+            & (mine["devices_per_node"] == devices)
+            & (mine["nodes"] > nodes)
+        ].sort_values("nodes")
+        numbers[PREDICTED_COLUMNS[0]] = _speedup_words(more, lambda r: f"{r.nodes} nodes")
+        other = mine[
+            (mine["network"] != row["network"])
+            & (mine["nodes"] == nodes)
+            & (mine["devices_per_node"] == devices)
+        ].sort_values("bandwidth_Gbit_s")
+        numbers[PREDICTED_COLUMNS[1]] = _speedup_words(other, lambda r: str(r.network))
+    return numbers
+
+
+def _known(value: float) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def throughput_verdict(row: dict[str, Any]) -> str | None:
+    """What the throughput measurements say about this layout, in words (None: nothing)."""
+    n = int(row["world_size"])
+    even, speedup = row["break_even_global_batch"], row["speedup"]
+    parts = []
+    if _known(even) and math.isinf(even):
+        parts.append(f"{n} devices never beat 1 at any global batch (fitted laws)")
+    elif _known(even) and even <= 0:
+        parts.append(f"{n} devices beat 1 at every global batch (fitted laws)")
+    elif _known(even):
+        parts.append(
+            f"{n} devices beat 1 from global batch {math.ceil(even)}; below that, one is faster"
+        )
+    if _known(speedup):
+        batch = int(row["batch_per_device"])
+        slower = ", slower than one device" if speedup < 1 else ""
+        parts.append(
+            f"at per-device batch {batch} (global {batch * n}) {n} devices are "
+            f"{speedup:.2f}x as fast as 1 ({100 * row['efficiency']:.0f}% efficiency{slower})"
+        )
+    return "; ".join(parts) if parts else None
+
+
+def delta_words(points: float, half: float) -> str:
+    """An accuracy delta (percentage points) and its 95% half-width, in words."""
+    if not _known(half):
+        return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
+    lowest, highest = points - half, points + half
+    if lowest > 0 or highest < 0:
+        sense = "higher" if points > 0 else "lower"
+        interval = f"95% CI {lowest:+.1f} to {highest:+.1f}"
+        return f"final accuracy {abs(points):.1f} points {sense} ({interval})"
+    spread = f"{points:+.1f} ± {half:.1f} points"
+    return f"final accuracy not distinguishable from 1 device ({spread})"
+
+
+def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:
+    """What the training runs say about accuracy and time to accuracy, in words."""
+    parts = []
+    for rule in rules:
+        delta = row.get(f"accuracy_delta_{rule}", math.nan)
+        if not _known(delta):
+            continue
+        half = row.get(f"accuracy_delta_{rule}_ci95", math.nan)
+        text = delta_words(100 * delta, 100 * half)
+        tta = row.get(f"tta_speedup_{rule}", math.nan)
+        if _known(tta):
+            text += f", reaches the target {tta:.2f}x as fast"
+        parts.append(f"lr rule {rule}: {text}")
+    return "; ".join(parts) if parts else None
+
+
+def verdict(row: dict[str, Any], rules: list[str]) -> str:
+    if row["cells_ok"] == 0:
+        reason = row.get("not_ok_reason") or "no cell ran"
+        return f"{NOT_MEASURED}: {reason}"
+    throughput, accuracy = throughput_verdict(row), accuracy_verdict(row, rules)
+    if throughput is None and accuracy is None:
+        return f"{NOT_MEASURED}: no 1-device baseline to compare with"
+    if throughput is None:
+        throughput = f"throughput {NOT_MEASURED} (training runs only)"
+    return "; ".join(p for p in (throughput, accuracy) if p) + "."
+
+
+def lr_rules(deltas: pd.DataFrame) -> list[str]:
+    if deltas.empty or "lr_rule" not in deltas.columns:
+        return []
+    return sorted(deltas["lr_rule"].dropna().unique())
+
+
+def findings_table(
+    cells: pd.DataFrame,
+    scaling: pd.DataFrame,
+    fits: pd.DataFrame,
+    break_even: pd.DataFrame,
+    deltas: pd.DataFrame | None = None,
+    tta: pd.DataFrame | None = None,
+    predictions: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per strategy x model x network x multi-device layout, with a verdict."""
+    predictions = predictions if predictions is not None else pd.DataFrame()
+    deltas = deltas if deltas is not None else pd.DataFrame()
+    tta = tta if tta is not None else pd.DataFrame()
+    rules = lr_rules(deltas)
+    rows = []
+    for layout in layouts(cells).to_dict("records"):
+        row = {**layout, **throughput_numbers(layout, scaling, fits, break_even)}
+        row.update(accuracy_numbers(layout, deltas, tta, rules))
+        row.update(predicted_numbers(row, predictions))
+        row["verdict"] = verdict(row, rules)
+        rows.append(row)
+    accuracy_columns = [
+        f"{name}_{rule}{suffix}"
+        for rule in rules
+        for name, suffix in (
+            ("accuracy_delta", ""),
+            ("accuracy_delta", "_ci95"),
+            ("tta_speedup", ""),
+        )
+    ]
+    columns = [
+        *LAYOUT,
+        "cells",
+        "cells_ok",
+        *THROUGHPUT_COLUMNS,
+        *accuracy_columns,
+        *PREDICTED_COLUMNS,
+        "verdict",
+    ]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def top_findings(findings: pd.DataFrame, limit: int = 5) -> list[str]:
+    """The verdicts worth reading first: measured layouts, then the rest, as sentences."""
+    if findings.empty:
+        return ["No multi-device layout in this study: nothing to compare with one device."]
+    measured = findings["cells_ok"] > 0
+    ordered = pd.concat([findings[measured], findings[~measured]])
+    lines = []
+    for row in ordered.head(limit).itertuples(index=False):
+        where = f" on {row.nodes} nodes" if row.nodes > 1 else ""
+        layout = f"{row.strategy}, {row.model}, {row.world_size} devices{where} ({row.network})"
+        lines.append(f"{layout}: {row.verdict}")
+    return lines

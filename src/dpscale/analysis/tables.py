@@ -1,0 +1,384 @@
+"""Tidy tables from cell results: cells, windows, fits, scaling, break-even."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis import fits
+from dpscale.plan import ring
+from dpscale.plan.result import read_result
+
+FIT_GROUP = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
+POINT_KEY = [*FIT_GROUP, "batch_per_device"]
+SCALING_COLUMNS = [
+    *POINT_KEY,
+    "img_s",
+    "img_s_ci95",
+    "baseline_img_s",
+    "speedup",
+    "speedup_ci95",
+    "efficiency",
+    "scaling",
+]
+BREAK_EVEN_COLUMNS = [
+    "strategy",
+    "model",
+    "mode",
+    "nodes",
+    "network",
+    "devices_per_node",
+    "world_size",
+    "t_c_1",
+    "t_c_n",
+    "extra_constant_s",
+    "break_even_global_batch",
+    "gradient_bytes",
+    "effective_bus_bandwidth_GB_s",
+]
+
+
+def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """The readable results; each unreadable file (truncated by an old crash, edited by
+    hand, or not a result) is left out with one line on stderr naming it and the cure."""
+    results = []
+    for path in paths:
+        try:
+            results.append(read_result(path))
+        except (OSError, ValueError, jsonschema.ValidationError) as error:
+            detail = error.message if isinstance(error, jsonschema.ValidationError) else error
+            print(
+                f"[dpscale] left out {path}: not a readable result ({str(detail)[:200]}); "
+                f"measure it again: snakemake --forcerun {path}",
+                file=sys.stderr,
+            )
+    return results
+
+
+def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
+    columns: dict[str, float] = {}
+    names = {"img_s": "img_s", "img_s_per_device": "img_s_per_device", "step_time_s": "step_time_s"}
+    for key, prefix in names.items():
+        summary = (measurement or {}).get("summary", {}).get(key, {})
+        for stat in ("mean", "ci95", "median", "p10", "p90", "cv"):
+            columns[f"{prefix}_{stat}"] = summary.get(stat, math.nan)
+    columns["windows"] = len((measurement or {}).get("window_seconds", []))
+    return columns
+
+
+def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
+    """The launcher's verdict on the machine's quiet (dpscale.launch.contention)."""
+    contention = result["system"].get("contention") or {}
+    return {
+        "quality": result.get("quality"),
+        "quality_reason": result.get("quality_reason"),
+        **{
+            key: contention.get(key, math.nan)
+            for key in (
+                "foreign_cpu_cores_mean",
+                "foreign_cpu_cores_max",
+                "steal_fraction",
+                "loadavg_1m",
+            )
+        },
+    }
+
+
+def cell_row(result: dict[str, Any]) -> dict[str, Any]:
+    cell = result["cell"]
+    model = cell["model"]
+    system = result["system"]
+    info = result["model_info"]
+    row = {
+        "cell_id": cell["cell_id"],
+        "study": cell["study"],
+        "strategy": cell["strategy"],
+        "framework": result.get("framework"),
+        "model": model["key"],
+        "model_name": model["name"],
+        "stem": model["stem"],
+        "image_size": model["image_size"],
+        "classes": model["classes"],
+        "mode": cell["mode"],
+        "nodes": cell["nodes"],
+        "network": (cell.get("network") or {}).get("name", "host"),
+        "devices_per_node": cell["devices_per_node"],
+        "world_size": cell["world_size"],
+        "batch_per_device": cell["batch_per_device"],
+        "global_batch": cell["global_batch"],
+        "repeat": cell["repeat"],
+        "accelerator": cell["accelerator"],
+        "precision": cell["precision"],
+        "memory_format": cell["memory_format"],
+        "threads_per_device": cell["threads_per_device"],
+        "status": result["status"],
+        "reason": result["reason"],
+        **_quality_columns(result),
+        **_summary_columns(result.get("measurement")),
+        "trainable_params": info["trainable_params"],
+        "train_flops_per_sample": info["train_flops_per_sample"],
+        "host": system.get("host"),
+        "cpu_model": system.get("cpu_model"),
+        "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
+        # what a SLURM job got (system.allocation, written by dpscale.launch)
+        "slurm_job_id": (system.get("scheduler") or {}).get("SLURM_JOB_ID"),
+        "slurm_nodes": ";".join((system.get("allocation") or {}).get("nodes", [])),
+        "gpus_per_node_seen": ";".join(
+            str(n) for n in (system.get("allocation") or {}).get("gpus_per_node_seen", [])
+        ),
+        "gpu_names_seen": ";".join(system.get("gpu_names_seen", [])),
+        "framework_versions": json.dumps(system.get("framework_versions", {}), sort_keys=True),
+        "env_file_sha256": system.get("env_file_sha256"),
+        "dpscale_commit": system.get("dpscale_commit"),
+        "started_at": result["started_at"],
+    }
+    row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
+    row.update(mfu_columns(system, row["achieved_tflop_s"], row["world_size"]))
+    return row
+
+
+def matmul_peak(system: dict[str, Any]) -> dict[str, Any]:
+    """The device's measured dense matmul peak (system.matmul_peak), {} when not measured."""
+    peak = system.get("matmul_peak") or {}
+    return peak if peak.get("tflop_s") else {}
+
+
+def mfu_columns(system: dict[str, Any], achieved_tflop_s: float, world_size: int) -> dict[str, Any]:
+    """Model FLOPs utilisation: achieved training TFLOP/s per device over the device's measured
+    matmul peak. ``achieved_tflop_s`` is global (all devices), hence the division by world size;
+    NaN without a measured peak."""
+    peak = matmul_peak(system)
+    tflop_s = float(peak["tflop_s"]) if peak else math.nan
+    return {
+        "peak_tflop_s": tflop_s,
+        "peak_tflop_s_ci95": float(peak.get("ci95", math.nan)) if peak else math.nan,
+        "peak_dtype": peak.get("dtype"),
+        "mfu": achieved_tflop_s / world_size / tflop_s,
+    }
+
+
+def add_fit_mfu(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """MFU at the throughput ceiling: v0 (per device) x training FLOPs per sample over the
+    measured peak of the group's cells (their median); NaN without a measured peak."""
+    table = fit_table.copy()
+    table["peak_tflop_s"] = math.nan
+    table["mfu_ceiling"] = math.nan
+    if table.empty or cells.empty or "peak_tflop_s" not in cells.columns:
+        return table
+    per_group = cells.groupby(FIT_GROUP).agg(
+        peak_tflop_s=("peak_tflop_s", "median"), flops=("train_flops_per_sample", "first")
+    )
+    for index, row in table.iterrows():
+        key = tuple(row[k] for k in FIT_GROUP)
+        if key not in per_group.index:
+            continue
+        peak, flops = per_group.loc[key, "peak_tflop_s"], per_group.loc[key, "flops"]
+        table.loc[index, "peak_tflop_s"] = peak
+        table.loc[index, "mfu_ceiling"] = row["v0"] * flops / 1e12 / peak
+    return table
+
+
+def cells_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    table = pd.DataFrame([cell_row(r) for r in results])
+    if table.empty:
+        return table
+    return table.sort_values(POINT_KEY + ["repeat"]).reset_index(drop=True)
+
+
+def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for result in results:
+        measurement = result.get("measurement")
+        if result["status"] != "ok" or not measurement:
+            continue
+        keep = POINT_KEY + ["cell_id", "repeat", "quality"]
+        base = {k: v for k, v in cell_row(result).items() if k in keep}
+        steps = measurement["steps_per_window"]
+        for index, (seconds, rate) in enumerate(
+            zip(measurement["window_seconds"], measurement["img_s"], strict=True)
+        ):
+            rows.append(
+                {
+                    **base,
+                    "window": index,
+                    "window_seconds": seconds,
+                    "step_time_s": seconds / steps,
+                    "img_s": rate,
+                }
+            )
+    columns = [
+        "cell_id",
+        *POINT_KEY,
+        "repeat",
+        "quality",
+        "window",
+        "window_seconds",
+        "step_time_s",
+        "img_s",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
+    """One throughput-law fit per (strategy, model, mode, layout), over every timed window
+    except those of contaminated cells (other work took CPU from them); ``excluded_points``
+    counts the windows left out."""
+    rows = []
+    quality = windows["quality"] if "quality" in windows else pd.Series("", index=windows.index)
+    windows = windows.assign(contaminated=quality.eq("contaminated"))
+    for key, everything in windows.groupby(FIT_GROUP, sort=True):
+        row: dict[str, Any] = dict(zip(FIT_GROUP, key, strict=True))
+        group = everything[~everything["contaminated"]]
+        row["excluded_points"] = int(everything["contaminated"].sum())
+        try:
+            fit = fits.fit_throughput_law(group["batch_per_device"], group["step_time_s"])
+        except ValueError as error:
+            row.update(status="not fitted", reason=str(error))
+        else:
+            row.update(status="ok", reason=None, **fit.as_dict())
+            row["ceiling_img_s"] = fit.v0 * row["world_size"]
+        rows.append(row)
+    columns = [
+        *FIT_GROUP,
+        "status",
+        "reason",
+        "v0",
+        "v0_se",
+        "t_c",
+        "t_c_se",
+        "r2",
+        "points",
+        "batches",
+        "b90",
+        "b90_se",
+        "ceiling_img_s",
+        "excluded_points",
+    ]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+REPEATABILITY_COLUMNS = [
+    *POINT_KEY,
+    "repeats",
+    "img_s_mean",
+    "img_s_sd",
+    "img_s_cv",
+    "qualities",
+]
+
+
+def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Run-to-run variation: per configuration measured ``measure.repeats`` > 1 times (ok
+    throughput cells), the mean, sd and coefficient of variation of the repeats' mean img/s."""
+    if cells.empty:
+        return pd.DataFrame(columns=REPEATABILITY_COLUMNS)
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    rows = []
+    for key, group in ok.groupby(POINT_KEY, sort=True):
+        if len(group) < 2:
+            continue
+        rates = group["img_s_mean"].astype(float)
+        quality = group["quality"] if "quality" in group else pd.Series(dtype=object)
+        rows.append(
+            {
+                **dict(zip(POINT_KEY, key, strict=True)),
+                "repeats": len(group),
+                "img_s_mean": rates.mean(),
+                "img_s_sd": rates.std(ddof=1),
+                "img_s_cv": rates.std(ddof=1) / rates.mean(),
+                "qualities": ";".join(str(q) for q in quality.fillna("unknown")),
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=REPEATABILITY_COLUMNS)
+
+
+def point_means(cells: pd.DataFrame) -> pd.DataFrame:
+    """Mean img/s per configuration over repeats (ok throughput cells), with a 95% half-width."""
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    if ok.empty:
+        return pd.DataFrame(columns=[*POINT_KEY, "img_s", "img_s_ci95"])
+    grouped = ok.groupby(POINT_KEY, sort=True)
+    means = grouped.agg(
+        img_s=("img_s_mean", "mean"),
+        img_s_ci95=("img_s_ci95", lambda s: float(np.sqrt((s**2).sum())) / len(s)),
+    )
+    return means.reset_index()
+
+
+def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Weak-scaling speedup and efficiency against the 1-device cell of the same strategy,
+    model and mode at the same per-device batch."""
+    points = point_means(cells)
+    base = points[points["world_size"] == 1].set_index(
+        ["strategy", "model", "mode", "batch_per_device"]
+    )
+    rows = []
+    for row in points.itertuples(index=False):
+        key = (row.strategy, row.model, row.mode, row.batch_per_device)
+        if key not in base.index:
+            continue
+        ref = base.loc[key]
+        speedup = row.img_s / ref["img_s"]
+        rows.append(
+            {
+                **row._asdict(),
+                "baseline_img_s": ref["img_s"],
+                "speedup": speedup,
+                "speedup_ci95": fits.ratio_ci95(
+                    row.img_s, row.img_s_ci95, ref["img_s"], ref["img_s_ci95"]
+                ),
+                "efficiency": speedup / row.world_size,
+                "scaling": "weak (per-device batch fixed)",
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=SCALING_COLUMNS)
+
+
+def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Global batch from which N devices beat one (strong scaling), from the fitted laws,
+    and the ring all-reduce bandwidth that would explain the extra constant time."""
+    ok = fit_table[fit_table["status"] == "ok"]
+    params = (
+        cells.groupby("model")["trainable_params"].first()
+        if not cells.empty
+        else pd.Series(dtype=int)
+    )
+    rows = []
+    for (strategy, model, mode), group in ok.groupby(["strategy", "model", "mode"]):
+        single = group[group["world_size"] == 1]
+        if single.empty:
+            continue
+        one = single.iloc[0]
+        for multi in group[group["world_size"] > 1].itertuples(index=False):
+            message = ring.gradient_bytes(int(params.get(model, 0)))
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "model": model,
+                    "mode": mode,
+                    "nodes": multi.nodes,
+                    "network": multi.network,
+                    "devices_per_node": multi.devices_per_node,
+                    "world_size": multi.world_size,
+                    "t_c_1": one["t_c"],
+                    "t_c_n": multi.t_c,
+                    "extra_constant_s": multi.t_c - one["t_c"],
+                    "break_even_global_batch": fits.break_even_global_batch(
+                        one["v0"], one["t_c"], multi.v0, multi.t_c, multi.world_size
+                    ),
+                    "gradient_bytes": message,
+                    "effective_bus_bandwidth_GB_s": ring.effective_bandwidth(
+                        message, multi.world_size, multi.t_c - one["t_c"]
+                    )
+                    / 1e9,
+                }
+            )
+    return pd.DataFrame(rows).reindex(columns=BREAK_EVEN_COLUMNS)

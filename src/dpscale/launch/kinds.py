@@ -1,0 +1,294 @@
+"""How a strategy's ranks start: one renderer per launch kind, in one place.
+
+A kind is named after the runtime that tells each process its rank; a strategy's adapter
+names its kind (``Strategy.launch``) and nothing else does. Each kind renders
+
+* ``local``: the command that starts a cell's processes on this machine;
+* ``tasks``: the command that starts them as tasks placed on nodes (kinds with one process
+  per device): SLURM tasks of an allocation (:func:`srun_placement`; dpscale.launch runs
+  it after the probe step, see dpscale.launch.slurm), or tasks in the network namespaces of
+  emulated nodes (:func:`netns_placement`, started by dpscale.launch.netns_run the way srun does);
+* ``rank_env``: the variables one task sets from its SLURM ids before it becomes the
+  runner (``python -m dpscale.launch.slurm_task <kind> -- RUNNER...``);
+* ``rank_failure``: which rank ended the cell and how (a signal or an exit code), read from
+  the launcher's own failure report in the cell's log; each launcher reports it its own way
+  (torchrun's "Root Cause" table, horovodrun's "Process name / Exit code", dpscale.launch.mxnet_ps's
+  "worker N was killed by SIG..."), so the kind that renders the launcher also reads it.
+
+Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
+``python`` is the framework environment's interpreter; tools that come with the framework
+(horovodrun) are taken from the same environment. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpscale.launch import slurm
+from dpscale.plan.cell import Cell
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]  # added to the launcher's environment (srun passes it to the tasks)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a cell's ranks run as tasks: ``starter`` starts one task per rank (block
+    distribution over ``nodes``, in rank order), each node reachable at its address."""
+
+    starter: list[str]
+    nodes: list[str]
+    addresses: dict[str, str]
+
+    @property
+    def first_address(self) -> str:
+        return self.addresses.get(self.nodes[0], self.nodes[0])
+
+    def env(self) -> dict[str, str]:
+        return {"DPSCALE_NODE_ADDRS": json.dumps(self.addresses, sort_keys=True)}
+
+
+def srun_placement(cell: Cell, allocation: slurm.Allocation) -> Placement:
+    return Placement(
+        starter=slurm.srun_prefix(cell, allocation=allocation),
+        nodes=list(allocation.nodes[: cell.nodes]),
+        addresses=dict(allocation.node_addresses),
+    )
+
+
+def netns_placement(
+    cell: Cell, python: str | Path, namespaces: list[str], addresses: list[str]
+) -> Placement:
+    starter = [
+        str(python),
+        "-m",
+        "dpscale.launch.netns_run",
+        f"--namespaces={','.join(namespaces)}",
+        f"--tasks-per-node={cell.devices_per_node}",
+        f"--timeout={cell.measure.timeout_s}",
+        "--",
+    ]
+    return Placement(starter, list(namespaces), dict(zip(namespaces, addresses, strict=True)))
+
+
+def runner_argv(python: str | Path, module: str, cell_file: Path, out: Path) -> list[str]:
+    return [str(python), "-m", module, "--cell-file", str(cell_file), "--out", str(out)]
+
+
+def task_shim(kind: str, python: str | Path) -> list[str]:
+    """What each SLURM task runs before the runner: its SLURM ids -> the kind's variables."""
+    return [str(python), "-m", "dpscale.launch.slurm_task", kind, "--"]
+
+
+def describe_exit(code: int) -> str:
+    """``was killed by SIGKILL`` for -9 (Popen's status) or 137 (a shell's 128 + 9), else
+    ``exited with code N``."""
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return f"was killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"exited with code {code}"
+
+
+class LaunchKind:
+    """One process per node driving all of its devices (and the base of the other kinds)."""
+
+    name = "single"
+    one_process = True
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return list(runner)
+
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+    ) -> Launch:
+        raise ValueError(f"launch kind {self.name!r} starts one process; nothing to srun")
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        raise ValueError(f"launch kind {self.name!r} has no ranks to start as SLURM tasks")
+
+    def rank_failure(self, log_text: str) -> str | None:
+        """``rank 1 was killed by SIGKILL``: the first rank that failed, as the launcher
+        reported it in ``log_text`` (None when the launcher reported no failed rank)."""
+        return None
+
+
+class Torch(LaunchKind):
+    """torch.distributed: torchrun locally; under SLURM, env:// rendezvous at rank 0's node
+    (``MASTER_ADDR`` = first node, ``MASTER_PORT`` = a port that was free on it)."""
+
+    name = "torch"
+    one_process = False
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return [
+            str(python),
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={cell.devices_per_node}",
+            *runner[1:],
+        ]
+
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+    ) -> Launch:
+        env = placement.env()
+        env.update(MASTER_ADDR=placement.first_address, MASTER_PORT=str(port))
+        return Launch([*placement.starter, *task_shim(self.name, python), *runner], env)
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        out = {  # what init_process_group's env:// reads
+            "RANK": str(ids["rank"]),
+            "WORLD_SIZE": str(ids["size"]),
+            "LOCAL_RANK": str(ids["local_rank"]),
+            "LOCAL_WORLD_SIZE": str(ids["local_size"]),
+            "GROUP_RANK": str(ids["node_index"]),
+        }
+        if not env.get("GLOO_SOCKET_IFNAME"):  # gloo would take the hostname's interface
+            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            if iface:
+                out["GLOO_SOCKET_IFNAME"] = iface
+        return out
+
+    def rank_failure(self, log_text: str) -> str | None:
+        # torchrun's ChildFailedError table: "Root Cause (first observed failure):", then
+        # "rank : 1 (local_rank: 1)" and "exitcode : -9 (pid: 123)"
+        _, found, root = log_text.rpartition("Root Cause (first observed failure)")
+        rank = re.search(r"^\s*rank\s*:\s*(\d+)", root, re.M)
+        code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", root, re.M)
+        if not (found and rank and code):
+            return None
+        return f"rank {rank.group(1)} {describe_exit(int(code.group(1)))}"
+
+
+class Horovod(LaunchKind):
+    """Horovod over Gloo (no MPI): ``horovodrun --gloo`` locally; under SLURM,
+    dpscale.launch.horovod_gloo runs the rendezvous server on the first node and the ranks are
+    srun tasks with horovodrun's slot variables."""
+
+    name = "horovod"
+    one_process = False
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        n = cell.devices_per_node
+        horovodrun = str(Path(python).parent / "horovodrun")
+        return [horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", *runner]
+
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+    ) -> Launch:
+        hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in placement.nodes)
+        argv = [
+            str(python),
+            "-m",
+            "dpscale.launch.horovod_gloo",
+            f"--hosts={hosts}",
+            f"--address={placement.first_address}",
+            f"--timeout={cell.measure.timeout_s}",
+            "--",
+            *placement.starter,
+            *task_shim(self.name, python),
+            *runner,
+        ]
+        return Launch(argv, placement.env())
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        out = {  # what horovodrun --gloo gives each slot (create_slot_env_vars)
+            "HOROVOD_HOSTNAME": str(ids["node"]),
+            "HOROVOD_RANK": str(ids["rank"]),
+            "HOROVOD_SIZE": str(ids["size"]),
+            "HOROVOD_LOCAL_RANK": str(ids["local_rank"]),
+            "HOROVOD_LOCAL_SIZE": str(ids["local_size"]),
+            "HOROVOD_CROSS_RANK": str(ids["node_index"]),
+            "HOROVOD_CROSS_SIZE": str(ids["nodes"]),
+        }
+        if not env.get("HOROVOD_GLOO_IFACE"):
+            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            if iface:
+                out["HOROVOD_GLOO_IFACE"] = iface
+        return out
+
+    def rank_failure(self, log_text: str) -> str | None:
+        # horovodrun --gloo: "The first process to do so was:\nProcess name: 1\nExit code:
+        # 137" (slot index = rank; a shell runs each rank, so a signal is 128 + its number)
+        found = re.findall(r"Process name: (\d+)\s+Exit code: (-?\d+)", log_text)
+        if not found:
+            return None
+        rank, code = found[-1]
+        return f"rank {rank} {describe_exit(int(code))}"
+
+
+class MXNetParameterServer(LaunchKind):
+    """ps-lite (kvstore dist_sync): dpscale.launch.mxnet_ps starts the scheduler, the servers and
+    one worker per device; under SLURM the workers are srun tasks (task i is worker i)."""
+
+    name = "mxnet"
+    one_process = False
+
+    def _job(self, cell: Cell, python: Path, world: int) -> list[str]:
+        return [
+            str(python),
+            "-m",
+            "dpscale.launch.mxnet_ps",
+            f"--workers={world}",
+            f"--servers={cell.mxnet_servers}",
+            f"--timeout={cell.measure.timeout_s}",
+        ]
+
+    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+        return [*self._job(cell, python, cell.devices_per_node), "--", *runner]
+
+    def tasks(
+        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+    ) -> Launch:
+        workers = [*placement.starter, *task_shim(self.name, python)]
+        argv = [
+            *self._job(cell, python, cell.world_size),
+            f"--host={placement.first_address}",
+            f"--worker-launcher={shlex.join(workers)}",
+            "--",
+            *runner,
+        ]
+        return Launch(argv, placement.env())
+
+    def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
+        out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
+        if not env.get("DMLC_INTERFACE"):
+            out["DMLC_NODE_HOST"] = slurm.resolved(slurm.node_address(env, str(ids["node"])))
+        return out
+
+    def rank_failure(self, log_text: str) -> str | None:
+        # dpscale.launch.mxnet_ps names the worker by its launch index (DPSCALE_LOCAL_RANK); ps-lite
+        # numbers the workers' kvstore ranks itself, in the order they register
+        found = re.findall(
+            r"\[dpscale mxnet_ps\] (worker \d+ (?:was killed by|exited with) \S+)", log_text
+        )
+        return found[0].rstrip(";") if found else None
+
+
+KINDS: dict[str, LaunchKind] = {
+    kind.name: kind for kind in (LaunchKind(), Torch(), Horovod(), MXNetParameterServer())
+}
+
+
+def kind(name: str) -> LaunchKind:
+    if name not in KINDS:
+        raise ValueError(f"launch kind {name!r} is not one of {sorted(KINDS)}")
+    return KINDS[name]
+
+
+def uses_srun(cell: Cell, launch_kind: str) -> bool:
+    """Whether a cell's ranks are SLURM tasks when it runs in a job: one process per device
+    and more than one process. (dpscale.launch.cluster shapes such a job with ``mpi="srun"``;
+    dpscale.launch starts them locally instead when it already runs inside a job step.)"""
+    return not kind(launch_kind).one_process and cell.world_size > 1

@@ -1,0 +1,249 @@
+"""A cell: one point of the study matrix, measured by one job into one result file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    stem: str = "imagenet"
+    image_size: int = 224
+    classes: int = 1000
+
+    @property
+    def key(self) -> str:
+        """Unique, path-safe name, e.g. ``resnet18-imagenet64-c10``."""
+        return f"{self.name}-{self.stem}{self.image_size}-c{self.classes}"
+
+    def spec(self) -> ResNetSpec:
+        return resnet_spec(self.name, self.stem, self.image_size, self.classes)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """The timing protocol (runner.timing). With ``target_ci`` set, windows are added after
+    the first ``windows`` until the 95% CI half-width of the mean is within ``target_ci`` x
+    the mean, or ``max_windows``; only 1-process cells adapt unless the runner passes an
+    agreement across ranks (runner.timing.time_windows)."""
+
+    warmup_steps: int = 5
+    windows: int = 5
+    steps_per_window: int = 5
+    timeout_s: int = 1800
+    # every rank must reach the first collective within this (runner.faults); the frameworks'
+    # own collective timeouts are set from it too
+    collective_timeout_s: int = 300
+    # per-process address-space cap (RLIMIT_AS, dpscale.launch.guard); None: no cap
+    memory_limit_mb: int | None = None
+
+    target_ci: float | None = None
+    max_windows: int | None = None
+
+    def adaptive_kwargs(self, processes: int = 1) -> dict:
+        """time_windows' adaptive arguments for a cell of ``processes`` timing processes
+        without an agreement callback: none (fixed windows) when several would have to
+        agree."""
+        if self.target_ci is None or processes > 1:
+            return {}
+        return {"target_ci": self.target_ci, "max_windows": self.max_windows}
+
+
+@dataclass(frozen=True)
+class SGD:
+    """Stochastic gradient descent with momentum, as every framework applies it here:
+    ``weight_decay`` is L2 added to the gradient (g + wd * w), torch's convention."""
+
+    lr: float
+    momentum: float
+    weight_decay: float
+
+
+# The optimiser of synthetic (throughput) cells, the same in every framework.
+SYNTHETIC_SGD = SGD(lr=0.01, momentum=0.9, weight_decay=5e-5)
+
+
+@dataclass(frozen=True)
+class Training:
+    """How a real-data training cell trains (mode ``train``).
+
+    The learning rate is ``base_lr`` at global batch ``base_batch``, scaled to the cell's
+    global batch by ``lr_rule`` (none, linear, sqrt), warmed up linearly over
+    ``warmup_epochs`` from the unscaled rate, then following ``schedule``.
+    """
+
+    dataset: str
+    dataset_file: str
+    epochs: int
+    lr_rule: str
+    base_lr: float
+    base_batch: int
+    warmup_epochs: float
+    schedule: str
+    momentum: float
+    weight_decay: float
+    augment: bool
+    target_accuracy: float
+
+
+@dataclass(frozen=True)
+class Network:
+    """The links between a cell's nodes (config ``networks``).
+
+    ``host``: the machine's own network. Emulated (``rate``, ``delay``): every node is a
+    network namespace on this machine (dpscale.launch.netns). Real (``interface``, ``env``): a
+    cluster's interconnect, selected through the frameworks' interface variables.
+    """
+
+    name: str = "host"
+    rate: str | None = None
+    delay: str | None = None
+    interface: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def emulated(self) -> bool:
+        return self.rate is not None
+
+    @classmethod
+    def from_config(cls, entry: str | dict[str, Any]) -> Network:
+        if isinstance(entry, str):
+            return cls(entry)
+        fields = dict(entry)
+        fields["env"] = tuple(sorted((fields.get("env") or {}).items()))
+        return cls(**fields)
+
+
+HOST = Network()
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """The message sizes a collectives cell times (config ``collectives``): ``min_bytes``,
+    then each size ``factor`` times the last, up to and including ``max_bytes``. Sizes are
+    whole float32 elements (multiples of 4 bytes)."""
+
+    min_bytes: int
+    max_bytes: int
+    factor: int
+
+    def message_sizes(self) -> list[int]:
+        sizes, size = [], self.min_bytes
+        while size < self.max_bytes:
+            sizes.append(size)
+            size *= self.factor
+        return [*sizes, self.max_bytes]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Everything a runner needs to measure one configuration.
+
+    ``batch_per_device`` is the per-device (per-rank) batch; the global batch is
+    ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
+    Collectives cells (mode ``collectives``) time the strategy's all-reduce over message
+    sizes (``collectives``); no batch applies, their ``batch_per_device`` is 0.
+    ``mxnet_servers`` is the number of parameter servers of the mxnet-dist strategy (1 in
+    every other strategy's cells); it is not part of the cell id.
+    """
+
+    study: str
+    strategy: str
+    model: ModelConfig
+    mode: str
+    nodes: int
+    devices_per_node: int
+    batch_per_device: int
+    repeat: int = 0
+    accelerator: str = "cpu"
+    threads_per_device: int = 1
+    precision: str = "fp32"
+    memory_format: str = "contiguous"
+    measure: Measure = field(default_factory=Measure)
+    seed: int = 0
+    mxnet_servers: int = 1
+    training: Training | None = None
+    network: Network = HOST
+    collectives: Collectives | None = None
+    skip_reason: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_per_device * self.world_size
+
+    @property
+    def sgd(self) -> SGD:
+        """The optimiser settings (training cells: their base rate, rescheduled per step)."""
+        if self.training is None:
+            return SYNTHETIC_SGD
+        t = self.training
+        return SGD(lr=t.base_lr, momentum=t.momentum, weight_decay=t.weight_decay)
+
+    @property
+    def cell_id(self) -> str:
+        return "/".join([self.strategy, self.model.key, self.mode_key, self.layout])
+
+    @property
+    def mode_key(self) -> str:
+        """``synthetic``, ``collectives``, or ``train-<dataset>-<lr rule>`` for training
+        cells; cells across nodes on a network other than the host's end in
+        ``-net-<network>``."""
+        key = self.mode
+        if self.training is not None:
+            key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
+        if self.network.name != HOST.name:
+            key += f"-net-{self.network.name}"
+        return key
+
+    @property
+    def layout(self) -> str:
+        return f"n{self.nodes}-d{self.devices_per_node}-b{self.batch_per_device}-r{self.repeat}"
+
+    def result_path(self, results_dir: str | Path) -> Path:
+        return Path(results_dir) / "cells" / f"{self.cell_id}.json"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["model"]["key"] = self.model.key
+        data["world_size"] = self.world_size
+        data["global_batch"] = self.global_batch
+        data["cell_id"] = self.cell_id
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        data = dict(data)
+        for derived in ("world_size", "global_batch", "cell_id"):
+            data.pop(derived, None)
+        model = dict(data.pop("model"))
+        model.pop("key", None)
+        measure = data.pop("measure", {})
+        training = data.pop("training", None)
+        collectives = data.pop("collectives", None)
+        network = dict(data.pop("network", None) or {})
+        network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
+        return cls(
+            model=ModelConfig(**model),
+            measure=Measure(**measure),
+            training=Training(**training) if training else None,
+            network=Network(**network),
+            collectives=Collectives(**collectives) if collectives else None,
+            **data,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Cell:
+        return cls.from_dict(json.loads(text))

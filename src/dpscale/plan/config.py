@@ -1,0 +1,252 @@
+"""Study configuration: one-line errors for bad input, defaults, and cross-field rules.
+
+Snakemake reads ``--configfile`` itself and says only "Config file is not valid JSON or
+YAML" for a syntax error; ``dpscale check-config FILE...`` (dpscale.cli) checks study files
+as the workflow merges them (over config.yaml) and names the file, line and column.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dpscale.plan.paths import SCHEMA_DIR
+from dpscale.plan.resnet_spec import DEPTHS
+
+
+class ConfigError(ValueError):
+    """A bad study configuration; the message is one line naming the field."""
+
+
+def config_schema() -> dict[str, Any]:
+    with open(SCHEMA_DIR / "config.schema.yaml", encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _field_name(path: Iterable[Any]) -> str:
+    name = ""
+    for part in path:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "<config>"
+
+
+def _one_line(error: jsonschema.ValidationError) -> str:
+    field = _field_name(error.absolute_path)
+    if error.validator == "enum":
+        return f"{field}: {error.instance!r} is not allowed; allowed: {error.validator_value}"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"{field}: {error.message}; allowed keys: {allowed}"
+    return f"{field}: {error.message}"
+
+
+def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    filled = copy.deepcopy(config)
+    for key, sub in schema.get("properties", {}).items():
+        if key not in filled and "default" in sub:
+            filled[key] = copy.deepcopy(sub["default"])
+        if isinstance(filled.get(key), dict) and sub.get("type") == "object":
+            filled[key] = _with_defaults(filled[key], sub)
+        if isinstance(filled.get(key), list) and isinstance(sub.get("items"), dict):
+            filled[key] = [
+                _with_defaults(item, sub["items"]) if isinstance(item, dict) else item
+                for item in filled[key]
+            ]
+    return filled
+
+
+def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[str, Any]:
+    """Validate and return the config with defaults filled in; raise ConfigError otherwise."""
+    schema = config_schema()
+    _check_networks(config.get("networks", ["host"]))
+    _check_predict(config.get("predict"), config.get("networks", ["host"]))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(config)
+    )
+    if error is not None:
+        raise ConfigError(_one_line(error))
+    filled = _with_defaults(config, schema)
+    _check_names(filled, sorted(strategy_names))
+    _check_combinations(filled)
+    _check_collectives(filled)
+    _check_paths(filled)
+    return filled
+
+
+def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
+    named = (
+        ("strategies", config["strategies"]),
+        ("train.strategies", config["train"]["strategies"] or []),
+    )
+    for field, names in named:
+        for index, name in enumerate(names):
+            if name not in strategies:
+                raise ConfigError(
+                    f"{field}[{index}]: {name!r} is not allowed; allowed: {strategies}"
+                )
+    for field, models in (
+        ("models", config["models"]),
+        ("train.models", config["train"]["models"]),
+    ):
+        for index, model in enumerate(models):
+            if model["name"] not in DEPTHS:
+                raise ConfigError(
+                    f"{field}[{index}].name: {model['name']!r} is not allowed; "
+                    f"allowed: {sorted(DEPTHS)}"
+                )
+    keys = [(m["name"], m["stem"], m["image_size"], m["classes"]) for m in config["models"]]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(
+            "models: the same model (name, stem, image_size, classes) is listed twice"
+        )
+
+
+RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$")
+DELAY = re.compile(r"^[0-9]+(\.[0-9]+)?(us|ms)$")
+NETWORK_NAME = re.compile(r"^[a-z0-9]+$")
+NETWORK_KINDS = "'host', {name, rate[, delay]} (emulated) or {name, interface[, env]} (real)"
+
+
+def _check_networks(networks: Any) -> None:
+    """One line per mistake, naming the entry, before the schema's less direct oneOf error."""
+    if not isinstance(networks, list) or not networks:
+        raise ConfigError(f"networks: must be a non-empty list of {NETWORK_KINDS}")
+    names = []
+    for index, entry in enumerate(networks):
+        where = f"networks[{index}]"
+        if entry == "host":
+            names.append("host")
+            continue
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ConfigError(f"{where}: {entry!r} is not one of {NETWORK_KINDS}")
+        name = entry["name"]
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+            raise ConfigError(
+                f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
+                "digits, not 'host'"
+            )
+        names.append(name)
+        if ("rate" in entry) == ("interface" in entry):
+            raise ConfigError(
+                f"{where}: give either rate (an emulated link) or interface (a real one)"
+            )
+        if "rate" in entry and not RATE.match(str(entry["rate"])):
+            raise ConfigError(
+                f"{where}.rate: {entry['rate']!r} is not a rate; allowed: a number with "
+                "kbit, mbit or gbit (e.g. 100mbit, 1gbit, 10gbit)"
+            )
+        if "delay" in entry and not DELAY.match(str(entry["delay"])):
+            raise ConfigError(
+                f"{where}.delay: {entry['delay']!r} is not a delay; allowed: a number with "
+                "us or ms (e.g. 100us, 1ms)"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"networks: names must be unique; got {names}")
+
+
+def _check_predict(predict: Any, networks: list[Any]) -> None:
+    """``predict.networks``: one line per mistake, naming the entry and what is allowed."""
+    if not isinstance(predict, dict) or not isinstance(predict.get("networks"), list):
+        return  # absent, or a shape the schema reports
+    measured = {entry.get("name") for entry in networks if isinstance(entry, dict)}
+    names = []
+    for index, entry in enumerate(predict["networks"]):
+        where = f"predict.networks[{index}]"
+        if not isinstance(entry, dict) or "name" not in entry or "bandwidth" not in entry:
+            raise ConfigError(f"{where}: {entry!r} is not {{name, bandwidth[, latency]}}")
+        name = entry["name"]
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+            raise ConfigError(
+                f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
+                "digits, not 'host'"
+            )
+        if name in measured:
+            raise ConfigError(
+                f"{where}.name: {name!r} is a measured network of this study (networks); "
+                "the model predicts it anyway: give this one another name"
+            )
+        names.append(name)
+        if not RATE.match(str(entry["bandwidth"])):
+            raise ConfigError(
+                f"{where}.bandwidth: {entry['bandwidth']!r} is not a bandwidth; allowed: a "
+                "number with kbit, mbit or gbit (e.g. 10gbit, 25gbit, 100gbit)"
+            )
+        if "latency" in entry and not DELAY.match(str(entry["latency"])):
+            raise ConfigError(
+                f"{where}.latency: {entry['latency']!r} is not a latency; allowed: a number "
+                "with us or ms (e.g. 50us, 1ms)"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"predict.networks: names must be unique; got {names}")
+
+
+def _check_paths(config: dict[str, Any]) -> None:
+    source = config["train"]["cifar10_source"]
+    if source and not Path(source).exists():
+        raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
+
+
+def _check_combinations(config: dict[str, Any]) -> None:
+    measure = config["measure"]
+    if (measure["collective_timeout_s"] or 0) >= measure["timeout_s"]:
+        raise ConfigError(
+            f"measure.collective_timeout_s: {measure['collective_timeout_s']} must be below "
+            f"measure.timeout_s ({measure['timeout_s']})"
+        )
+    if config["accelerator"] == "cpu" and config["precision"] != "fp32":
+        raise ConfigError(
+            f"precision: {config['precision']!r} needs accelerator 'cuda'; allowed on cpu: ['fp32']"
+        )
+    measure = config["measure"]
+    if measure["max_windows"] is not None and measure["max_windows"] < measure["windows"]:
+        raise ConfigError(
+            f"measure.max_windows: {measure['max_windows']} is less than measure.windows "
+            f"({measure['windows']})"
+        )
+    if measure["max_windows"] is not None and measure["target_ci"] is None:
+        raise ConfigError("measure.max_windows: only used with measure.target_ci; set both")
+
+
+def _check_collectives(config: dict[str, Any]) -> None:
+    from dpscale.plan.matrix import collectives_settings
+
+    settings = collectives_settings(config)
+    if settings.max_bytes < settings.min_bytes:
+        where = "max_bytes" if config["collectives"]["max_bytes"] is not None else "min_bytes"
+        raise ConfigError(
+            f"collectives.{where}: min_bytes ({settings.min_bytes}) must not exceed max_bytes "
+            f"({settings.max_bytes}{'' if where == 'max_bytes' else ', the largest gradient'})"
+        )
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """A config file's mapping; a syntax error is one line naming the file, line and column."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: YAML syntax error: {error.problem or error.context}") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: {error.strerror}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: not a mapping of config keys")
+    return loaded
+
+
+def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` over ``base``, mappings merged key by key (as Snakemake merges configs)."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

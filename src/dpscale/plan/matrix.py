@@ -1,0 +1,196 @@
+"""Expansion of a study configuration into cells, with static skip reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
+from dpscale.plan.ring import gradient_bytes
+from dpscale.plan.strategy import Strategy
+
+
+def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+    """Every cell of the matrix, including those that cannot run (with ``skip_reason``).
+
+    ``config`` must already be checked (``dpscale.plan.config.check_config``);
+    ``strategies``: the registered strategies (dpscale.registry.STRATEGIES).
+    """
+    cells = []
+    if "synthetic" in config["modes"]:
+        cells += _synthetic_cells(config, strategies)
+    if "train" in config["modes"]:
+        cells += _training_cells(config, strategies)
+    if "collectives" in config["modes"]:
+        cells += _collective_cells(config, strategies)
+    return cells
+
+
+def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
+    options = {key: config[key] for key in strategy.cell_options}
+    return Cell(
+        study=config["study"],
+        strategy=strategy.name,
+        accelerator=config["accelerator"],
+        threads_per_device=config["threads_per_device"],
+        precision=config["precision"],
+        memory_format=config["memory_format"],
+        skip_reason=strategy.skip_reason(
+            config["accelerator"], fields["nodes"], fields["devices_per_node"], fields["mode"]
+        ),
+        # only the cells that use a strategy's option carry it: changing it reruns only those
+        **options,
+        **fields,
+    )
+
+
+def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
+    """Cells on one node talk within it: one cell, on the host. Across nodes: one per link."""
+    if nodes == 1:
+        return [HOST]
+    return [Network.from_config(entry) for entry in config["networks"]]
+
+
+def _measure(config: dict[str, Any]) -> Measure:
+    measure = dict(config["measure"])
+    measure.pop("repeats")
+    if measure.get("collective_timeout_s") is None:
+        measure["collective_timeout_s"] = min(300, measure["timeout_s"] // 2)
+    return Measure(**measure)
+
+
+def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+    measure = _measure(config)
+    models = [ModelConfig(**model) for model in config["models"]]
+    return [
+        _cell(
+            config,
+            strategies[name],
+            model=model,
+            mode="synthetic",
+            nodes=nodes,
+            devices_per_node=devices,
+            batch_per_device=batch,
+            repeat=repeat,
+            measure=measure,
+            seed=config["seed"],
+            network=network,
+        )
+        for name, model, nodes, devices, batch, repeat in itertools.product(
+            config["strategies"],
+            models,
+            sorted(config["nodes"]),
+            sorted(config["devices_per_node"]),
+            sorted(config["batch_sizes"]),
+            range(config["measure"]["repeats"]),
+        )
+        for network in _networks(config, nodes)
+    ]
+
+
+# Collectives cells have no batch: their id carries this placeholder (layout ``-b0-``).
+NO_BATCH = 0
+
+
+def collectives_model(config: dict[str, Any]) -> ModelConfig:
+    """The model whose gradient sets the largest message by default: the study's largest."""
+    models = [ModelConfig(**model) for model in config["models"]]
+    return max(models, key=lambda model: model.spec().trainable_params())
+
+
+def collectives_settings(config: dict[str, Any]) -> Collectives:
+    """Message sizes from ``collectives`` (already checked); max_bytes null: the fp32
+    gradient of the study's largest model."""
+    section = config["collectives"]
+    max_bytes = section["max_bytes"]
+    if max_bytes is None:
+        max_bytes = gradient_bytes(collectives_model(config).spec().trainable_params())
+    return Collectives(section["min_bytes"], max_bytes, section["factor"])
+
+
+def _collective_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+    """One cell per strategy, layout and network: the strategy's all-reduce over message sizes."""
+    model, settings = collectives_model(config), collectives_settings(config)
+    measure = _measure(config)
+    if config["collectives"]["windows"] is not None:
+        measure = dataclasses.replace(measure, windows=config["collectives"]["windows"])
+    return [
+        _cell(
+            config,
+            strategies[name],
+            model=model,
+            mode="collectives",
+            nodes=nodes,
+            devices_per_node=devices,
+            batch_per_device=NO_BATCH,
+            measure=measure,
+            seed=config["seed"],
+            network=network,
+            collectives=settings,
+        )
+        for name, nodes, devices in itertools.product(
+            config["strategies"], sorted(config["nodes"]), sorted(config["devices_per_node"])
+        )
+        for network in _networks(config, nodes)
+    ]
+
+
+def dataset_file(train: dict[str, Any], model: ModelConfig) -> str:
+    """The prepared dataset a training cell reads (see workflow/rules/data.smk)."""
+    if train["dataset"] == "digits":
+        return str(Path(train["data_dir"]) / f"digits-{model.image_size}.npz")
+    return str(Path(train["data_dir"]) / f"{train['dataset']}.npz")
+
+
+def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+    train = config["train"]
+    measure = _measure(config)
+    cells = []
+    for name, model_cfg, nodes, devices, batch, rule, (index, seed) in itertools.product(
+        train["strategies"] or config["strategies"],
+        train["models"],
+        sorted(config["nodes"]),
+        sorted(config["devices_per_node"]),
+        sorted(train["batch_sizes"]),
+        train["lr_rules"],
+        enumerate(train["seeds"]),
+    ):
+        model = ModelConfig(**model_cfg)
+        is_baseline = nodes * devices * batch == train["base_batch"] and nodes * devices == 1
+        if is_baseline and rule != train["lr_rules"][0]:
+            continue  # every rule gives base_lr at the base batch: one baseline per seed
+        training = Training(
+            dataset=train["dataset"],
+            dataset_file=dataset_file(train, model),
+            epochs=train["epochs"],
+            lr_rule="none" if is_baseline else rule,
+            base_lr=train["base_lr"],
+            base_batch=train["base_batch"],
+            warmup_epochs=train["warmup_epochs"],
+            schedule=train["schedule"],
+            momentum=train["momentum"],
+            weight_decay=train["weight_decay"],
+            augment=train["augment"],
+            target_accuracy=train["target_accuracy"],
+        )
+        cells += [
+            _cell(
+                config,
+                strategies[name],
+                model=model,
+                mode="train",
+                nodes=nodes,
+                devices_per_node=devices,
+                batch_per_device=batch,
+                repeat=index,
+                measure=measure,
+                seed=seed,
+                training=training,
+                network=network,
+            )
+            for network in _networks(config, nodes)
+        ]
+    return cells

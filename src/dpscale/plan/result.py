@@ -1,0 +1,139 @@
+"""Cell results: building them, validating them against the schema, writing them atomically.
+
+A result file is only ever replaced whole (write to a temporary file in the same folder,
+fsync, rename), and every write also leaves a time-stamped copy under ``runs/`` beside
+``cells/``, so a rerun or a crash never loses a result that was once complete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dpscale.plan.cell import Cell
+from dpscale.plan.paths import SCHEMA_DIR
+
+STATUSES = ("ok", "oom", "failed", "skipped")
+SCHEMA_VERSION = 1
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@cache
+def result_schema() -> dict[str, Any]:
+    with open(SCHEMA_DIR / "result.schema.yaml", encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def validate_result(result: dict[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` naming the offending field."""
+    jsonschema.validate(result, result_schema())
+
+
+def make_result(
+    cell: Cell,
+    status: str,
+    *,
+    started_at: str,
+    system: dict[str, Any],
+    reason: str | None = None,
+    measurement: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None,
+    collectives: dict[str, Any] | None = None,
+    trainable_params: int | None = None,
+    framework: str | None = None,
+    log_tail: str | None = None,
+) -> dict[str, Any]:
+    if status not in STATUSES:
+        raise ValueError(f"status: {status!r} is not one of {list(STATUSES)}")
+    spec = cell.model.spec()
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "cell": cell.to_dict(),
+        "status": status,
+        "reason": reason,
+        "started_at": started_at,
+        "finished_at": now_iso(),
+        "framework": framework,
+        "model_info": {
+            "trainable_params": trainable_params or spec.trainable_params(),
+            "spec_trainable_params": spec.trainable_params(),
+            "forward_flops_per_sample": spec.forward_flops(),
+            "train_flops_per_sample": spec.train_flops(),
+        },
+        "measurement": measurement,
+        "training": training,
+        "system": system,
+        "log_tail": log_tail,
+    }
+    if collectives is not None:  # mode collectives only: the schema requires it there
+        result["collectives"] = collectives
+    return result
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def archive_path(result_path: Path, result: dict[str, Any]) -> Path:
+    """``<results>/runs/<cell_id>/<started_at>-<pid>-<status>.json`` beside ``<results>/cells/``."""
+    cells_dir = next((p for p in result_path.parents if p.name == "cells"), None)
+    if cells_dir is None:
+        raise ValueError(f"result path {result_path} is not under a 'cells' folder")
+    stamp = result["started_at"].replace(":", "").replace("+0000", "Z")
+    cell_dir = cells_dir.parent / "runs" / result["cell"]["cell_id"]
+    return cell_dir / f"{stamp}-{os.getpid()}-{result['status']}.json"
+
+
+def write_result(path: str | Path, result: dict[str, Any]) -> Path:
+    """Validate, archive, then atomically publish a cell result."""
+    path = Path(path)
+    validate_result(result)
+    write_json_atomic(archive_path(path, result), result)
+    write_json_atomic(path, result)
+    return path
+
+
+def rewrite_result(path: str | Path, result: dict[str, Any]) -> Path:
+    """Atomically replace a published result with an amended version of the same run.
+
+    The run's archived copies under ``runs/`` (same start time and status, written by
+    whichever process wrote the result first) are replaced too, so ``runs/`` keeps one file
+    per run.
+    """
+    path = Path(path)
+    validate_result(result)
+    archive = archive_path(path, result)
+    pattern = archive.name.replace(f"-{os.getpid()}-", "-*-")
+    for copy in archive.parent.glob(pattern):
+        write_json_atomic(copy, result)
+    write_json_atomic(path, result)
+    return path
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        result = json.load(handle)
+    validate_result(result)
+    return result

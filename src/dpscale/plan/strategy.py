@@ -1,0 +1,90 @@
+"""What the workflow knows of a strategy, declared by the strategy's adapter module.
+
+An adapter (``dpscale/strategies/<name>.py``) owns everything about one strategy: this
+declaration (framework, environment, launch kind, skip rules) and the per-rank operations
+its runner performs inside its framework environment. The workflow and the launcher run in
+the analysis environment, where no framework is installed, and still import the adapter to
+read its ``STRATEGY``: the adapter's framework imports sit in a :func:`framework_imports`
+block (the pattern of benchopt's ``safe_import_context``), which lets a missing framework
+pass at import time and raises it when the runner actually starts (:meth:`require`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import TracebackType
+
+
+class framework_imports:  # noqa: N801 (used as a statement: ``with framework_imports() as fw``)
+    """``with framework_imports() as framework: import torch`` in an adapter module."""
+
+    def __init__(self) -> None:
+        self.error: ImportError | None = None
+
+    def __enter__(self) -> framework_imports:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if isinstance(error, ImportError):
+            self.error = error
+            return True
+        return False
+
+    def require(self) -> None:
+        """In the runner: the framework must be there."""
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A strategy as the matrix, the launcher and the SLURM resources see it.
+
+    ``launch`` names a kind of ``dpscale.launch.kinds`` (how the ranks start on one node,
+    as SLURM tasks, ...). ``one_process``: one process drives all of a node's devices.
+    ``cell_options``: strategy-specific config keys that go into its cells (others get the
+    Cell default). ``runner``: the module run as ``python -m`` (the adapter itself).
+    """
+
+    name: str
+    framework: str
+    env: str
+    launch: str
+    runner: str
+    one_process: bool
+    multi_node: bool
+    cell_options: tuple[str, ...] = field(default=())
+
+    def skip_reason(
+        self, accelerator: str, nodes: int, devices_per_node: int, mode: str = "synthetic"
+    ) -> str | None:
+        """Why a cell of this strategy cannot be measured at all, decided at plan time."""
+        if mode == "collectives":
+            reason = self.collectives_skip_reason(nodes * devices_per_node)
+            if reason:
+                return reason
+        if nodes > 1 and not self.multi_node:
+            return f"{self.name} runs in one process on one node; it cannot span {nodes} nodes"
+        if accelerator == "cpu" and self.one_process and devices_per_node > 1:
+            return (
+                f"{self.name} drives several devices from one process; on CPU there is one "
+                "device per process, so only devices_per_node=1 is meaningful"
+            )
+        return None
+
+    def collectives_skip_reason(self, processes: int) -> str | None:
+        """Collectives cells time the all-reduce between a strategy's processes: there is
+        none in a one-process strategy, nor in a cell of one process."""
+        if self.one_process:
+            return (
+                f"{self.name} drives every device from one process: it has no inter-process "
+                "all-reduce to time (collectives mode times multi-process strategies)"
+            )
+        if processes < 2:
+            return "an all-reduce needs at least 2 processes; this cell has 1"
+        return None

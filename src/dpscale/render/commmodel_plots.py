@@ -1,0 +1,163 @@
+"""Figures of the communication model: predicted vs measured, and throughput against batch
+per network with the model's curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from dpscale.analysis import commmodel  # noqa: E402
+from dpscale.render.plots import empty_figure  # noqa: E402
+
+SCHEMES = ("leave one cell out", "leave one network out")
+
+
+def _network_colours(names: list[str]) -> dict[str, tuple]:
+    names = sorted(set(names))
+    return dict(zip(names, sns.color_palette("colorblind", len(names)), strict=True))
+
+
+def validation_figure(validation: pd.DataFrame, path: Path) -> None:
+    """Held-out predicted against measured step time (log-log), y = x and a +-10% band,
+    colour per network, one panel per validation scheme; the chosen overlap form only."""
+    ok = validation[(validation["status"] == "ok") & validation["chosen"].astype(bool)]
+    if ok.empty:
+        empty_figure(path, "not enough data: no multi-rank configuration could be predicted")
+        return
+    schemes = [s for s in SCHEMES if s in set(ok["scheme"])]
+    colours = _network_colours(["one node", *ok.loc[ok["nodes"] > 1, "network"].astype(str)])
+    figure, axes = plt.subplots(1, len(schemes), figsize=(5.5 * len(schemes), 5), squeeze=False)
+    values = pd.concat([ok["measured"], ok["predicted"], ok["lo"], ok["hi"]]).astype(float)
+    values = values[np.isfinite(values) & (values > 0)]
+    low, high = values.min() * 0.8, values.max() * 1.25
+    line = np.geomspace(low, high, 50)
+    for axis, scheme in zip(axes[0], schemes, strict=True):
+        rows = ok[ok["scheme"] == scheme]
+        axis.fill_between(line, line * 0.9, line * 1.1, color="0.88", label="±10%")
+        axis.plot(line, line, color="0.3", lw=1, label="y = x")
+        links = np.where(rows["nodes"] == 1, "one node", rows["network"].astype(str))
+        for network, group in rows.groupby(links):
+            axis.errorbar(
+                group["measured"],
+                group["predicted"],
+                yerr=_bars(group, high),
+                fmt="o",
+                ms=5,
+                capsize=2,
+                color=colours[network],
+                label=network,
+            )
+        errors = rows["relative_error"].abs()
+        axis.set(
+            xscale="log",
+            yscale="log",
+            xlim=(low, high),
+            ylim=(low, high),
+            xlabel="measured step time (s)",
+            ylabel="predicted step time (s), held out",
+            title=f"{scheme}: median |error| {errors.median():.1%} (n = {len(rows)})",
+        )
+        axis.legend(fontsize=8, loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _bars(rows: pd.DataFrame, high: float) -> list[np.ndarray]:
+    """Error bar lengths; an unbounded side (NaN or inf: a parameter the data do not inform)
+    reaches the edge of the panel."""
+    lower = (rows["predicted"] - rows["lo"].fillna(0).clip(lower=0)).to_numpy(dtype=float)
+    upper = (rows["hi"].fillna(np.inf).clip(upper=high) - rows["predicted"]).to_numpy(dtype=float)
+    return [np.maximum(lower, 0), np.maximum(upper, 0)]
+
+
+def _measured_points(windows: pd.DataFrame) -> pd.DataFrame:
+    frame = windows[windows["mode"] == "synthetic"] if "mode" in windows else windows
+    if "quality" in frame:
+        frame = frame[frame["quality"].fillna("") != "contaminated"]
+    keys = ["strategy", "model", *commmodel.OBS_COLUMNS[2:]]
+    grouped = frame.groupby(keys)["img_s"]
+    points = grouped.agg(img_s="mean", sd="std", n="size").reset_index()
+    points["ci95"] = 1.96 * points["sd"].fillna(0) / np.sqrt(points["n"])
+    return points
+
+
+def throughput_figure(
+    windows: pd.DataFrame, groups: list[commmodel.GroupModel], path: Path
+) -> None:
+    """img/s against per-device batch, one panel per link (one node, each network) and one
+    row per strategy and model: measured means with 95% intervals, the model's curves (fitted
+    to every configuration, chosen overlap form), the 1-rank law in grey."""
+    fitted = [g for g in groups if g.chosen is not None]
+    if not fitted or windows.empty:
+        empty_figure(path, "not enough data: no model fitted (needs 1-rank and multi-rank cells)")
+        return
+    points = _measured_points(windows)
+    panels = [commmodel.INTRA, *sorted(set(points.loc[points["nodes"] > 1, "network"]))]
+    figure, axes = plt.subplots(
+        len(fitted), len(panels), figsize=(5 * len(panels), 4 * len(fitted)), squeeze=False
+    )
+    for row, group in zip(axes, fitted, strict=True):
+        mine = points[(points["strategy"] == group.strategy) & (points["model"] == group.model)]
+        batches = np.geomspace(
+            max(mine["batch_per_device"].min() / 2, 0.5), mine["batch_per_device"].max() * 2, 60
+        )
+        curves = commmodel.model_curves(group, batches)
+        for axis, panel in zip(row, panels, strict=True):
+            _throughput_panel(axis, mine, curves, panel)
+            axis.set_title(
+                f"{group.strategy} {group.model}\n"
+                f"{'one node' if panel == commmodel.INTRA else 'network ' + panel}"
+                f" (model: {group.chosen})",
+                fontsize=9,
+            )
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _throughput_panel(axis, points: pd.DataFrame, curves: pd.DataFrame, panel: str) -> None:
+    def in_panel(frame: pd.DataFrame) -> pd.Series:
+        if panel == commmodel.INTRA:
+            return frame["nodes"] == 1
+        return (frame["nodes"] > 1) & (frame["network"] == panel)
+
+    single_points = points[points["world_size"] == 1]
+    single_curve = curves[curves["world_size"] == 1]
+    axis.plot(single_curve["batch_per_device"], single_curve["img_s"], color="0.6", lw=1)
+    axis.errorbar(
+        single_points["batch_per_device"],
+        single_points["img_s"],
+        yerr=single_points["ci95"],
+        fmt="s",
+        color="0.6",
+        ms=4,
+        label="1 rank",
+    )
+    mine = points[in_panel(points) & (points["world_size"] > 1)]
+    lines = curves[in_panel(curves) & (curves["world_size"] > 1)]
+    layouts = sorted(set(zip(mine["nodes"], mine["devices_per_node"], strict=True)))
+    palette = sns.color_palette("colorblind", max(len(layouts), 1))
+    for colour, (nodes, devices) in zip(palette, layouts, strict=False):
+        measured = mine[(mine["nodes"] == nodes) & (mine["devices_per_node"] == devices)]
+        curve = lines[(lines["nodes"] == nodes) & (lines["devices_per_node"] == devices)]
+        axis.plot(curve["batch_per_device"], curve["img_s"], color=colour, lw=1.5)
+        axis.errorbar(
+            measured["batch_per_device"],
+            measured["img_s"],
+            yerr=measured["ci95"],
+            fmt="o",
+            color=colour,
+            ms=5,
+            label=f"{nodes} node(s) x {devices}",
+        )
+    axis.set(xscale="log", xlabel="per-device batch", ylabel="img/s (all ranks)")
+    axis.legend(fontsize=8)

@@ -1,0 +1,73 @@
+"""The findings page: the top findings as sentences above the full table, every value as
+text ("not measured" where the study has no number)."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import pandas as pd
+
+from dpscale.analysis.findings import LAYOUT, NOT_MEASURED, top_findings
+from dpscale.render.html import table_html
+
+
+def _display(value: object, column: str) -> str:
+    """A cell of the findings page: numbers rounded, missing numbers "not measured"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_MEASURED
+    if isinstance(value, float) and math.isinf(value):
+        return "never"
+    if isinstance(value, float):
+        if column.startswith("accuracy_delta"):
+            return (
+                f"{100 * value:+.1f} pts"
+                if not column.endswith("ci95")
+                else f"± {100 * value:.1f} pts"
+            )
+        if column == "efficiency":
+            return f"{100 * value:.0f}%"
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def display_table(findings: pd.DataFrame) -> pd.DataFrame:
+    """The findings with every value as text, ready for an HTML table; the verdict right
+    after the layout, the numbers behind it after that."""
+    shown = findings.drop(columns=["cells", "cells_ok"], errors="ignore")
+    order = [*LAYOUT, "verdict"]
+    shown = shown[[*order, *(c for c in shown.columns if c not in order)]]
+    return pd.DataFrame(
+        {column: [_display(v, column) for v in shown[column]] for column in shown.columns}
+    )
+
+
+PAGE_NOTE = (
+    "One row per strategy x model x network x device layout, against the same strategy on one "
+    "device. Speedup and efficiency: weak scaling at the largest per-device batch measured. "
+    "Break-even: the global batch from which N devices finish a step sooner than one (strong "
+    "scaling, from the fitted laws T(b) = b/v0 + t_c). b90 / b90_1: per-device batch from which "
+    "the N-device / 1-device configuration reaches 90% of its ceiling. Accuracy delta: final "
+    "validation accuracy minus the 1-device run at the base batch, in percentage points, with "
+    "its Welch 95% half-width, per learning-rate rule; tta_speedup: time-to-accuracy speedup. "
+    "'not measured' means the study has no measurement for it: nothing is extrapolated in the "
+    "measured columns. The two predicted columns are the communication model's (5. Network "
+    "model; its held-out errors are there), speedup vs one device at the same per-device batch "
+    "with a 95% prediction interval: with more devices (more nodes on the same network, or "
+    "more devices on one node) and on the what-if networks of the config's predict section; "
+    "'not predicted' where the model was not fitted (too few measurements)."
+)
+
+
+def findings_html(findings: pd.DataFrame, title: str) -> str:
+    """A self-contained page: the top findings as sentences, then the full table."""
+    items = "".join(f"<li>{escape(line)}</li>" for line in top_findings(findings, limit=20))
+    page = table_html(display_table(findings), title, PAGE_NOTE)
+    page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
+    return page.replace("<table>", f"<ul class='findings'>{items}</ul><table>", 1)
+
+
+VERDICT_STYLE = (
+    f"<style>td:nth-child({len(LAYOUT) + 1}) {{ min-width: 28em; text-align: left; }}"
+    " ul.findings li { margin-bottom: 0.4em; max-width: 70em; }</style>"
+)

@@ -1,0 +1,296 @@
+"""Report figures, drawn from the tidy tables (never from anything else)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; no display is needed or wanted
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from dpscale.analysis import fits  # noqa: E402
+from dpscale.plan import ring  # noqa: E402
+
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = "osD^v<>ph*"
+
+
+def empty_figure(path: Path, message: str) -> None:
+    figure, axis = plt.subplots(figsize=(6, 2))
+    axis.axis("off")
+    axis.text(0.5, 0.5, message, ha="center", va="center")
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def _panels(models: list[str], height: float = 4.0):
+    figure, axes = plt.subplots(1, len(models), figsize=(8 * len(models), height), squeeze=False)
+    return figure, dict(zip(models, axes[0], strict=True))
+
+
+def _style_keys(
+    frame: pd.DataFrame, known: Sequence[str] = ()
+) -> tuple[dict[str, tuple], dict[int, tuple[str, str]]]:
+    """Colour per strategy; (line style, marker) per device count.
+
+    ``known``: every registered strategy, so one strategy has the same colour in every
+    figure of every study."""
+    strategies = sorted(set(known) | set(frame["strategy"].unique()))
+    colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
+    styles = {
+        layout: (LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)])
+        for i, layout in enumerate(layouts(frame))
+    }
+    return colours, styles
+
+
+def layouts(frame: pd.DataFrame) -> list[tuple[int, int, str]]:
+    """(world size, nodes, network) of every layout in the frame, small to large."""
+    network = frame["network"] if "network" in frame else pd.Series("host", index=frame.index)
+    return sorted(set(zip(frame["world_size"], frame["nodes"], network, strict=True)))
+
+
+def layout_label(world: int, nodes: int, network: str) -> str:
+    if nodes == 1:
+        return f"{world} device(s)"
+    return f"{world} device(s) on {nodes} nodes over {network}"
+
+
+def throughput_figure(
+    cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path, known: Sequence[str] = ()
+) -> None:
+    """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    if ok.empty:
+        empty_figure(path, "No successful throughput cells to plot.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, styles = _style_keys(ok, known)
+    figure, panels = _panels(sorted(ok["model"].unique()))
+    keys = ["model", "strategy", "world_size", "nodes", "network"]
+    fitted = fit_table[fit_table["status"] == "ok"].set_index(keys)
+    for (model, strategy, world, nodes, network), group in ok.groupby(keys):
+        axis, colour = panels[model], colours[strategy]
+        linestyle, marker = styles[(world, nodes, network)]
+        axis.errorbar(
+            group["batch_per_device"],
+            group["img_s_mean"],
+            yerr=group["img_s_ci95"],
+            fmt=marker,
+            color=colour,
+            capsize=3,
+        )
+        label = f"{strategy}, {layout_label(world, nodes, network)}"
+        if (model, strategy, world, nodes, network) not in fitted.index:
+            axis.plot([], [], marker=marker, color=colour, linestyle="none", label=label)
+            continue
+        fit = fitted.loc[(model, strategy, world, nodes, network)]
+        low, high = group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2
+        batches = np.geomspace(low, high, 100)
+        curve = fits.throughput(batches, fit["v0"], fit["t_c"], world)
+        axis.plot(
+            batches,
+            curve,
+            color=colour,
+            linestyle=linestyle,
+            marker=marker,
+            markevery=[-1],
+            label=label,
+        )
+        axis.axhline(fit["v0"] * world, color=colour, linestyle=linestyle, alpha=0.35, linewidth=1)
+    for model, axis in panels.items():
+        axis.set_xscale("log", base=2)
+        axis.set_title(model)
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("global images/s (mean, 95% CI)")
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
+    """Weak-scaling speedup vs device count with the ideal line."""
+    layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
+    scaling = scaling[layouts > 1]
+    if scaling.empty:
+        empty_figure(path, "No multi-device cells with a 1-device baseline: no speedup to plot.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, _ = _style_keys(scaling, known)
+    figure, panels = _panels(sorted(scaling["model"].unique()))
+    batches = sorted(scaling["batch_per_device"].unique())
+    markers = dict(zip(batches, "osD^v<>ph*", strict=False))
+    scaling = scaling.assign(over=np.where(scaling["nodes"] > 1, scaling["network"], "one node"))
+    for (model, strategy, batch, over), group in scaling.groupby(
+        ["model", "strategy", "batch_per_device", "over"]
+    ):
+        group = group.sort_values("world_size")
+        panels[model].errorbar(
+            group["world_size"],
+            group["speedup"],
+            yerr=group["speedup_ci95"],
+            color=colours[strategy],
+            marker=markers.get(batch, "o"),
+            linestyle="-" if over == "one node" else ":",
+            capsize=3,
+            label=f"{strategy}, b={batch}" + ("" if over == "one node" else f", nodes over {over}"),
+        )
+    top = scaling["world_size"].max()
+    for model, axis in panels.items():
+        axis.plot([1, top], [1, top], color="grey", linestyle="--", label="ideal")
+        axis.set_ylim(bottom=0)
+        axis.set_title(model)
+        axis.set_xlabel("devices (world size)")
+        axis.set_ylabel("speedup vs 1 device (weak scaling)")
+        axis.set_xticks(sorted(scaling["world_size"].unique()))
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
+    """Measured step time relative to the fitted law, per window."""
+    fitted = fit_table[fit_table["status"] == "ok"]
+    if windows.empty or fitted.empty:
+        empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
+        return
+    keys = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
+    merged = windows.merge(fitted[[*keys, "v0", "t_c"]], on=keys)
+    predicted = fits.step_time(merged["batch_per_device"], merged["v0"], merged["t_c"])
+    merged["residual_pct"] = 100 * (merged["step_time_s"] / predicted - 1)
+    merged["group"] = merged["strategy"] + ", " + merged["world_size"].astype(str) + " dev"
+    sns.set_theme(style="whitegrid")
+    figure, panels = _panels(sorted(merged["model"].unique()), height=3.5)
+    for model, axis in panels.items():
+        data = merged[merged["model"] == model]
+        sns.stripplot(
+            data=data,
+            x="batch_per_device",
+            y="residual_pct",
+            hue="group",
+            dodge=True,
+            ax=axis,
+            size=4,
+        )
+        axis.axhline(0, color="grey", linewidth=1)
+        axis.set_title(model)
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("measured / fitted step time - 1 (%)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
+    """Global img/s of every strategy on the same cells: one panel per model and device
+    layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
+    from dpscale.analysis.tables import point_means
+
+    points = point_means(cells[cells["mode"] == "synthetic"])
+    if points.empty:
+        empty_figure(path, "No successful throughput cells to compare.")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, _ = _style_keys(points, known)
+    strategies = sorted(points["strategy"].unique())
+    batches = sorted(points["batch_per_device"].unique())
+    models = sorted(points["model"].unique())
+    shown = layouts(points)
+    panel_width = max(4.5, 1.5 + 0.3 * len(batches) * len(strategies))
+    figure, axes = plt.subplots(
+        len(models),
+        len(shown),
+        figsize=(panel_width * len(shown), 3.8 * len(models)),
+        squeeze=False,
+    )
+    width = 0.8 / len(strategies)
+    for (row, model), (column, (world, nodes, network)) in itertools.product(
+        enumerate(models), enumerate(shown)
+    ):
+        axis = axes[row][column]
+        here = points[
+            (points["model"] == model)
+            & (points["world_size"] == world)
+            & (points["nodes"] == nodes)
+            & (points["network"] == network)
+        ]
+        for index, strategy in enumerate(strategies):
+            bars = here[here["strategy"] == strategy].set_index("batch_per_device")
+            offset = (index - (len(strategies) - 1) / 2) * width
+            axis.bar(
+                [i + offset for i in range(len(batches))],
+                [bars["img_s"].get(b, np.nan) for b in batches],
+                width,
+                yerr=[bars["img_s_ci95"].get(b, np.nan) for b in batches],
+                capsize=2,
+                color=colours[strategy],
+            )
+        axis.set_xticks(range(len(batches)), [str(b) for b in batches])
+        axis.set_xlabel("per-device batch")
+        axis.set_ylabel("global images/s (mean, 95% CI)")
+        axis.set_title(f"{model}, {layout_label(world, nodes, network)}")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s]) for s in strategies]
+    figure.legend(handles, strategies, loc="upper center", ncol=len(strategies), frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.8 * len(models))))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def collectives_figure(
+    table: pd.DataFrame, comm_fits: pd.DataFrame, path: Path, known: Sequence[str] = ()
+) -> None:
+    """All-reduce bus bandwidth vs message size (log-log): a panel per network, a colour per
+    strategy, a line style per layout; bars from the 10th to the 90th percentile window, the
+    fitted ring model (alpha, beta) as a thin line."""
+    if table.empty:
+        empty_figure(path, "No collective cells in this study (mode collectives).")
+        return
+    sns.set_theme(style="whitegrid")
+    colours, styles = _style_keys(table, known)
+    figure, panels = _panels(sorted(table["network"].unique()))
+    keys = ["network", "strategy", "world_size", "nodes"]
+    fitted = comm_fits[comm_fits["status"] == "ok"].set_index(keys)
+    for (network, strategy, world, nodes), group in table.groupby(keys):
+        axis, colour = panels[network], colours[strategy]
+        linestyle, marker = styles[(world, nodes, network)]
+        group = group.sort_values("message_bytes")
+        spread = [group["busbw_GB_s"] - group["busbw_lo_GB_s"]]
+        spread.append(group["busbw_hi_GB_s"] - group["busbw_GB_s"])
+        axis.errorbar(
+            group["message_bytes"],
+            group["busbw_GB_s"],
+            yerr=spread,
+            color=colour,
+            linestyle=linestyle,
+            marker=marker,
+            capsize=3,
+            label=f"{strategy}, {layout_label(world, nodes, network)}",
+        )
+        if (network, strategy, world, nodes) in fitted.index:
+            fit = fitted.loc[(network, strategy, world, nodes)]
+            sizes = np.geomspace(group["message_bytes"].min(), group["message_bytes"].max(), 100)
+            seconds = [
+                ring.ring_allreduce_seconds(s, world, fit["beta_GB_s"] * 1e9, fit["alpha_s"])
+                for s in sizes
+            ]
+            model = sizes / np.array(seconds) * 2 * (world - 1) / world / 1e9
+            axis.plot(sizes, model, color=colour, linewidth=1, alpha=0.5)
+    for network, axis in panels.items():
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_title(f"network: {network}")
+        axis.set_xlabel("message size (bytes, float32)")
+        axis.set_ylabel("bus bandwidth GB/s (median, p10-p90)")
+        axis.legend(fontsize="small", loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
