@@ -14,6 +14,22 @@ REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["slurm_cluster"]
 
 
+# The kind of a test is its folder: unit/ (no process of dpscale's starts), integration/
+# (real launchers, ranks, namespaces, framework environments), e2e/ (whole studies through
+# Snakemake). End-to-end tests are slow by definition; integration tests that build
+# framework environments carry @pytest.mark.slow themselves.
+KINDS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        kind = Path(item.path).parent.name
+        if kind in KINDS:
+            item.add_marker(kind)
+        if kind == "e2e":
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def default_config() -> dict:
     with open(REPO / "config.yaml", encoding="utf-8") as handle:

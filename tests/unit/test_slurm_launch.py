@@ -15,6 +15,7 @@ import pytest
 from conftest import make_cell
 from dpscale.launch import cluster, launcher, mxnet_ps, slurm, slurm_task
 from dpscale.launch.kinds import kind, runner_argv, srun_placement, uses_srun
+from dpscale.plan.paths import SRC_DIR
 from dpscale.registry import STRATEGIES
 
 PY = Path("/envs/fw/bin/python")
@@ -543,8 +544,7 @@ FAKE_SRUN = textwrap.dedent(
 def test_mxnet_ps_starts_workers_through_the_launcher(tmp_path, monkeypatch):
     (tmp_path / "runner.py").write_text(FAKE_RUNNER)
     (tmp_path / "srun.py").write_text(FAKE_SRUN)
-    src = str(Path(slurm.__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", src)
+    monkeypatch.setenv("PYTHONPATH", str(SRC_DIR))
     monkeypatch.setenv("DPSCALE_NODE_ADDRS", json.dumps({"n1": "10.1.1.1"}))
     seen = tmp_path / "seen"
     seen.mkdir()
