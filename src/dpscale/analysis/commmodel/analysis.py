@@ -1,0 +1,216 @@
+"""The whole analysis: every overlap form fitted and validated per strategy and model, one
+chosen by held-out error, and the table of fitted parameters."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis.commmodel.fitting import Z95, Fit, NotEnoughData, fit_model, safe_exp
+from dpscale.analysis.commmodel.inputs import Link, links_from_config, observations
+from dpscale.analysis.commmodel.validation import (
+    SUMMARY_COLUMNS,
+    VALIDATION_COLUMNS,
+    held_out_predictions,
+    layout_law_baseline,
+    summarise,
+    window_cv,
+)
+
+FORMS = ("additive", "max", "pollux")
+
+
+PARAMETER_COLUMNS = [
+    "strategy",
+    "model",
+    "overlap",
+    "chosen",
+    "parameter",
+    "value",
+    "lo",
+    "hi",
+    "unit",
+    "fitted",
+    "loo_median_abs_relative_error",
+    "configurations",
+    "rmse_log",
+]
+
+
+@dataclass
+class GroupModel:
+    strategy: str
+    model: str
+    obs: pd.DataFrame
+    links: dict[str, Link]
+    fits: dict[str, Fit]
+    loo_error: dict[str, float]
+    chosen: str | None
+    reason: str | None
+    window_cv: float = math.nan
+
+
+def fit_group(
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    strategy: str,
+    model: str,
+    forms: Sequence[str] = FORMS,
+    validate: bool = True,
+) -> tuple[GroupModel, pd.DataFrame]:
+    """Every overlap form fitted to all configurations and validated (``validate``: else
+    the first form that fits is chosen); the chosen one."""
+    fitted: dict[str, Fit] = {}
+    loo_error: dict[str, float] = {}
+    validations = []
+    reason = None
+    for form in forms:
+        try:
+            fitted[form] = fit_model(obs, links, form)
+        except NotEnoughData as error:
+            reason = f"not enough data: {error}"
+            continue
+        except (ValueError, np.linalg.LinAlgError) as error:  # a fit that cannot start
+            reason = f"{form} not fitted: {error}"
+            continue
+        if not validate:
+            continue
+        loo = held_out_predictions(obs, links, form, "leave one cell out")
+        lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
+        if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
+            lono = held_out_predictions(obs, links, form, "leave one network out")
+        validations += [loo, lono]
+        errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
+        loo_error[form] = float(errors.median()) if len(errors) else math.nan
+    chosen = _choose(loo_error, list(fitted)) if fitted else None
+    validation = _concat(validations, VALIDATION_COLUMNS)
+    validation["chosen"] = validation["overlap"] == chosen
+    return GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason), validation
+
+
+def _choose(loo_error: dict[str, float], fitted: list[str]) -> str:
+    """Smallest held-out median error; within 1e-3 of it, the form with fewer parameters
+    (without held-out errors: the first form fitted, additive by default)."""
+    finite = {k: v for k, v in loo_error.items() if np.isfinite(v)}
+    if not finite:
+        return fitted[0]
+    best = min(finite.values())
+    for form in FORMS:  # ordered by parameter count
+        if form in finite and finite[form] <= best + 1e-3:
+            return form
+    raise AssertionError("unreachable")
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    frames = [f.reindex(columns=columns) for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
+
+
+def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
+    rows = []
+    for form, fit in group.fits.items():
+        se = np.sqrt(np.maximum(np.diag(fit.covariance), 0.0))
+        named = dict(zip(fit.parameters.names, zip(fit.theta, se, strict=True), strict=True))
+        base = {
+            "strategy": group.strategy,
+            "model": group.model,
+            "overlap": form,
+            "chosen": form == group.chosen,
+            "loo_median_abs_relative_error": group.loo_error.get(form, math.nan),
+            "configurations": fit.configurations,
+            "rmse_log": math.sqrt(fit.residual_var) if np.isfinite(fit.residual_var) else math.nan,
+        }
+        values = fit.values
+        report = [
+            ("v0", "log_v0", values["v0"], "img/s per device", safe_exp, 1.0),
+            ("t_c1", "t_c1", values["t_c1"], "s", None, 1.0),
+            ("sigma", "sigma", values["sigma"], "compute slowdown per co-located rank", None, 1.0),
+            ("alpha0", "alpha0", values["alpha0"], "s per hop", None, 1.0),
+            ("eta", "log_eta", values["eta"], "fraction of the reference bandwidth", safe_exp, 1.0),
+            ("g", "g", values["g"], "overlap exponent", None, 1.0),
+        ]
+        for index, link in enumerate(fit.parameters.free_links):
+            report.append(
+                (
+                    f"beta_{link}",
+                    f"log_beta_{link}",
+                    values["beta_free"][index] / 1e9,
+                    "GB/s",
+                    safe_exp,
+                    1e-9,
+                )
+            )
+        limits = dict(
+            zip(fit.parameters.names, zip(*fit.parameters.bounds(), strict=True), strict=True)
+        )
+        for name, key, value, unit, transform, scale in report:
+            if key in named:
+                theta, error = named[key]
+                lower, upper = limits[key]  # an interval never leaves the parameter's range
+                low = max(theta - Z95 * error, lower) if np.isfinite(error) else math.nan
+                high = min(theta + Z95 * error, upper) if np.isfinite(error) else math.nan
+                if transform is not None:
+                    low, high = transform(low) * scale, transform(high) * scale
+                fitted = True
+            else:
+                low = high = value
+                fitted = False
+            rows.append(
+                dict(base, parameter=name, value=value, lo=low, hi=high, unit=unit, fitted=fitted)
+            )
+    return rows
+
+
+def analyse(
+    windows: pd.DataFrame,
+    trainable_params: dict[str, int],
+    networks: Sequence[Any],
+    comm_fits: pd.DataFrame | None = None,
+    forms: Sequence[str] = FORMS,
+    validate: bool = True,
+) -> tuple[list[GroupModel], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(models, parameters, validation, summary) for every strategy and model measured."""
+    obs_all = observations(windows, trainable_params)
+    everything = observations(windows.assign(quality="ok"), trainable_params)
+    scatter = window_cv(windows)
+    groups, parameters, validations = [], [], []
+    for (strategy, model), measured in everything.groupby(["strategy", "model"], sort=True):
+        mine = (obs_all["strategy"] == strategy) & (obs_all["model"] == model)
+        obs = obs_all[mine].reset_index(drop=True)
+        links = links_from_config(networks, comm_fits, strategy)
+        group, validation = fit_group(obs, links, strategy, model, forms, validate)
+        left_out = len(measured) - len(obs)
+        if group.chosen is None and left_out:
+            group.reason = (
+                f"{group.reason or 'not enough data'}; {left_out} of {len(measured)} "
+                "configurations left out: only contaminated cells (other work took the CPU)"
+            )
+        group.window_cv = float(scatter.get((strategy, model), math.nan))
+        groups.append(group)
+        parameters += parameter_rows(group)
+        validations.append(validation)
+        if validate and group.chosen is not None:
+            validations.append(layout_law_baseline(obs))
+    validation = _concat(validations, VALIDATION_COLUMNS)
+    summary = summarise(validation)
+    if not summary.empty:
+        chosen = {(g.strategy, g.model): g.chosen for g in groups}
+        summary["chosen"] = [
+            chosen.get((s, m)) == o
+            for s, m, o in zip(
+                summary["strategy"], summary["model"], summary["overlap"], strict=True
+            )
+        ]
+    return (
+        groups,
+        pd.DataFrame(parameters).reindex(columns=PARAMETER_COLUMNS),
+        validation,
+        summary.reindex(columns=SUMMARY_COLUMNS),
+    )

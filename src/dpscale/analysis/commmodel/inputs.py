@@ -1,0 +1,120 @@
+"""What the model knows before fitting: quantities in the config, the links between ranks
+(reference bandwidth and latency) and one observation per measured configuration."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.plan import ring
+
+HOST = "host"  # the network column of one-node cells (and of a cluster's own network)
+INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
+UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
+
+
+OBS_COLUMNS = [
+    "strategy",
+    "model",
+    "nodes",
+    "network",
+    "devices_per_node",
+    "world_size",
+    "batch_per_device",
+]
+
+
+def parse_quantity(text: str, field_name: str) -> float:
+    """``10gbit`` -> 1e10 (bit/s), ``50us`` -> 5e-5 (s); ValueError naming the field."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", str(text))
+    if not match or match.group(2) not in UNITS:
+        raise ValueError(
+            f"{field_name}: {text!r} is not a quantity; allowed: a number with one of "
+            f"{sorted(UNITS)} (e.g. 10gbit, 50us)"
+        )
+    return float(match.group(1)) * UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class Link:
+    """What the model knows of one link before fitting: a reference bandwidth (bytes/s,
+    NaN when none: the bandwidth is then fitted) and a reference latency (s)."""
+
+    name: str
+    beta_ref: float
+    alpha_ref: float
+    emulated: bool
+    source: str
+
+
+def links_from_config(
+    networks: Sequence[Any], comm_fits: pd.DataFrame | None, strategy: str
+) -> dict[str, Link]:
+    """The study's links for one strategy: the intra-node link and each network."""
+    links = {INTRA: _link_from_comm_fits(HOST, comm_fits, strategy, intra=True)}
+    for entry in networks:
+        if entry == HOST or not isinstance(entry, dict):  # multi-node cells on a real network
+            links[HOST] = _link_from_comm_fits(HOST, comm_fits, strategy, intra=False)
+            continue
+        name = entry["name"]
+        measured = _link_from_comm_fits(name, comm_fits, strategy, intra=False)
+        emulated = "rate" in entry
+        if not math.isnan(measured.beta_ref):
+            links[name] = Link(name, measured.beta_ref, measured.alpha_ref, emulated, "comm_fits")
+        elif emulated:
+            rate = parse_quantity(entry["rate"], f"networks.{name}.rate") / 8
+            delay = (
+                parse_quantity(entry["delay"], f"networks.{name}.delay")
+                if "delay" in entry
+                else 0.0
+            )
+            links[name] = Link(name, rate, delay, True, "configured rate")
+        else:
+            links[name] = Link(name, math.nan, 0.0, False, "fitted")
+    return links
+
+
+def _link_from_comm_fits(
+    name: str, comm_fits: pd.DataFrame | None, strategy: str, intra: bool
+) -> Link:
+    unknown = Link(INTRA if intra else name, math.nan, 0.0, False, "fitted")
+    if comm_fits is None or comm_fits.empty:
+        return unknown
+    rows = comm_fits[
+        (comm_fits["strategy"] == strategy)
+        & (comm_fits["network"] == name)
+        & (comm_fits["status"] == "ok")
+        & ((comm_fits["nodes"] == 1) if intra else (comm_fits["nodes"] > 1))
+    ]
+    rows = rows[np.isfinite(rows["beta_GB_s"].astype(float)) & (rows["beta_GB_s"] > 0)]
+    if rows.empty:
+        return unknown
+    beta = float(rows["beta_GB_s"].median()) * 1e9
+    alpha = float(rows["alpha_s"].clip(lower=0).median())
+    return Link(unknown.name, beta, alpha, False, "comm_fits")
+
+
+def observations(windows: pd.DataFrame, trainable_params: dict[str, int]) -> pd.DataFrame:
+    """One row per measured configuration (repeats pooled): mean step time over its timed
+    windows, contaminated cells left out, synthetic mode only."""
+    frame = windows[windows["mode"] == "synthetic"] if "mode" in windows else windows
+    if "quality" in frame:
+        frame = frame[frame["quality"].fillna("") != "contaminated"]
+    columns = [*OBS_COLUMNS, "step_time_s", "windows", "gradient_bytes"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    frame = frame[np.isfinite(frame["step_time_s"]) & (frame["step_time_s"] > 0)]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = frame.groupby(OBS_COLUMNS, sort=True)["step_time_s"]
+    table = grouped.agg(step_time_s="mean", windows="size").reset_index()
+    table["gradient_bytes"] = [
+        ring.gradient_bytes(int(trainable_params.get(m, 0))) for m in table["model"]
+    ]
+    return table.reindex(columns=columns)
