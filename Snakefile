@@ -18,9 +18,7 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/collectives.smk"
 include: "workflow/rules/report.smk"
-include: "workflow/rules/findings_common.smk"
 include: "workflow/rules/findings.smk"
-include: "workflow/rules/model_common.smk"
 include: "workflow/rules/model.smk"
 
 

@@ -5,14 +5,14 @@ rule aggregate:
     input:
         cell_results(exclude=("collectives",)),
     output:
-        cells=f"{RESULTS}/tables/cells.csv",
-        windows=f"{RESULTS}/tables/windows.csv",
-        fits=f"{RESULTS}/tables/fits.csv",
-        scaling=f"{RESULTS}/tables/scaling.csv",
-        break_even=f"{RESULTS}/tables/break_even.csv",
-        repeatability=f"{RESULTS}/tables/repeatability.csv",
+        cells=f"{TABLES}/cells.csv",
+        windows=f"{TABLES}/windows.csv",
+        fits=f"{TABLES}/fits.csv",
+        scaling=f"{TABLES}/scaling.csv",
+        break_even=f"{TABLES}/break_even.csv",
+        repeatability=f"{TABLES}/repeatability.csv",
     log:
-        f"{RESULTS}/logs/aggregate.log",
+        f"{LOGS}/aggregate.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli aggregate --cells {output.cells} --windows {output.windows}"
@@ -24,37 +24,37 @@ rule accuracy:
     input:
         cell_results("train"),
     output:
-        runs=f"{RESULTS}/tables/training_runs.csv",
-        epochs=f"{RESULTS}/tables/training_epochs.csv",
-        summary=f"{RESULTS}/tables/accuracy.csv",
-        deltas=f"{RESULTS}/tables/accuracy_delta.csv",
-        tta=f"{RESULTS}/tables/time_to_accuracy.csv",
+        runs=f"{TABLES}/training_runs.csv",
+        epochs=f"{TABLES}/training_epochs.csv",
+        summary=f"{TABLES}/accuracy.csv",
+        deltas=f"{TABLES}/accuracy_delta.csv",
+        tta=f"{TABLES}/time_to_accuracy.csv",
         deltas_html=report(
-            f"{RESULTS}/tables/accuracy_delta.html",
+            f"{TABLES}/accuracy_delta.html",
             caption="../../report/accuracy_delta.rst",
             category="6. Accuracy",
             labels={"table": "accuracy delta"},
         ),
         tta_html=report(
-            f"{RESULTS}/tables/time_to_accuracy.html",
+            f"{TABLES}/time_to_accuracy.html",
             caption="../../report/time_to_accuracy.rst",
             category="6. Accuracy",
             labels={"table": "time to accuracy"},
         ),
         curves=report(
-            f"{RESULTS}/figures/accuracy.png",
+            f"{FIGURES}/accuracy.png",
             caption="../../report/accuracy.rst",
             category="6. Accuracy",
             labels={"figure": "accuracy curves"},
         ),
         epoch_time=report(
-            f"{RESULTS}/figures/epoch_time.png",
+            f"{FIGURES}/epoch_time.png",
             caption="../../report/epoch_time.rst",
             category="6. Accuracy",
             labels={"figure": "epoch time vs devices"},
         ),
     log:
-        f"{RESULTS}/logs/accuracy.log",
+        f"{LOGS}/accuracy.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli accuracy --runs {output.runs} --epochs {output.epochs}"

@@ -7,9 +7,9 @@ rule bench_cell:
         env=cell_env_marker,
         data=cell_dataset,
     output:
-        f"{RESULTS}/cells/{CELL_PATTERN}.json",
+        f"{CELLS_DIR}/{CELL_PATTERN}.json",
     log:
-        f"{RESULTS}/logs/cells/{CELL_PATTERN}.log",
+        f"{LOGS}/cells/{CELL_PATTERN}.log",
     benchmark:
         f"{RESULTS}/benchmarks/cells/{CELL_PATTERN}.tsv"
     resources:

@@ -7,22 +7,22 @@ rule collectives:
     input:
         cell_results("collectives"),
     output:
-        table=f"{RESULTS}/tables/collectives.csv",
-        fits=f"{RESULTS}/tables/comm_fits.csv",
+        table=f"{TABLES}/collectives.csv",
+        fits=f"{TABLES}/comm_fits.csv",
         fits_html=report(
-            f"{RESULTS}/tables/comm_fits.html",
+            f"{TABLES}/comm_fits.html",
             caption="../../report/comm_fits.rst",
             category="4. Network",
             labels={"table": "all-reduce alpha and beta"},
         ),
         figure=report(
-            f"{RESULTS}/figures/collectives_busbw.png",
+            f"{FIGURES}/collectives_busbw.png",
             caption="../../report/collectives_busbw.rst",
             category="4. Network",
             labels={"figure": "all-reduce bus bandwidth"},
         ),
     log:
-        f"{RESULTS}/logs/collectives.log",
+        f"{LOGS}/collectives.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli collectives --table {output.table}"

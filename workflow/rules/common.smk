@@ -1,25 +1,34 @@
+# Config checks, the matrix, every helper of the rules, the folders outputs go to, and the
+# list of final outputs (built from the rules' own outputs: each file name is written once,
+# in its rule).
+import json
+import re
 import shlex
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 from dpscale.launch.cluster import cell_resource
-from dpscale.plan.config import ConfigError, check_config
 from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
 from dpscale.registry import STRATEGIES
 
+# One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
+# strategies declare) with defaults filled in, and the rules a schema cannot express.
 try:
     config.update(check_config(config, STRATEGIES))
 except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
-validate(config, "../schemas/config.schema.yaml")
 
 # Every shell job runs dpscale with the interpreter that runs Snakemake (the analysis
 # environment); the framework environments are the launcher's business.
 shell.prefix(f"export DPSCALE_PYTHON={shlex.quote(sys.executable)}; ")
 RESULTS = f"{config['results_dir']}/{config['study']}"
+TABLES = f"{RESULTS}/tables"
+FIGURES = f"{RESULTS}/figures"
+LOGS = f"{RESULTS}/logs"
+CELLS_DIR = f"{RESULTS}/cells"
+DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
 
@@ -41,6 +50,9 @@ wildcard_constraints:
     repeat="[0-9]+",
     env="[a-z0-9-]+",
     hash="[0-9a-f]+",
+
+
+# -- cells (bench.smk) ------------------------------------------------------------------
 
 
 def cell_for(wildcards):
@@ -71,9 +83,17 @@ def cell_env_marker(wildcards):
     return ancient(env_marker(STRATEGIES[cell.strategy].env))
 
 
+def cell_dataset(wildcards):
+    """Training cells read their prepared dataset file; others read no data."""
+    cell = cell_for(wildcards)
+    if cell.training is None or cell.skip_reason:
+        return []
+    return cell.training.dataset_file
+
+
 def cell_results(mode=None, exclude=()):
     return [
-        f"{RESULTS}/cells/{cell_id}.json"
+        f"{CELLS_DIR}/{cell_id}.json"
         for cell_id, cell in CELLS.items()
         if (mode is None or cell.mode == mode) and cell.mode not in exclude
     ]
@@ -83,59 +103,71 @@ def study_envs():
     return sorted({STRATEGIES[name].env for name in config["strategies"]})
 
 
-def cell_dataset(wildcards):
-    """Training cells read their prepared dataset file; others read no data."""
-    cell = cell_for(wildcards)
-    if cell.training is None or cell.skip_reason:
-        return []
-    return cell.training.dataset_file
-
-
 def cifar10_source_args(wildcards):
     source = config["train"]["cifar10_source"]
     return f"--source {source}" if source else ""
 
 
-def training_outputs():
+# -- findings and the communication model (findings.smk, model.smk) ---------------------
+
+
+def training_tables(with_runs=False):
+    """Accuracy tables the findings (and, with the runs, the post comparison) read, when the
+    study trains."""
     if "train" not in config["modes"]:
-        return []
-    tables = ["training_runs.csv", "training_epochs.csv", "accuracy.csv"]
-    tables += ["accuracy_delta.csv", "time_to_accuracy.csv"]
-    tables += ["accuracy_delta.html", "time_to_accuracy.html"]
-    figures = ["accuracy.png", "epoch_time.png"]
-    return [f"{RESULTS}/tables/{name}" for name in tables] + [
-        f"{RESULTS}/figures/{name}" for name in figures
-    ]
+        return {}
+    names = ["accuracy_delta", "time_to_accuracy"]
+    names += ["training_runs", "accuracy"] if with_runs else []
+    return {name: f"{TABLES}/{name}.csv" for name in names}
 
 
-def collectives_outputs():
-    """The collectives tables and figure (workflow/rules/collectives.smk), when measured."""
-    if "collectives" not in config["modes"]:
+def training_args(wildcards, input):
+    names = {
+        "accuracy_delta": "--accuracy-delta",
+        "time_to_accuracy": "--time-to-accuracy",
+    }
+    return " ".join(
+        f"{flag} {input[name]}" for name, flag in names.items() if name in input.keys()
+    )
+
+
+def post_table_args(wildcards, input):
+    return " ".join(f"--table {name}={path}" for name, path in input.items())
+
+
+def rst_text(line):
+    """Plain text for reStructuredText: markup characters escaped."""
+    return re.sub(r"([\\*`_|])", r"\\\1", line)
+
+
+def report_lines(name):
+    """Sentences a rule wrote for the report's texts (tables/<name>.json); empty until then.
+    Read when `snakemake --report` parses the workflow: report/*.rst show them."""
+    path = Path(f"{TABLES}/{name}.json")
+    if not path.is_file():
         return []
-    tables = ["collectives.csv", "comm_fits.csv", "comm_fits.html"]
-    return [f"{RESULTS}/tables/{name}" for name in tables] + [
-        f"{RESULTS}/figures/collectives_busbw.png"
-    ]
+    return [rst_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
+
+
+config["report_top_findings"] = report_lines("findings_top")
+config["model_validation_lines"] = report_lines("model_validation_top")
+
+
+# -- rule all ------------------------------------------------------------------------------
 
 
 def final_outputs():
-    tables = ["cells.csv", "windows.csv", "fits.csv", "scaling.csv", "break_even.csv"]
-    tables += ["repeatability.csv"]
-    figures = ["throughput.png", "speedup.png", "residuals.png", "frameworks.png"]
-    html = [
-        "fits.html",
-        "cells.html",
-        "scaling.html",
-        "break_even.html",
-        "repeatability.html",
-    ]
-    return (
-        cell_results()
-        + [f"{RESULTS}/tables/{name}" for name in tables]
-        + [f"{RESULTS}/figures/{name}" for name in figures]
-        + [f"{RESULTS}/tables/{name}" for name in html]
-        + training_outputs()
-        + collectives_outputs()
-        + findings_outputs()  # workflow/rules/findings.smk
-        + model_outputs()  # workflow/rules/model.smk
-    )
+    """Every cell and every analysis output; the training and collectives outputs only when
+    the study has those modes (the model's rule reads the collectives' fit regardless).
+    """
+    outputs = cell_results()
+    for rule_ in (rules.aggregate, rules.figures, rules.html_tables):
+        outputs += list(rule_.output)
+    if "train" in config["modes"]:
+        outputs += list(rules.accuracy.output)
+    if "collectives" in config["modes"]:
+        outputs += list(rules.collectives.output)
+    for rule_ in (rules.findings, rules.post_vs_run, rules.interactive_figures):
+        outputs += list(rule_.output)
+    outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    return outputs

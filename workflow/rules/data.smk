@@ -5,9 +5,9 @@
 
 rule prepare_digits:
     output:
-        f"{config['train']['data_dir']}/digits-{{size}}.npz",
+        f"{DATA}/digits-{{size}}.npz",
     log:
-        f"{config['train']['data_dir']}/logs/digits-{{size}}.log",
+        f"{DATA}/logs/digits-{{size}}.log",
     localrule: True
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
@@ -18,9 +18,9 @@ rule prepare_digits:
 
 rule prepare_cifar10:
     output:
-        f"{config['train']['data_dir']}/cifar10.npz",
+        f"{DATA}/cifar10.npz",
     log:
-        f"{config['train']['data_dir']}/logs/cifar10.log",
+        f"{DATA}/logs/cifar10.log",
     localrule: True
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,

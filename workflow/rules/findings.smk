@@ -1,7 +1,6 @@
 # The answer first: findings (one row per strategy x model x network x layout, with a verdict),
 # the source post beside this run, interactive figures and model FLOPs utilisation.
 # "0. Findings" sorts first among the report's categories (the report orders them by name).
-# Helpers: workflow/rules/findings_common.smk.
 
 
 rule findings:
@@ -22,7 +21,7 @@ rule findings:
             labels={"table": "findings"},
         ),
     log:
-        f"{RESULTS}/logs/findings.log",
+        f"{LOGS}/findings.log",
     localrule: True
     params:
         training=training_args,
@@ -51,7 +50,7 @@ rule post_vs_run:
             labels={"table": "the post vs this run"},
         ),
     log:
-        f"{RESULTS}/logs/post_vs_run.log",
+        f"{LOGS}/post_vs_run.log",
     localrule: True
     params:
         tables=post_table_args,
@@ -80,7 +79,7 @@ rule interactive_figures:
             labels={"figure": "speedup vs devices (interactive)"},
         ),
     log:
-        f"{RESULTS}/logs/interactive_figures.log",
+        f"{LOGS}/interactive_figures.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli interactive-figures --cells {input.cells} --fits {input.fits}"
@@ -99,7 +98,7 @@ rule mfu_figure:
             labels={"figure": "model FLOPs utilisation"},
         ),
     log:
-        f"{RESULTS}/logs/mfu_figure.log",
+        f"{LOGS}/mfu_figure.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli mfu-figure --cells {input.cells} --out {output} > {log} 2>&1"

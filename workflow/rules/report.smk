@@ -3,37 +3,37 @@
 
 rule figures:
     input:
-        cells=f"{RESULTS}/tables/cells.csv",
-        windows=f"{RESULTS}/tables/windows.csv",
-        fits=f"{RESULTS}/tables/fits.csv",
-        scaling=f"{RESULTS}/tables/scaling.csv",
+        cells=f"{TABLES}/cells.csv",
+        windows=f"{TABLES}/windows.csv",
+        fits=f"{TABLES}/fits.csv",
+        scaling=f"{TABLES}/scaling.csv",
     output:
         throughput=report(
-            f"{RESULTS}/figures/throughput.png",
+            f"{FIGURES}/throughput.png",
             caption="../../report/throughput.rst",
             category="1. Throughput",
             labels={"figure": "throughput vs batch"},
         ),
         speedup=report(
-            f"{RESULTS}/figures/speedup.png",
+            f"{FIGURES}/speedup.png",
             caption="../../report/speedup.rst",
             category="2. Scaling",
             labels={"figure": "speedup vs devices"},
         ),
         residuals=report(
-            f"{RESULTS}/figures/residuals.png",
+            f"{FIGURES}/residuals.png",
             caption="../../report/residuals.rst",
             category="1. Throughput",
             labels={"figure": "fit residuals"},
         ),
         frameworks=report(
-            f"{RESULTS}/figures/frameworks.png",
+            f"{FIGURES}/frameworks.png",
             caption="../../report/frameworks.rst",
             category="7. Frameworks",
             labels={"figure": "img/s per strategy"},
         ),
     log:
-        f"{RESULTS}/logs/figures.log",
+        f"{LOGS}/figures.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli figures --cells {input.cells} --windows {input.windows}"
@@ -44,44 +44,44 @@ rule figures:
 
 rule html_tables:
     input:
-        cells=f"{RESULTS}/tables/cells.csv",
-        fits=f"{RESULTS}/tables/fits.csv",
-        scaling=f"{RESULTS}/tables/scaling.csv",
-        break_even=f"{RESULTS}/tables/break_even.csv",
-        repeatability=f"{RESULTS}/tables/repeatability.csv",
+        cells=f"{TABLES}/cells.csv",
+        fits=f"{TABLES}/fits.csv",
+        scaling=f"{TABLES}/scaling.csv",
+        break_even=f"{TABLES}/break_even.csv",
+        repeatability=f"{TABLES}/repeatability.csv",
     output:
         fits=report(
-            f"{RESULTS}/tables/fits.html",
+            f"{TABLES}/fits.html",
             caption="../../report/fits.rst",
             category="1. Throughput",
             labels={"table": "throughput-law fits"},
         ),
         scaling=report(
-            f"{RESULTS}/tables/scaling.html",
+            f"{TABLES}/scaling.html",
             caption="../../report/scaling.rst",
             category="2. Scaling",
             labels={"table": "speedup and efficiency"},
         ),
         break_even=report(
-            f"{RESULTS}/tables/break_even.html",
+            f"{TABLES}/break_even.html",
             caption="../../report/break_even.rst",
             category="2. Scaling",
             labels={"table": "break-even batch"},
         ),
         cells=report(
-            f"{RESULTS}/tables/cells.html",
+            f"{TABLES}/cells.html",
             caption="../../report/cells.rst",
             category="3. Cells",
             labels={"table": "every cell"},
         ),
         repeatability=report(
-            f"{RESULTS}/tables/repeatability.html",
+            f"{TABLES}/repeatability.html",
             caption="../../report/repeatability.rst",
             category="3. Cells",
             labels={"table": "repeatability"},
         ),
     log:
-        f"{RESULTS}/logs/html_tables.log",
+        f"{LOGS}/html_tables.log",
     localrule: True
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli html-tables --cells {input.cells} {output.cells}"
