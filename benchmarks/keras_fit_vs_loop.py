@@ -31,18 +31,20 @@ def worker(path: str, cell: Cell) -> None:
     import horovod.tensorflow.keras as hvd_keras
     import tensorflow as tf
 
+    from dpscale.frameworks import tf_ops
     from dpscale.runner.timing import slowest_rank, throughput_measurement, time_windows
     from dpscale.strategies import horovod_tf as ht
 
-    ht.configure_threads(cell)
+    tf_ops.configure_threads(cell)
     hvd.init()
-    ht.pin_device(cell, hvd.local_rank())
-    model, _ = ht.build_model(cell)
+    tf_ops.pin_device(cell, hvd.local_rank())
+    model, _ = tf_ops.build_model(cell)
     m = cell.measure
     if path == "loop":
-        optimizer = ht.make_sgd(cell)
+        optimizer = tf_ops.make_sgd(cell)
         ht.broadcast_initial_state(model, optimizer)
-        step, sync = ht.make_train_step(cell, model, optimizer, cell.batch_per_device)
+        tape = hvd.DistributedGradientTape
+        step, sync = tf_ops.make_train_step(cell, model, optimizer, cell.batch_per_device, tape)
         windows = time_windows(step, sync, m.warmup_steps, m.windows, m.steps_per_window)
     else:
         optimizer = hvd_keras.DistributedOptimizer(
@@ -53,7 +55,7 @@ def worker(path: str, cell: Cell) -> None:
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             jit_compile=False,
         )
-        images, labels = ht.synthetic_batch(cell, cell.batch_per_device)
+        images, labels = tf_ops.synthetic_batch(cell, cell.batch_per_device)
         data = tf.data.Dataset.from_tensors((images, labels)).repeat()
         epoch_seconds: list[float] = []
 

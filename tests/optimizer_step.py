@@ -47,7 +47,7 @@ def torch_steps() -> tuple[np.ndarray, np.ndarray]:
 def tensorflow_steps() -> tuple[np.ndarray, np.ndarray]:
     import tensorflow as tf
 
-    from dpscale.strategies.horovod_tf import apply_sgd, make_sgd
+    from dpscale.frameworks.tf_ops import apply_sgd, make_sgd
 
     layer = tf.keras.layers.Dense(3)
     layer.build((None, 8))
