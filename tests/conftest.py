@@ -7,8 +7,12 @@ import pytest
 import yaml
 
 from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.registry import STRATEGIES
 
 REPO = Path(__file__).resolve().parents[1]
+# Tests that run every strategy take them from the registry: a new adapter is tested too.
+ONE_PROCESS = sorted(name for name, s in STRATEGIES.items() if s.one_process)
+MULTI_PROCESS = sorted(name for name, s in STRATEGIES.items() if not s.one_process)
 # The session fixture `slurm_cluster` (one throw-away SLURM cluster for every test module
 # that uses it; importing the fixture into each module would start one per module).
 pytest_plugins = ["slurm_cluster"]

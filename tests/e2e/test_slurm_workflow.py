@@ -19,15 +19,13 @@ import pytest
 import yaml
 from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
-from conftest import REPO
+from conftest import MULTI_PROCESS, ONE_PROCESS, REPO
 from dpscale.plan.result import read_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 STUDY = REPO / "tests" / "data" / "slurm_tiny.yaml"
 RUN_TIMEOUT_S = 1800  # includes building the framework environments on a fresh machine
-MULTI_PROCESS = ("torch-ddp", "horovod-tf", "mxnet-dist")
-ONE_PROCESS = ("torch-dp", "mxnet-device")
 
 
 def _snakemake(cluster, results: Path, nodes: list[int]) -> subprocess.CompletedProcess:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import ONE_PROCESS, REPO
 
 pytestmark = pytest.mark.slow
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 STRATEGIES = 5  # torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist
-ONE_PROCESS = ("torch-dp", "mxnet-device")  # skipped beyond one device on CPU
 
 
 def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MULTI_PROCESS
 from dpscale.launch import launcher
 from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig
@@ -30,16 +31,18 @@ pytestmark = pytest.mark.slow
 MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
 MARK = "DPSCALE_TEST_MARK"
 GRACE_S = launcher.TERM_GRACE_S + 30  # the launcher's own teardown, and start-up
-# how each launcher tells a rank its number: (variable, value) pairs of rank 1's worker
+# Per launch kind: how its launcher tells a rank its number ((variable, value) pairs of
+# rank 1's worker), and how the cell's reason names the killed rank (mxnet_ps: by its launch
+# index). Every multi-process strategy of the registry is tested; a new kind must add itself.
 RANK_1 = {
-    "torch-ddp": {"RANK": "1"},
-    "horovod-tf": {"HOROVOD_RANK": "1"},
-    "mxnet-dist": {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": "1"},
+    "torch": {"RANK": "1"},
+    "horovod": {"HOROVOD_RANK": "1"},
+    "mxnet": {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": "1"},
 }
-KILLED = {  # how the cell's reason names the killed rank (mxnet_ps: by its launch index)
-    "torch-ddp": "rank 1 was killed by SIGKILL",
-    "horovod-tf": "rank 1 was killed by SIGKILL",
-    "mxnet-dist": "worker 1 was killed by SIGKILL",
+KILLED = {
+    "torch": "rank 1 was killed by SIGKILL",
+    "horovod": "rank 1 was killed by SIGKILL",
+    "mxnet": "worker 1 was killed by SIGKILL",
 }
 
 
@@ -125,12 +128,13 @@ def rank_1_worker(name: str, mark: str) -> int | None:
     module = strategy(name).runner
     for pid in marked(mark):
         env = environ(pid)
-        if module in cmdline(pid) and all(env.get(k) == v for k, v in RANK_1[name].items()):
+        wanted = RANK_1[strategy(name).launch]
+        if module in cmdline(pid) and all(env.get(k) == v for k, v in wanted.items()):
             return pid
     return None
 
 
-@pytest.mark.parametrize("name", sorted(RANK_1))
+@pytest.mark.parametrize("name", MULTI_PROCESS)
 def test_a_rank_killed_mid_measurement_fails_the_cell_naming_rank_and_signal(tmp_path, mark, name):
     cell = cell_of(name, warmup_steps=1, windows=1000, steps_per_window=1, timeout_s=300)
     run = Background(cell, tmp_path)
@@ -143,7 +147,10 @@ def test_a_rank_killed_mid_measurement_fails_the_cell_naming_rank_and_signal(tmp
     print(f"{name}: {time.monotonic() - killed_at:.1f} s after the kill: {result['reason']}")
     print([line for line in run.log_text().splitlines() if "leftover" in line])
     assert status == "failed"
-    assert KILLED[name] in result["reason"], (result["reason"], run.log_text()[-3000:])
+    assert KILLED[strategy(name).launch] in result["reason"], (
+        result["reason"],
+        run.log_text()[-3000:],
+    )
     assert "timed out" not in result["reason"]
     assert not marked(mark), "a process of the cell outlived its launch"
 
@@ -154,7 +161,7 @@ def first_arrival(mark: str) -> bool:
     return any(any(Path(f).glob("arrived.rank*")) for f in folders)
 
 
-@pytest.mark.parametrize("name", sorted(RANK_1))
+@pytest.mark.parametrize("name", MULTI_PROCESS)
 def test_a_rank_that_never_reaches_the_collective_fails_the_cell_after_the_collective_timeout(
     tmp_path, mark, monkeypatch, name
 ):

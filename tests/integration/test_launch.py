@@ -15,6 +15,7 @@ import pytest
 
 from conftest import make_cell
 from dpscale.launch import launcher
+from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
 
@@ -152,7 +153,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
         "Exit code: 1\n"
     )
-    status, reason = launcher.classify_failure(1, log)
+    status, reason = launcher.classify_failure(1, log, rank_prefix=kind("horovod").rank_prefix)
     assert status == "failed"
     assert (
         reason
@@ -163,7 +164,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
 def test_multi_process_launchers_start_one_process_per_device(tmp_path):
     from dpscale.launch.kinds import kind, runner_argv
 
-    cell = make_cell(strategy="mxnet-dist", devices=2, mxnet_servers=3)
+    cell = make_cell(strategy="mxnet-dist", devices=2, options=(("mxnet_servers", 3),))
     python = tmp_path / "env" / "bin" / "python"
     runner = runner_argv(python, "m", Path("c.json"), Path("o.json"))
     hvd = kind("horovod").local(cell, python, runner)

@@ -15,7 +15,7 @@ from dpscale.launch import launcher
 from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.result import read_result
-from dpscale.registry import strategy
+from dpscale.registry import STRATEGIES, strategy
 
 pytestmark = pytest.mark.slow
 
@@ -38,17 +38,9 @@ def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dic
     return status, result
 
 
-@pytest.mark.parametrize(
-    ("name", "devices"),
-    [
-        ("torch-dp", 1),
-        ("torch-ddp", 2),
-        ("horovod-tf", 2),
-        ("mxnet-device", 1),
-        ("mxnet-dist", 2),
-    ],
-)
-def test_runner_measures_and_ranks_agree(tmp_path, name, devices):
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_runner_measures_and_ranks_agree(tmp_path, name):
+    devices = 1 if strategy(name).one_process else 2  # one device per process on CPU
     status, result = measure(tmp_path, name, devices)
     assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
     measurement = result["measurement"]
@@ -61,7 +53,7 @@ def test_runner_measures_and_ranks_agree(tmp_path, name, devices):
 
 
 def test_mxnet_dist_with_several_servers(tmp_path):
-    status, result = measure(tmp_path, "mxnet-dist", 2, mxnet_servers=2)
+    status, result = measure(tmp_path, "mxnet-dist", 2, options=(("mxnet_servers", 2),))
     assert status == "ok", result["reason"]
     assert result["system"]["mxnet_servers"] == 2
     assert len(set(result["measurement"]["rank_param_checksums"])) == 1

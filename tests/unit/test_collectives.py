@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_cell
+from conftest import MULTI_PROCESS, ONE_PROCESS, make_cell
 from dpscale.analysis import comm
 from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
@@ -139,9 +139,9 @@ def test_one_cell_per_strategy_layout_and_network_with_the_gradient_as_largest_m
 def test_one_process_strategies_and_one_process_cells_are_skipped(default_config):
     default_config.update(modes=["collectives"], devices_per_node=[1, 2])
     reasons = {(c.strategy, c.world_size): c.skip_reason for c in collective_cells(default_config)}
-    for name in ("torch-dp", "mxnet-device"):
+    for name in ONE_PROCESS:
         assert "no inter-process all-reduce" in reasons[(name, 2)]
-    for name in ("torch-ddp", "horovod-tf", "mxnet-dist"):
+    for name in MULTI_PROCESS:
         assert reasons[(name, 1)] == "an all-reduce needs at least 2 processes; this cell has 1"
         assert reasons[(name, 2)] is None
 

@@ -1,11 +1,12 @@
+import json
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from conftest import REPO
-from dpscale.plan.config import ConfigError, check_config
+from conftest import ONE_PROCESS, REPO
+from dpscale.plan.config import ConfigError, check_config, config_schema
 from dpscale.plan.matrix import expand
 from dpscale.registry import STRATEGIES
 
@@ -168,15 +169,27 @@ def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_con
     default_config["mxnet_servers"] = 3
     after = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
     assert set(before) == set(after)
-    assert {c.mxnet_servers for c in after.values() if c.strategy == "mxnet-dist"} == {3}
-    assert {c.mxnet_servers for c in after.values() if c.strategy == "torch-ddp"} == {1}
+    assert {c.option("mxnet_servers") for c in after.values() if c.strategy == "mxnet-dist"} == {3}
+    assert {c.options for c in after.values() if c.strategy == "torch-ddp"} == {()}
     assert all(before[k] == after[k] for k in after if after[k].strategy == "torch-ddp")
+    cell = next(c for c in after.values() if c.strategy == "mxnet-dist")
+    assert json.loads(cell.to_json())["mxnet_servers"] == 3  # beside the other fields
+    assert type(cell).from_json(cell.to_json()) == cell
+
+
+def test_a_strategy_s_own_option_is_validated_with_the_schema_it_declares(default_config):
+    default_config["mxnet_servers"] = 0
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value) == "mxnet_servers: 0 is less than the minimum of 1"
+    assert "mxnet_servers" in config_schema(STRATEGIES)["properties"]
+    assert "mxnet_servers" not in config_schema()["properties"]  # declared by mxnet-dist only
 
 
 def test_one_process_strategies_are_skipped_beyond_one_cpu_device(default_config):
     cells = expand(check(default_config), STRATEGIES)
     skipped = {c.strategy for c in cells if c.skip_reason and c.devices_per_node == 2}
-    assert skipped == {"torch-dp", "mxnet-device"}
+    assert skipped == set(ONE_PROCESS)
 
 
 def test_training_matrix_runs_one_baseline_per_seed(default_config):

@@ -81,6 +81,14 @@ def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
     )
 
 
+def test_a_framework_s_out_of_memory_message_counts_for_its_own_strategy():
+    log = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating\n"
+    tf_cell = make_cell(strategy="horovod-tf", devices=2, batch=64)
+    assert launcher.failure_reason(tf_cell, 1, log)[0] == "oom"
+    torch_cell = make_cell(strategy="torch-ddp", devices=2, batch=64)
+    assert launcher.failure_reason(torch_cell, 1, log)[0] == "failed"
+
+
 def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
     cell = make_cell(strategy="horovod-tf", devices=2)
     log = (

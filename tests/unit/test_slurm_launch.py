@@ -215,7 +215,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
 
 
 def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
-    cell = gpu_cell("mxnet-dist", mxnet_servers=2)
+    cell = gpu_cell("mxnet-dist", options=(("mxnet_servers", 2),))
     launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
     worker_launcher = " ".join(
         [*SRUN_2X4, str(PY), "-m", "dpscale.launch.slurm_task", "mxnet", "--"]

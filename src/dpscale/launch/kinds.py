@@ -12,8 +12,13 @@ names its kind (``Strategy.launch``) and nothing else does. Each kind renders
   runner (``python -m dpscale.launch.slurm_task <kind> -- RUNNER...``);
 * ``rank_failure``: which rank ended the cell and how (a signal or an exit code), read from
   the launcher's own failure report in the cell's log; each launcher reports it its own way
-  (torchrun's "Root Cause" table, horovodrun's "Process name / Exit code", dpscale.launch.mxnet_ps's
-  "worker N was killed by SIG..."), so the kind that renders the launcher also reads it.
+  (torchrun's "Root Cause" table, horovodrun's "Process name / Exit code",
+  dpscale.launch.mxnet_ps's "worker N was killed by SIG..."), so the kind that renders the
+  launcher also reads it.
+
+and declares ``interface_variables`` (what its runtime reads to pick the network interface
+of a real interconnect) and ``rank_prefix`` (what its launcher puts before each line a rank
+prints, stripped to find the rank's own exception).
 
 Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
 ``python`` is the framework environment's interpreter; tools that come with the framework
@@ -104,6 +109,8 @@ class LaunchKind:
 
     name = "single"
     one_process = True
+    interface_variables: tuple[str, ...] = ()  # one process per node talks to no other node
+    rank_prefix: str | None = None
 
     def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
         return list(runner)
@@ -128,6 +135,8 @@ class Torch(LaunchKind):
 
     name = "torch"
     one_process = False
+    interface_variables = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    rank_prefix = r"\[rank\d+\]:"  # torch.distributed prefixes a rank's errors: "[rank1]:"
 
     def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
         return [
@@ -178,6 +187,8 @@ class Horovod(LaunchKind):
 
     name = "horovod"
     one_process = False
+    interface_variables = ("HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME")
+    rank_prefix = r"\[\d+\]<std(?:out|err)>:"  # horovodrun: "[1]<stderr>:"
 
     def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
         n = cell.devices_per_node
@@ -234,6 +245,8 @@ class MXNetParameterServer(LaunchKind):
 
     name = "mxnet"
     one_process = False
+    interface_variables = ("DMLC_INTERFACE",)
+    rank_prefix = None  # dpscale.launch.mxnet_ps passes its processes' output through
 
     def _job(self, cell: Cell, python: Path, world: int) -> list[str]:
         return [
@@ -241,7 +254,7 @@ class MXNetParameterServer(LaunchKind):
             "-m",
             "dpscale.launch.mxnet_ps",
             f"--workers={world}",
-            f"--servers={cell.mxnet_servers}",
+            f"--servers={cell.option('mxnet_servers')}",
             f"--timeout={cell.measure.timeout_s}",
         ]
 

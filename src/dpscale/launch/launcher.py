@@ -47,10 +47,14 @@ from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
 from dpscale.runner.sysinfo import describe_system, nvidia_gpus, usable_cpus, visible_gpu_count
 
-OOM_PATTERNS = re.compile(
-    r"out of memory|OutOfMemoryError|ResourceExhaustedError|CUDNN_STATUS_ALLOC_FAILED|"
-    r"std::bad_alloc|MemoryError|can't allocate memory|Cannot allocate memory",
-    re.IGNORECASE,
+# Out of memory as the C++ and Python runtimes and the kernel say it; each strategy adds its
+# framework's own messages (Strategy.oom_patterns).
+OOM_PATTERNS = (
+    r"out of memory",
+    r"std::bad_alloc",
+    r"MemoryError",
+    r"can't allocate memory",
+    r"Cannot allocate memory",
 )
 # A rank's own deadline before its first collective (dpscale.runner.measure) names the ranks
 # that never arrived; that line is the reason, whatever the launcher says after it.
@@ -58,18 +62,8 @@ COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective wi
 LOG_TAIL_CHARS = 4000  # kept in a failed result
 # read to tell why a cell failed: a rank's exception can precede pages of launcher output
 CLASSIFY_CHARS = 1_000_000
-# Launchers prefix their ranks' output ("[1]<stderr>:" from horovodrun, "[rank1]:" from
-# torchrun); the reason names the first exception a rank raised, not the launcher's summary.
-RANK_PREFIX = re.compile(r"^(?:\[\d+\]<std(?:out|err)>:|\[rank\d+\]:)")
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
 PROBE_TIMEOUT_S = 120
-# What each framework reads to pick the network interface its ranks talk over.
-INTERFACE_VARIABLES = (
-    "GLOO_SOCKET_IFNAME",
-    "NCCL_SOCKET_IFNAME",
-    "HOROVOD_GLOO_IFACE",
-    "DMLC_INTERFACE",
-)
 TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
 
 
@@ -232,7 +226,7 @@ def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
         PATH=os.pathsep.join([str(env_prefix / "bin"), env.get("PATH", "")]),
     )
     if cell.network.interface:  # a real interconnect, selected by name (config networks)
-        for variable in INTERFACE_VARIABLES:
+        for variable in kind(strategy(cell.strategy).launch).interface_variables:
             env[variable] = cell.network.interface
         env.update(dict(cell.network.env))
     return env
@@ -273,10 +267,18 @@ def _tail(path: Path, start: int = 0, limit: int = LOG_TAIL_CHARS) -> str:
         return ""
 
 
-def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
-    if OOM_PATTERNS.search(log_text):
+def classify_failure(
+    returncode: int,
+    log_text: str,
+    oom_patterns: tuple[str, ...] = (),
+    rank_prefix: str | None = None,
+) -> tuple[str, str]:
+    """``oom`` when the log says memory ran out (the runtimes' words and ``oom_patterns``),
+    else ``failed`` with the first exception a rank raised (``rank_prefix`` stripped)."""
+    if re.search("|".join((*OOM_PATTERNS, *oom_patterns)), log_text, re.IGNORECASE):
         return "oom", "ran out of memory (see log_tail)"
-    lines = [RANK_PREFIX.sub("", line).strip() for line in log_text.splitlines()]
+    prefix = re.compile(f"^(?:{rank_prefix})") if rank_prefix else None
+    lines = [(prefix.sub("", line) if prefix else line).strip() for line in log_text.splitlines()]
     lines = [line for line in lines if line]
     errors = [line for line in lines if EXCEPTION_LINE.match(line)]
     detail = (errors or lines or ["no output"])[0 if errors else -1][:300]
@@ -288,7 +290,11 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     a rank that missed the first collective, a rank killed by a signal as its launcher
     reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
     (after the failed rank, when the launcher names one)."""
-    status, reason = classify_failure(returncode, log_text)
+    plan = strategy(cell.strategy)
+    launch_kind = kind(plan.launch)
+    status, reason = classify_failure(
+        returncode, log_text, plan.oom_patterns, launch_kind.rank_prefix
+    )
     if status == "oom":
         return status, (
             f"ran out of memory at batch {cell.batch_per_device} per device "
@@ -297,7 +303,7 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     missed = COLLECTIVE_TIMEOUT.search(log_text)
     if missed:
         return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
-    rank = kind(strategy(cell.strategy).launch).rank_failure(log_text)
+    rank = launch_kind.rank_failure(log_text)
     if rank and " was killed by " in rank:  # the others' errors follow from its death
         return "failed", f"{rank} (the launcher exited with code {returncode})"
     if rank:  # the rank that failed first, and the first exception a rank raised

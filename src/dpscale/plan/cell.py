@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +149,8 @@ class Cell:
     ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
     Collectives cells (mode ``collectives``) time the strategy's all-reduce over message
     sizes (``collectives``); no batch applies, their ``batch_per_device`` is 0.
-    ``mxnet_servers`` is the number of parameter servers of the mxnet-dist strategy (1 in
-    every other strategy's cells); it is not part of the cell id.
+    ``options``: the values of the strategy's own config keys (plan.strategy.CellOption),
+    not part of the cell id; in the cell's JSON they sit beside the other fields.
     """
 
     study: str
@@ -167,11 +167,20 @@ class Cell:
     memory_format: str = "contiguous"
     measure: Measure = field(default_factory=Measure)
     seed: int = 0
-    mxnet_servers: int = 1
+    options: tuple[tuple[str, Any], ...] = ()
     training: Training | None = None
     network: Network = HOST
     collectives: Collectives | None = None
     skip_reason: str | None = None
+
+    def option(self, name: str) -> Any:
+        """The value of one of the strategy's own config keys (plan.strategy.CellOption)."""
+        values = dict(self.options)
+        if name not in values:
+            raise KeyError(
+                f"{self.strategy} cells have no option {name!r}; they have {sorted(values)}"
+            )
+        return values[name]
 
     @property
     def world_size(self) -> int:
@@ -214,6 +223,7 @@ class Cell:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.update(data.pop("options"))
         data["model"]["key"] = self.model.key
         data["world_size"] = self.world_size
         data["global_batch"] = self.global_batch
@@ -235,7 +245,10 @@ class Cell:
         collectives = data.pop("collectives", None)
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
+        own = {f.name for f in fields(cls)}
+        options = tuple(sorted((key, data.pop(key)) for key in list(data) if key not in own))
         return cls(
+            options=options,
             model=ModelConfig(**model),
             measure=Measure(**measure),
             training=Training(**training) if training else None,

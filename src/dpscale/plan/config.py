@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +18,31 @@ import yaml
 
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
+from dpscale.plan.strategy import Strategy
 
 
 class ConfigError(ValueError):
     """A bad study configuration; the message is one line naming the field."""
 
 
-def config_schema() -> dict[str, Any]:
+def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
+    """workflow/schemas/config.schema.yaml with the strategies' own config keys
+    (plan.strategy.CellOption) added to its top-level properties."""
     with open(SCHEMA_DIR / "config.schema.yaml", encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        schema = yaml.safe_load(handle)
+    declared: dict[str, str] = {}
+    for strategy in (strategies or {}).values():
+        for option in strategy.cell_options:
+            if option.name in schema["properties"] and option.name not in declared:
+                raise ValueError(f"{strategy.name}: option {option.name!r} is a config key already")
+            if option.name in declared and schema["properties"][option.name] != option.schema:
+                raise ValueError(
+                    f"{strategy.name} and {declared[option.name]} declare option "
+                    f"{option.name!r} differently"
+                )
+            declared[option.name] = strategy.name
+            schema["properties"][option.name] = dict(option.schema)
+    return schema
 
 
 def _field_name(path: Iterable[Any]) -> str:
@@ -61,9 +77,12 @@ def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     return filled
 
 
-def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[str, Any]:
-    """Validate and return the config with defaults filled in; raise ConfigError otherwise."""
-    schema = config_schema()
+def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> dict[str, Any]:
+    """Validate and return the config with defaults filled in; raise ConfigError otherwise.
+
+    ``strategies``: the registered strategies (dpscale.registry.STRATEGIES): their names are
+    the allowed ones, their own config keys are validated with the schemas they declare."""
+    schema = config_schema(strategies)
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
     error = jsonschema.exceptions.best_match(
@@ -72,7 +91,7 @@ def check_config(config: dict[str, Any], strategy_names: Iterable[str]) -> dict[
     if error is not None:
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)
-    _check_names(filled, sorted(strategy_names))
+    _check_names(filled, sorted(strategies))
     _check_combinations(filled)
     _check_collectives(filled)
     _check_paths(filled)

@@ -30,7 +30,7 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
 
 
 def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
-    options = {key: config[key] for key in strategy.cell_options}
+    options = tuple(sorted((option.name, config[option.name]) for option in strategy.cell_options))
     return Cell(
         study=config["study"],
         strategy=strategy.name,
@@ -42,7 +42,7 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
             config["accelerator"], fields["nodes"], fields["devices_per_node"], fields["mode"]
         ),
         # only the cells that use a strategy's option carry it: changing it reruns only those
-        **options,
+        options=options,
         **fields,
     )
 

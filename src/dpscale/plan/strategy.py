@@ -11,8 +11,10 @@ pass at import time and raises it when the runner actually starts (:meth:`requir
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 
 class framework_imports:  # noqa: N801 (used as a statement: ``with framework_imports() as fw``)
@@ -42,13 +44,32 @@ class framework_imports:  # noqa: N801 (used as a statement: ``with framework_im
 
 
 @dataclass(frozen=True)
+class CellOption:
+    """A config key of one strategy that its cells carry, e.g. mxnet-dist's ``mxnet_servers``.
+
+    ``schema`` is the key's JSON schema (type, bounds, ``default``, description): the study
+    config is validated with it (plan.config). Only the strategy's own cells carry the value,
+    so changing it reruns only those cells; it is not part of the cell id.
+    """
+
+    name: str
+    schema: Mapping[str, Any] = field(hash=False)
+
+    @property
+    def default(self) -> Any:
+        return self.schema["default"]
+
+
+@dataclass(frozen=True)
 class Strategy:
     """A strategy as the matrix, the launcher and the SLURM resources see it.
 
     ``launch`` names a kind of ``dpscale.launch.kinds`` (how the ranks start on one node,
     as SLURM tasks, ...). ``one_process``: one process drives all of a node's devices.
-    ``cell_options``: strategy-specific config keys that go into its cells (others get the
-    Cell default). ``runner``: the module run as ``python -m`` (the adapter itself).
+    ``cell_options``: strategy-specific config keys that go into its cells.
+    ``oom_patterns``: regular expressions of the framework's out-of-memory messages, which
+    make a failed cell ``oom`` (the launcher also knows the C and Python runtime's own).
+    ``runner``: the module run as ``python -m`` (the adapter itself).
     """
 
     name: str
@@ -58,7 +79,8 @@ class Strategy:
     runner: str
     one_process: bool
     multi_node: bool
-    cell_options: tuple[str, ...] = field(default=())
+    cell_options: tuple[CellOption, ...] = ()
+    oom_patterns: tuple[str, ...] = ()
 
     def skip_reason(
         self, accelerator: str, nodes: int, devices_per_node: int, mode: str = "synthetic"

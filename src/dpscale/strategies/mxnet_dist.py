@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from dpscale.plan.result import write_json_atomic
-from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.plan.strategy import CellOption, Strategy, framework_imports
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
 
@@ -52,7 +52,21 @@ STRATEGY = Strategy(
     runner=__name__,
     one_process=False,
     multi_node=True,
-    cell_options=("mxnet_servers",),
+    cell_options=(
+        CellOption(
+            "mxnet_servers",
+            {
+                "description": (
+                    "Parameter servers started for each mxnet-dist cell (beside its scheduler "
+                    "and one worker per device). Not part of the cell id; Snakemake reruns "
+                    "the mxnet-dist cells when it changes, and no other cells."
+                ),
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+            },
+        ),
+    ),
 )
 
 # First kvstore key of the collectives mode's buffers: above the parameters' indices and the
@@ -185,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         reduce=KVStoreGather(kv, first_key=len(net.collect_params().keys())),
         allreduce=KVStoreAllreduce(kv, first_key=COLLECTIVE_KEYS, ctx=ctxs[0]),
         finish=kv._barrier,  # [distributed] rank 0 has written the result
-        system_extra={"mxnet_servers": cell.mxnet_servers},
+        system_extra={"mxnet_servers": cell.option("mxnet_servers")},
     )
     run_cell(cell, out, rank)
 

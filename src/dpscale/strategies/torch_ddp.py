@@ -28,6 +28,7 @@ STRATEGY = Strategy(
     runner=__name__,
     one_process=False,
     multi_node=True,
+    oom_patterns=("OutOfMemoryError", "CUDNN_STATUS_ALLOC_FAILED"),
 )
 
 

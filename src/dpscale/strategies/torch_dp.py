@@ -25,6 +25,7 @@ STRATEGY = Strategy(
     runner=__name__,
     one_process=True,
     multi_node=False,
+    oom_patterns=("OutOfMemoryError", "CUDNN_STATUS_ALLOC_FAILED"),
 )
 
 
