@@ -23,7 +23,8 @@ FAKE_RUNNER = textwrap.dedent(
     """
     import sys, time
     from dpscale.plan.result import now_iso
-    from dpscale.runner.support import parse_runner_args, write_synthetic_result
+    from dpscale.runner.records import write_synthetic_result
+    from dpscale.runner.support import parse_runner_args
     cell, out = parse_runner_args()
     behaviour = "{behaviour}"
     if behaviour == "crash":

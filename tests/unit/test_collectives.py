@@ -21,7 +21,7 @@ from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, read_result, validate_result
 from dpscale.registry import STRATEGIES
-from dpscale.runner.support import collectives_record
+from dpscale.runner.records import collectives_record
 
 SIZES = np.array([4 * 4**k for k in range(12)] + [44_726_568], dtype=float)
 

@@ -103,7 +103,7 @@ def make_train_step(
 
 
 def trained_param_checksum(model: nn.Module) -> str:
-    """Checksum of the trainable parameters (see runner_support.param_checksum)."""
+    """Checksum of the trainable parameters (see runner.support.param_checksum)."""
     return param_checksum(p.detach().cpu().numpy() for p in model.parameters() if p.requires_grad)
 
 

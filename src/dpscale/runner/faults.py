@@ -94,7 +94,7 @@ def first_collective_deadline(
 
 def exit_with_parent(poll_s: float = 0.5) -> threading.Thread:
     """Exit (:data:`ORPHANED_EXIT`) as soon as this process's parent is gone (it was
-    re-parented); a daemon thread, started once by every runner (runner_support)."""
+    re-parented); a daemon thread, started once by every runner (runner.support)."""
     parent = os.getppid()
 
     def watch() -> None:

@@ -26,12 +26,12 @@ from typing import Any, Protocol
 from dpscale.plan.cell import Cell
 from dpscale.plan.result import now_iso
 from dpscale.runner.faults import arrivals_folder, first_collective_deadline
-from dpscale.runner.support import (
-    progress,
+from dpscale.runner.records import (
     write_collectives_result,
     write_synthetic_result,
     write_training_result,
 )
+from dpscale.runner.support import progress
 from dpscale.runner.timing import Progress, Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.runner.training import TrainingBackend, run_training
 

@@ -37,7 +37,7 @@ def visible_gpu_count(listed_by_nvidia_smi: int, cuda_visible_devices: str | Non
 
     When nvidia-smi lists none (missing on the node, or failing) the count cannot be
     checked, and CUDA_VISIBLE_DEVICES is taken as it is; the runner then counts the
-    framework's own devices and fails a cell that sees fewer (runner_support.require_devices).
+    framework's own devices and fails a cell that sees fewer (runner.support.require_devices).
     """
     if cuda_visible_devices is None:
         return listed_by_nvidia_smi

@@ -1,0 +1,205 @@
+"""A runner's result, one writer per mode: synthetic throughput, collectives, training.
+
+Rank 0 writes it (plan.result: schema-checked, atomic) with the system description and
+the ranks' parameter checksums; every writer prints one progress line with the headline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpscale.plan.cell import Cell
+from dpscale.plan.result import make_result, write_result
+from dpscale.plan.ring import algorithm_bandwidth, bus_bandwidth
+from dpscale.runner.support import progress
+from dpscale.runner.sysinfo import describe_system
+from dpscale.runner.timing import (
+    ci_reached,
+    last_timed_span,
+    slowest_rank,
+    summarise,
+    throughput_measurement,
+)
+
+
+def adaptive_record(cell: Cell, windows: Sequence[float]) -> dict[str, Any]:
+    """How adaptive measuring ended: the target, the windows run, whether it was reached.
+
+    Multi-process runners time a fixed ``windows`` until they pass an agreement across
+    ranks to ``time_windows`` (then ``windows_run`` may exceed ``windows``)."""
+    m = cell.measure
+    return {
+        "target_ci": m.target_ci,
+        "max_windows": m.max_windows,
+        "windows_run": len(windows),
+        "target_reached": ci_reached(windows, m.target_ci),
+    }
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """What every runner's result says about the run, whatever its mode."""
+
+    framework: str
+    framework_versions: dict[str, str]
+    threads_used: int
+    trainable_params: int
+
+
+def _write(
+    cell: Cell,
+    out: Path,
+    facts: RunnerFacts,
+    status: str,
+    started_at: str,
+    reason: str | None,
+    system_extra: dict[str, Any] | None,
+    **section: dict[str, Any],
+) -> None:
+    """Writes one result: ``section`` is its mode's part (measurement, training or
+    collectives)."""
+    result = make_result(
+        cell,
+        status,
+        started_at=started_at,
+        reason=reason,
+        system=describe_system(facts.framework_versions, facts.threads_used, system_extra),
+        trainable_params=facts.trainable_params,
+        framework=facts.framework,
+        **section,
+    )
+    write_result(out, result)
+
+
+def write_synthetic_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    per_rank_windows: Sequence[Sequence[float]],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    system_extra: dict[str, Any] | None = None,
+    rank_param_checksums: Sequence[str] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+    timed_span: Sequence[float] | None = None,
+) -> None:
+    """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's)."""
+    windows = slowest_rank(per_rank_windows)
+    measurement = throughput_measurement(
+        windows, cell.measure.steps_per_window, cell.batch_per_device, cell.world_size
+    )
+    measurement["per_rank_window_seconds"] = [list(r) for r in per_rank_windows]
+    measurement["warmup_steps"] = cell.measure.warmup_steps
+    span = list(timed_span) if timed_span is not None else last_timed_span()
+    if span is not None:
+        measurement["timed_span"] = span
+    if cell.measure.target_ci is not None:
+        measurement["adaptive"] = adaptive_record(cell, windows)
+    if rank_param_checksums is not None:
+        measurement["rank_param_checksums"] = list(rank_param_checksums)
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
+    summary = measurement["summary"]["img_s"]
+    progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
+
+
+def collectives_record(
+    cell: Cell,
+    per_rank: Sequence[dict[str, Sequence[float]]],
+    description: dict[str, str],
+    timed_span: Sequence[float] | None,
+) -> dict[str, Any]:
+    """Per message size: each rank's windows, the window times (slowest rank), the per-call
+    times and their summary, and the bandwidths at the median per-call time."""
+    assert cell.collectives is not None
+    calls = cell.measure.steps_per_window
+    sizes = []
+    for nbytes in cell.collectives.message_sizes():
+        per_rank_windows = [list(rank[str(nbytes)]) for rank in per_rank]
+        windows = slowest_rank(per_rank_windows)
+        per_call = [seconds / calls for seconds in windows]
+        summary = summarise(per_call)
+        algbw = algorithm_bandwidth(nbytes, summary.median)
+        sizes.append(
+            {
+                "message_bytes": nbytes,
+                "window_seconds": windows,
+                "per_rank_window_seconds": per_rank_windows,
+                "call_seconds": per_call,
+                "summary": summary.as_dict(),
+                "algbw_GB_s": algbw / 1e9,
+                "busbw_GB_s": bus_bandwidth(algbw, cell.world_size) / 1e9,
+            }
+        )
+    record: dict[str, Any] = {
+        **description,
+        "dtype": "float32",
+        "warmup_steps": cell.measure.warmup_steps,
+        "calls_per_window": calls,
+        "sizes": sizes,
+    }
+    if timed_span is not None:
+        record["timed_span"] = list(timed_span)
+    return record
+
+
+def write_collectives_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    per_rank: Sequence[dict[str, Sequence[float]]],
+    description: dict[str, str],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    timed_span: Sequence[float] | None = None,
+    system_extra: dict[str, Any] | None = None,
+    rank_param_checksums: Sequence[str] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+) -> None:
+    """A collectives cell's result: ``collectives`` holds the per-size windows, and the
+    ranks' parameter checksums after the initial broadcast (no optimiser step ran)."""
+    record = collectives_record(cell, per_rank, description, timed_span)
+    if rank_param_checksums is not None:
+        record["rank_param_checksums"] = list(rank_param_checksums)
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, collectives=record)
+    largest = record["sizes"][-1]
+    progress(
+        f"{cell.cell_id}: {largest['message_bytes']} bytes in "
+        f"{largest['summary']['median'] * 1e3:.3f} ms, busbw {largest['busbw_GB_s']:.3f} GB/s"
+    )
+
+
+def write_training_result(
+    cell: Cell,
+    out: Path,
+    *,
+    started_at: str,
+    training: dict[str, Any],
+    framework: str,
+    framework_versions: dict[str, str],
+    threads_used: int,
+    trainable_params: int,
+    rank_param_checksums: Sequence[str],
+    system_extra: dict[str, Any] | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+) -> None:
+    training = {**training, "rank_param_checksums": list(rank_param_checksums)}
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
+    _write(cell, out, facts, status, started_at, reason, system_extra, training=training)
+    progress(
+        f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "
+        f"{training['train_images_per_s']:.1f} train img/s"
+    )
