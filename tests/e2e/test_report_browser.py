@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from cdp import Page, find_browser, headless_page
-from fake_study import write_fake_study
 
+from cdp import Page, find_browser, headless_page
 from conftest import REPO
+from fake_study import write_fake_study
 
 pytestmark = pytest.mark.slow
 STUDY_FILE = REPO / "tests" / "data" / "browser.yaml"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
 from conftest import MULTI_PROCESS, ONE_PROCESS, REPO
 from dpscale.plan.result import read_result
+from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

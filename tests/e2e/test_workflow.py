@@ -9,12 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ONE_PROCESS, REPO
+from dpscale.registry import STRATEGIES
 
 pytestmark = pytest.mark.slow
 TINY = REPO / "tests" / "data" / "tiny.yaml"
-STRATEGIES = 5  # torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist
+NAMES = yaml.safe_load(TINY.read_text(encoding="utf-8"))["strategies"]
+ONE = [name for name in NAMES if name in ONE_PROCESS]  # skipped beyond one device on CPU
 
 
 def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -52,7 +55,7 @@ def study(tmp_path_factory):
 
 def test_dry_run_lists_one_benchmark_job_per_cell(study):
     _, dry = study
-    assert job_counts(dry)["bench_cell"] == STRATEGIES * 2 * 2  # strategies x batches x devices
+    assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2  # strategies x batches x devices
 
 
 def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
@@ -62,11 +65,11 @@ def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
         str(p.relative_to(results / "tiny" / "cells")): json.loads(p.read_text())["status"]
         for p in cells
     }
-    assert len(statuses) == STRATEGIES * 2 * 2
+    assert len(statuses) == len(NAMES) * 2 * 2
     skipped = {k for k, v in statuses.items() if v == "skipped"}
     assert skipped == {
         f"{strategy}/resnet18-imagenet32-c10/synthetic/n1-d2-b{batch}-r0.json"
-        for strategy in ONE_PROCESS
+        for strategy in ONE
         for batch in (2, 4)
     }
     assert all(v == "ok" for k, v in statuses.items() if k not in skipped), statuses
@@ -82,7 +85,7 @@ def test_tables_and_figures_come_from_the_run(study):
     fit_table = pd.read_csv(tables / "fits.csv")
     # one fit row per strategy and layout with ok cells (whether noisy tiny cells can be
     # fitted is a matter of timing, not behaviour)
-    assert len(fit_table) == STRATEGIES + STRATEGIES - len(ONE_PROCESS)
+    assert len(fit_table) == 2 * len(NAMES) - len(ONE)
     assert set(fit_table["status"]) <= {"ok", "not fitted"}
     for name in ("throughput", "speedup", "residuals", "frameworks"):
         assert (results / "tiny" / "figures" / f"{name}.png").is_file()
@@ -164,3 +167,21 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 4
     assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"strategies": ["torch-ddp", "horovod-mpi"]}))
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if "config error" in line]
+    assert errors == [
+        "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
+        f"allowed: {sorted(STRATEGIES)}"
+    ]

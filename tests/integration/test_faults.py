@@ -7,13 +7,10 @@ the first all-reduce, a cell runs under an address-space cap it does not fit in.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -25,12 +22,11 @@ from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.result import read_result
 from dpscale.registry import strategy
+from processes import GRACE_S, cmdline, environ, marked, wait_for
 
 pytestmark = pytest.mark.slow
 
 MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
-MARK = "DPSCALE_TEST_MARK"
-GRACE_S = launcher.TERM_GRACE_S + 30  # the launcher's own teardown, and start-up
 # Per launch kind: how its launcher tells a rank its number ((variable, value) pairs of
 # rank 1's worker), and how the cell's reason names the killed rank (mxnet_ps: by its launch
 # index). Every multi-process strategy of the registry is tested; a new kind must add itself.
@@ -49,51 +45,6 @@ KILLED = {
 @cache
 def prefix_for(name: str) -> Path:
     return ensure_env(strategy(name).env)
-
-
-def environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def marked(mark: str) -> list[int]:
-    """Every process started by this test (they all inherit its mark)."""
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    return [pid for pid in pids if environ(pid).get(MARK) == mark]
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
-
-
-@pytest.fixture
-def mark(tmp_path, monkeypatch):
-    """A mark every process of the test inherits; none may be left when the test ends."""
-    value = uuid.uuid4().hex
-    monkeypatch.setenv(MARK, value)
-    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))  # not the machine's bench lock
-    yield value
-    leftovers = marked(value)
-    for pid in leftovers:  # never leave them running, even when the test failed
-        subprocess.run(["kill", "-9", str(pid)], check=False)
-    assert not leftovers, [cmdline(pid) for pid in leftovers]
 
 
 class Background:
@@ -215,119 +166,6 @@ def test_a_cell_that_does_not_fit_its_memory_cap_ends_oom_naming_the_batch(tmp_p
     assert "batch 4096 per device" in result["reason"]
     allocator = [ln for ln in result["log_tail"].splitlines() if "alloc" in ln][:1]
     print(f"{time.monotonic() - started:.1f} s after the start: {result['reason']} {allocator}")
-
-
-KILLED_STUDY = """\
-study: killed
-strategies: [torch-dp, torch-ddp]
-models:
-  - {name: resnet18, stem: imagenet, image_size: 32, classes: 10}
-batch_sizes: [2, 4]
-devices_per_node: [1, 2]
-nodes: [1]
-modes: [synthetic]
-measure: {warmup_steps: 1, windows: 3, steps_per_window: 2, repeats: 1, timeout_s: 300}
-"""
-
-
-def snakemake_command(study: Path, results: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        *args,  # before --config, which takes every word after it
-        "--configfile",
-        str(study),
-        "--config",
-        f"results_dir={results}",
-    ]
-
-
-def checksums(folder: Path) -> dict[str, str]:
-    import hashlib
-
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*.json"))
-    }
-
-
-def cell_in_flight(mark: str) -> Path | None:
-    """The result path of a cell whose launcher runs and has not written it yet."""
-    for pid in marked(mark):
-        words = cmdline(pid).split()
-        if "dpscale.launch" in words and "--out" in words:
-            out = Path(words[words.index("--out") + 1])
-            if not out.exists():
-                return out
-    return None
-
-
-def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cells(tmp_path, mark):
-    from conftest import REPO
-
-    study, results = tmp_path / "killed.yaml", tmp_path / "results"
-    study.write_text(KILLED_STUDY)
-    cells = results / "killed" / "cells"
-    with open(tmp_path / "first.log", "w") as log:
-        first = subprocess.Popen(
-            snakemake_command(study, results, "cells"),
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        in_flight = wait_for(
-            lambda: (
-                (len(list(cells.rglob("*.json"))) >= 3 and cell_in_flight(mark))
-                or first.poll() is not None
-            ),
-            900,
-            "three results and a cell being measured",
-        )
-        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-        before = checksums(cells)
-        first.kill()  # SIGKILL: no chance to clean up or release its lock
-        first.wait(timeout=30)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait(timeout=30)
-    # the cell job it was running is an orphan now: it finishes its cell (or its timeout)
-    wait_for(lambda: not marked(mark), 300 + GRACE_S, "the orphaned cell job to end")
-
-    again = subprocess.run(
-        snakemake_command(study, results, "cells"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert again.returncode != 0
-    assert "LockException" in again.stdout + again.stderr
-    unlock = snakemake_command(study, results, "cells", "--unlock")
-    subprocess.run(unlock, cwd=REPO, capture_output=True, timeout=300, check=True)
-    rerun = subprocess.run(
-        snakemake_command(study, results, "cells"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-
-    after = checksums(cells)
-    assert len(after) == 8 and in_flight.is_file()
-    assert {name: after[name] for name in before} == before  # finished cells were kept
-    runs = results / "killed" / "runs"
-    assert all(len(list((runs / name).with_suffix("").iterdir())) == 1 for name in before)
-    # every other cell ran now, the one it was measuring included (marked incomplete)
-    jobs = re.search(r"^bench_cell\s+(\d+)$", rerun.stdout + rerun.stderr, re.M)
-    assert jobs and int(jobs.group(1)) == len(after) - len(before), rerun.stderr[-3000:]
-    print(f"killed with {len(before)} of {len(after)} results written; rerun: {jobs.group(1)} jobs")
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "missing"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import launcher
+from dpscale.launch import contention, launcher
 from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
@@ -340,3 +340,15 @@ def test_cell_on_a_quiet_machine_is_ok(fake_env, tmp_path):
     assert status == "ok"
     assert contention["spare_cpus"] == contention["cpus"] - 1
     assert result["quality"] == "ok", result["quality_reason"]
+
+
+def test_a_child_that_exits_still_counts_as_the_cell_s():
+    sampler = contention.ContentionSampler(interval_s=0.1)
+    sampler.start()
+    try:
+        code = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    finally:
+        samples = sampler.stop()
+    own = (samples[-1].own - samples[0].own) / contention.CLOCK_TICKS
+    assert own >= 0.5  # the child's 0.6 CPU-seconds, though it is gone

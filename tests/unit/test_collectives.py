@@ -14,12 +14,11 @@ from dpscale.analysis.collectives import (
     collectives_table,
     comm_fits_table,
 )
-from dpscale.launch import launcher, netns
 from dpscale.plan import ring
-from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig, Network
+from dpscale.plan.cell import Collectives, ModelConfig
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand
-from dpscale.plan.result import make_result, read_result, validate_result
+from dpscale.plan.result import make_result, validate_result
 from dpscale.registry import STRATEGIES
 from dpscale.runner.records import collectives_record
 
@@ -209,58 +208,3 @@ def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
     assert pd.read_csv(outputs["c.csv"]).empty
     assert "no collective cells" in outputs["f.html"].read_text()
     assert outputs["b.png"].stat().st_size > 0
-
-
-def ddp_collectives_cell(**fields) -> Cell:
-    return make_cell(
-        "torch-ddp",
-        batch=0,
-        mode="collectives",
-        collectives=Collectives(4, 4 * 2**20, 32),  # 4 B, 128 B, 4 KiB, 128 KiB, 4 MiB
-        **fields,
-    )
-
-
-def run_cell(cell: Cell, tmp_path, monkeypatch) -> dict:
-    from dpscale.launch.envs import ensure_env
-
-    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
-    out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
-    status = launcher.launch(cell, out, ensure_env("torch"), log)
-    result = read_result(out)  # validates against the schema
-    assert status == result["status"] == "ok", (result["reason"], log.read_text()[-3000:])
-    return result
-
-
-@pytest.mark.slow
-def test_a_torch_ddp_all_reduce_cell_on_the_host(tmp_path, monkeypatch):
-    cell = ddp_collectives_cell(devices=2)
-    result = run_cell(cell, tmp_path, monkeypatch)
-    record = result["collectives"]
-    assert record["backend"] == "gloo"
-    checksums = record["rank_param_checksums"]  # after rank 0's initial broadcast
-    assert len(checksums) == 2 and len(set(checksums)) == 1
-    sizes = record["sizes"]
-    assert [s["message_bytes"] for s in sizes] == cell.collectives.message_sizes()
-    for size in sizes:
-        assert len(size["per_rank_window_seconds"]) == 2
-        assert len(size["window_seconds"]) == cell.measure.windows
-    # a million times the bytes: the largest all-reduce takes longer than the smallest
-    assert sizes[-1]["summary"]["median"] > sizes[0]["summary"]["median"]
-    assert sizes[-1]["busbw_GB_s"] > sizes[0]["busbw_GB_s"]
-    table = collectives_table([result])
-    assert len(table) == len(sizes) and set(table["world_size"]) == {2}
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
-def test_an_all_reduce_over_an_emulated_link_stays_below_its_rate(tmp_path, monkeypatch):
-    rate = "100mbit"
-    cell = ddp_collectives_cell(nodes=2, network=Network("lan", rate=rate))
-    cell = Cell.from_dict(
-        {**cell.to_dict(), "measure": vars(Measure(1, 2, 1, 300, collective_timeout_s=120))}
-    )
-    result = run_cell(cell, tmp_path, monkeypatch)
-    largest = result["collectives"]["sizes"][-1]
-    link_bytes_s = netns.parse_quantity(rate) / 8
-    assert largest["busbw_GB_s"] * 1e9 <= 1.15 * link_bytes_s
