@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import page
 from dpscale.launch.envs import env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.registry import STRATEGIES
@@ -65,6 +66,21 @@ def run(checkout: Path, cell: Cell, env_dir: str, scratch: Path) -> float:
     return result["measurement"]["summary"]["img_s"]["mean"]
 
 
+def page_tables(
+    pairs: list[tuple[int, str, float, float]], ratios: dict[str, list[float]]
+) -> list[str]:
+    """The rounds' pairs (round, strategy, A and B img/s), then per strategy the median B/A."""
+    rounds = [(i, name, f"{a:.1f}", f"{b:.1f}", f"{b / a:.3f}") for i, name, a, b in pairs]
+    medians = [
+        (name, f"{statistics.median(v):.3f}", len(v), " ".join(f"{r:.3f}" for r in v))
+        for name, v in ratios.items()
+    ]
+    return [
+        page.table(["round", "strategy", "A img/s", "B img/s", "B/A"], rounds),
+        page.table(["strategy", "median B/A", "pairs", "pairs' B/A"], medians),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", type=Path, required=True, help="checkout A (before)")
@@ -72,7 +88,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--env-dir", default=".envs")
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES))
+    page.add_page_option(parser)
     args = parser.parse_args()
+    this_run = page.describe_run()
+    pairs: list[tuple[int, str, float, float]] = []
     checkouts = {"A": args.a.resolve(), "B": args.b.resolve()}
     ratios: dict[str, list[float]] = {name: [] for name in args.strategies}
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,6 +102,7 @@ def main() -> None:
                     k: run(checkouts[k], cell_for(name), args.env_dir, Path(tmp)) for k in order
                 }
                 ratios[name].append(rates["B"] / rates["A"])
+                pairs.append((index + 1, name, rates["A"], rates["B"]))
                 print(
                     f"round {index + 1} {name}: A {rates['A']:.1f} B {rates['B']:.1f} img/s "
                     f"B/A {ratios[name][-1]:.3f}",
@@ -90,6 +110,12 @@ def main() -> None:
                 )
     for name, values in ratios.items():
         print(f"{name}: median B/A {statistics.median(values):.3f} over {len(values)} pairs")
+    caption = (
+        f"A: `{checkouts['A']}`, B: `{checkouts['B']}`; img/s: the cell's mean over its "
+        "windows; order A B in odd rounds, B A in even ones."
+    )
+    tables = [caption, *page_tables(pairs, ratios)]
+    page.print_page("Two checkouts, alternated (A/B)", tables, this_run, path=args.page)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+import page
 from dpscale.launch.contention import CLOCK_TICKS
 from dpscale.plan.paths import REPO_ROOT
 
@@ -72,7 +73,9 @@ def children_tree(root: int) -> set[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, help="source tree for the launcher (PYTHONPATH)")
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
     with tempfile.TemporaryDirectory(prefix="dpscale-footprint-") as scratch:
         config = dict(STUDY, results_dir=scratch, env_dir=str(REPO_ROOT / ".envs"))
         config_file = Path(scratch) / "study.yaml"
@@ -104,12 +107,16 @@ def main() -> None:
         raise SystemExit(f"snakemake exited with {process.returncode}")
     _, main_cpu, _, _ = seen[process.pid]
     print(f"snakemake main process: {main_cpu / CLOCK_TICKS:.2f} CPU s over {wall:.1f} s wall")
+    rows = [["snakemake main process", f"{main_cpu / CLOCK_TICKS:.2f}", f"{wall:.1f}", ""]]
     jobs = {pid: v for pid, v in seen.items() if "--target-jobs" in v[0] and pid != process.pid}
     for pid, (cmd, cpu, first, last) in sorted(jobs.items()):
         target = cmd.split("--target-jobs", 1)[1].split()[0][:60]
         print(
             f"snakemake job process {pid} ({target}): {cpu / CLOCK_TICKS:.2f} CPU s "
             f"over {last - first:.1f} s"
+        )
+        rows.append(
+            [f"job {pid} ({target})", f"{cpu / CLOCK_TICKS:.2f}", f"{last - first:.1f}", ""]
         )
     launchers = {
         pid: v
@@ -122,6 +129,14 @@ def main() -> None:
             f"launcher {pid}: {cpu / CLOCK_TICKS:.2f} CPU s over {seconds:.1f} s "
             f"({100 * cpu / CLOCK_TICKS / seconds:.2f}% of a core)"
         )
+        share = f"{100 * cpu / CLOCK_TICKS / seconds:.2f}"
+        rows.append([f"launcher {pid}", f"{cpu / CLOCK_TICKS:.2f}", f"{seconds:.1f}", share])
+    caption = (
+        "Own CPU (utime + stime) of each process, sampled from /proc every 0.2 s; wall: the "
+        "study's for the main process, from first to last sample for the others."
+    )
+    table = page.table(["process", "CPU s", "wall s", "% of a core"], rows)
+    page.print_page("Snakemake and launcher CPU footprint", [caption, table], run, path=args.page)
 
 
 if __name__ == "__main__":

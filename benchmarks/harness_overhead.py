@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import page
 from dpscale.launch.envs import build_env, env_prefix
 from dpscale.launch.launcher import launch
 from dpscale.plan.cell import Cell, Measure, ModelConfig
@@ -55,6 +56,17 @@ def bare_img_s(prefix: Path, batch: int, warmup: int, steps: int) -> float:
     )
 
 
+def page_table(runner: list[float], bare: list[float]) -> str:
+    """One row per round, then the medians and their ratio."""
+    rows = [
+        (i + 1, f"{r:.2f}", f"{b:.2f}", "")
+        for i, (r, b) in enumerate(zip(runner, bare, strict=True))
+    ]
+    median_r, median_b = statistics.median(runner), statistics.median(bare)
+    rows.append(("median", f"{median_r:.2f}", f"{median_b:.2f}", f"{median_r / median_b:.3f}"))
+    return page.table(["round", "runner img/s", "bare img/s", "runner / bare"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -63,7 +75,9 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--steps-per-window", type=int, default=5)
     parser.add_argument("--env-dir", default=".envs")
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
     prefix = env_prefix("torch", args.env_dir)
     build_env("torch", prefix)
     timed_steps = args.windows * args.steps_per_window
@@ -76,6 +90,16 @@ def main() -> None:
         print(f"round {round_ + 1}: runner {runner[-1]:.2f} img/s, bare {bare[-1]:.2f} img/s")
     ratio = statistics.median(runner) / statistics.median(bare)
     print(f"runner/bare (medians over {args.rounds} rounds): {ratio:.3f}")
+    caption = (
+        f"torch-dp, 1 device, batch {args.batch}; runner: mean img/s over {args.windows} "
+        f"windows of {args.steps_per_window} steps; bare: {timed_steps} steps, one clock pair."
+    )
+    page.print_page(
+        "Harness overhead against a bare training loop",
+        [caption, page_table(runner, bare)],
+        run,
+        path=args.page,
+    )
 
 
 if __name__ == "__main__":

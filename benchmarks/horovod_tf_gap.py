@@ -9,7 +9,7 @@ order that rotates from round to round, so a drift of the machine hits all alike
 times its own batches; the script prints, per variant, global img/s (slowest rank per
 round, mean over rounds) and its ratio to the reference step (median of per-round ratios).
 
-Variants differ from the runner's step (dpscale.strategies.horovod_tf.make_train_step) in one
+Variants differ from the runner's step (dpscale.frameworks.tf_ops.make_train_step) in one
 thing each, or from the reference step (Horovod's benchmark_step) in one thing each:
 
 - runner: the runner's own make_train_step and optimizer (control);
@@ -26,20 +26,18 @@ thing each, or from the reference step (Horovod's benchmark_step) in one thing e
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from dpscale.launch import contention
+import page
 from dpscale.launch.envs import env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.paths import SRC_DIR
+from gap_job import run_gap_job
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 VARIANTS = [
@@ -62,12 +60,12 @@ def optimizer_for(name: str, tf):
     return tf.keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, weight_decay=5e-5)
 
 
-def runner_like_step(name: str, cell: Cell, tf, hvd, ht):
+def runner_like_step(name: str, cell: Cell, tf, hvd, tf_ops, ht):
     """The runner's step with one change (see the module docstring)."""
-    model, _ = ht.build_model(cell)
+    model, _ = tf_ops.build_model(cell)
     optimizer = optimizer_for(name, tf)
     ht.broadcast_initial_state(model, optimizer)
-    images, labels = ht.synthetic_batch(cell, cell.batch_per_device)
+    images, labels = tf_ops.synthetic_batch(cell, cell.batch_per_device)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     l2 = 5e-5 if name == "l2_grad" else 0.0
 
@@ -95,9 +93,9 @@ def runner_like_step(name: str, cell: Cell, tf, hvd, ht):
     return step, sync
 
 
-def reference_step(name: str, cell: Cell, tf, hvd, ht):
+def reference_step(name: str, cell: Cell, tf, hvd, tf_ops):
     """Horovod's benchmark_step on dpscale's model (optionally the runner's optimizer)."""
-    model, _ = ht.build_model(cell)
+    model, _ = tf_ops.build_model(cell)
     optimizer = optimizer_for("reference" if name == "reference" else "runner", tf)
     size, batch = cell.model.image_size, cell.batch_per_device
     data = tf.random.uniform([batch, size, size, 3])
@@ -124,22 +122,26 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
+    from dpscale.frameworks import tf_ops
     from dpscale.strategies import horovod_tf as ht
 
-    ht.configure_threads(cell)
+    tf_ops.configure_threads(cell)
     hvd.init()
-    ht.pin_device(cell, hvd.local_rank())
+    tf_ops.pin_device(cell, hvd.local_rank())
     steps = {}
     for name in variants:
         if name == "runner":
-            model, _ = ht.build_model(cell)
-            optimizer = ht.make_sgd(cell)
+            model, _ = tf_ops.build_model(cell)
+            optimizer = tf_ops.make_sgd(cell)
             ht.broadcast_initial_state(model, optimizer)
-            steps[name] = ht.make_train_step(cell, model, optimizer, cell.batch_per_device)
+            tape = hvd.DistributedGradientTape
+            steps[name] = tf_ops.make_train_step(
+                cell, model, optimizer, cell.batch_per_device, tape
+            )
         elif name.startswith("reference"):
-            steps[name] = reference_step(name, cell, tf, hvd, ht)
+            steps[name] = reference_step(name, cell, tf, hvd, tf_ops)
         else:
-            steps[name] = runner_like_step(name, cell, tf, hvd, ht)
+            steps[name] = runner_like_step(name, cell, tf, hvd, tf_ops, ht)
     for step, sync in steps.values():
         for _ in range(warmup):
             step()
@@ -159,7 +161,11 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
         print("GAP_RESULT " + json.dumps(gathered), flush=True)
 
 
-def report(per_rank: list[dict[str, list[float]]], images_per_round: int) -> None:
+def gap_rows(
+    per_rank: list[dict[str, list[float]]], images_per_round: int
+) -> list[tuple[str, float, float, float, float]]:
+    """Per variant: global img/s (slowest rank per round, mean over rounds) and its ratio to
+    the reference (median of per-round ratios), then the same from rank 0's times x ranks."""
     ranks = len(per_rank)
     names = list(per_rank[0])
 
@@ -173,15 +179,28 @@ def report(per_rank: list[dict[str, list[float]]], images_per_round: int) -> Non
         return [ranks * images_per_round / s for s in per_rank[0][name]]
 
     ref_slow, ref_rank0 = slowest("reference"), rank0("reference")
-    print(f"{'variant':22s} {'img/s':>8s} {'/ref':>6s}   {'rank0 x N':>9s} {'/ref':>6s}")
+    rows = []
     for name in names:
         slow, first = slowest(name), rank0(name)
         ratio = statistics.median(a / b for a, b in zip(slow, ref_slow, strict=True))
         ratio0 = statistics.median(a / b for a, b in zip(first, ref_rank0, strict=True))
-        print(
-            f"{name:22s} {statistics.fmean(slow):8.2f} {ratio:6.3f}   "
-            f"{statistics.fmean(first):9.2f} {ratio0:6.3f}"
-        )
+        rows.append((name, statistics.fmean(slow), ratio, statistics.fmean(first), ratio0))
+    return rows
+
+
+def report(rows: list[tuple[str, float, float, float, float]]) -> None:
+    print(f"{'variant':22s} {'img/s':>8s} {'/ref':>6s}   {'rank0 x N':>9s} {'/ref':>6s}")
+    for name, slow, ratio, first, ratio0 in rows:
+        print(f"{name:22s} {slow:8.2f} {ratio:6.3f}   {first:9.2f} {ratio0:6.3f}")
+
+
+def page_table(rows: list[tuple[str, float, float, float, float]]) -> str:
+    header = ["variant", "img/s", "/ reference", "rank 0 x N img/s", "/ reference (rank 0)"]
+    shown = [
+        (name, f"{slow:.2f}", f"{ratio:.3f}", f"{first:.2f}", f"{ratio0:.3f}")
+        for name, slow, ratio, first, ratio0 in rows
+    ]
+    return page.table(header, shown)
 
 
 def main() -> None:
@@ -194,12 +213,14 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     parser.add_argument("--env-dir", default=".envs")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    page.add_page_option(parser)
     args = parser.parse_args()
     measure = Measure(args.warmup, args.rounds, args.batches)
     cell = Cell("gap", "horovod-tf", MODEL, "synthetic", 1, args.ranks, args.batch, measure=measure)
     if args.worker:
         worker(cell, args.variants, args.rounds, args.batches, args.warmup)
         return
+    run = page.describe_run()
     prefix = env_prefix("tf-horovod", args.env_dir)
     python = str(prefix / "bin" / "python")
     env = dict(os.environ, PYTHONPATH=str(SRC_DIR), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -207,21 +228,17 @@ def main() -> None:
     command = [str(prefix / "bin" / "horovodrun"), "-np", str(args.ranks), "-H"]
     command += [f"localhost:{args.ranks}", "--gloo", python, str(Path(__file__).resolve())]
     command += ["--worker", *sys.argv[1:]]
-    lock = Path(tempfile.gettempdir()) / "dpscale-bench-cpu.lock"
-    with open(lock, "w") as handle, contention.sampling() as sampler:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # no dpscale cell measures meanwhile
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
-    load = contention.summarise_contention(sampler.samples, None, sampler.cpus, args.ranks)
-    print(
-        f"foreign CPU during the job: {load['foreign_cpu_cores_mean']:.2f} cores mean, "
-        f"{load['foreign_cpu_cores_max']:.2f} max ({contention.verdict(load)[0]})"
+    per_rank, load = run_gap_job(command, env, args.ranks, "horovodrun")
+    rows = gap_rows(per_rank, args.batches * args.batch)
+    report(rows)
+    caption = (
+        f"{args.ranks} ranks, batch {args.batch} per rank, {args.rounds} rounds of "
+        f"{args.batches} batches; img/s: global, slowest rank per round, mean over rounds; "
+        "rank 0 x N: rank 0's img/s x ranks (the reference's convention); / reference: "
+        "median of the per-round ratios."
     )
-    output = done.stdout + done.stderr
-    lines = [line for line in output.splitlines() if "GAP_RESULT " in line]
-    if done.returncode != 0 or not lines:
-        raise SystemExit(f"horovodrun failed ({done.returncode}):\n{output[-4000:]}")
-    per_rank = json.loads(lines[0].split("GAP_RESULT ", 1)[1])
-    report(per_rank, args.batches * args.batch)
+    tables = [caption, page_table(rows)]
+    page.print_page("horovod-tf step against the reference step", tables, run, load, args.page)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import page
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--env-dir", default=".envs")
     parser.add_argument("--worker", choices=["loop", "fit"], help=argparse.SUPPRESS)
     parser.add_argument("--cell-file", type=Path, help=argparse.SUPPRESS)
+    page.add_page_option(parser)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, Cell.from_json(args.cell_file.read_text()))
@@ -123,6 +125,8 @@ def main() -> None:
     from dpscale.launch.envs import build_env, env_prefix
     from dpscale.launch.launcher import bench_lock
 
+    run = page.describe_run()
+    rows = []
     measure = Measure(args.warmup, args.windows, args.steps_per_window, timeout_s=1800)
     cell = Cell("bench", "horovod-tf", MODEL, "synthetic", 1, args.devices, args.batch)
     cell = Cell(**{**cell.__dict__, "measure": measure})
@@ -137,6 +141,17 @@ def main() -> None:
                     f"img/s (95% CI, {img_s['n']} windows)",
                     flush=True,
                 )
+                shown = f"{img_s['mean']:.2f} ± {img_s['ci95']:.2f}"
+                rows.append((round_ + 1, path, shown, img_s["n"]))
+    caption = (
+        f"horovod-tf, {args.devices} ranks, batch {args.batch} per rank; img/s: global, slowest "
+        f"rank per window, mean ± 95% CI over {args.windows} windows of {args.steps_per_window} "
+        "steps (fit: epochs after the first)."
+    )
+    table = page.table(["round", "path", "img/s", "windows"], rows)
+    page.print_page(
+        "Keras fit against the runner's loop (horovod-tf)", [caption, table], run, path=args.page
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+import page
+
 WORKER = r"""
 import statistics, sys, time
 import tensorflow as tf
@@ -79,7 +81,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--applies", type=int, default=20)
     parser.add_argument("--env-dir", default=".envs")
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
     from dpscale.launch.envs import env_prefix
     from dpscale.plan.paths import SRC_DIR
 
@@ -97,6 +101,13 @@ def main() -> None:
     if done.returncode != 0:
         sys.exit(done.stderr[-3000:])
     print(f"{started}\n{done.stdout}", end="")
+    rows = [line.split()[:2] for line in done.stdout.splitlines() if "ms per apply" in line]
+    caption = (
+        "tf-horovod environment, 1 process, 1 intra-op and 1 inter-op thread; ms per "
+        f"apply_gradients: median over {args.rounds} rounds of {args.applies} applies."
+    )
+    table = page.table(["optimizer", "ms per apply"], rows)
+    page.print_page("Keras optimizer cost per apply", [caption, table], run, path=args.page)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,15 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import page
 from dpscale.plan.paths import SRC_DIR
 
 RUNNER = textwrap.dedent(
     """
     import sys, time
     from dpscale.plan.result import now_iso
-    from dpscale.runner.support import parse_runner_args, write_synthetic_result
+    from dpscale.runner.records import write_synthetic_result
+    from dpscale.runner.support import parse_runner_args
     cell, out = parse_runner_args()
     time.sleep({seconds})
     write_synthetic_result(cell, out, started_at=now_iso(), per_rank_windows=[[1.0, 1.0]],
@@ -94,7 +96,10 @@ def main() -> None:
     parser.add_argument(
         "--no-sampler", action="store_true", help="this tree without the contention sampler"
     )
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
+    rows = []
     trees = ([("before", args.before)] if args.before else []) + [("this tree", SRC_DIR)]
     if args.no_sampler:
         trees[-1] = ("no sampler", SRC_DIR)
@@ -109,6 +114,19 @@ def main() -> None:
             f"({100 * per_second:.3f}% of a core), {cpu_a - per_second * wall_a:.3f} s once",
             flush=True,
         )
+        rows.append(
+            [label, f"{cpu_a:.3f}", f"{wall_a:.1f}", f"{cpu_b:.3f}", f"{wall_b:.1f}"]
+            + [f"{1000 * per_second:.2f}", f"{100 * per_second:.3f}"]
+            + [f"{cpu_a - per_second * wall_a:.3f}"]
+        )
+    header = ["tree", "short: CPU s", "short: wall s", "long: CPU s", "long: wall s"]
+    header += ["ms CPU per s", "% of a core", "once: CPU s"]
+    caption = (
+        "The launcher's own CPU (user + system) around launch() of a fake runner that sleeps; "
+        "ms CPU per s: (long - short CPU) / (long - short wall), while the runner runs."
+    )
+    table = page.table(header, rows)
+    page.print_page("Launcher CPU footprint", [caption, table], run, path=args.page)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import page
 from dpscale.launch import contention
 from dpscale.launch.envs import env_prefix
 from dpscale.plan.cell import SYNTHETIC_SGD, Cell, Measure, ModelConfig
@@ -239,7 +240,7 @@ def race(
     if not (prefix / ".dpscale-env-ready").exists():
         raise SystemExit(f"{prefix} is not built (make envs)")
     ratios: dict[str, list[float]] = {"reference": [], "dpscale": []}
-    qualities = []
+    qualities, foreign = [], []
     print(f"{strategy}, {ranks} rank(s):", flush=True)
     makers = {
         "dpscale": lambda: run_dpscale(strategy, prefix, ranks, p, extra_env),
@@ -255,6 +256,7 @@ def race(
         ratios["reference"].append(a.reference_convention(p) / b.reference_convention(p))
         ratios["dpscale"].append(a.dpscale_convention(p) / b.dpscale_convention(p))
         qualities += [a.quality, b.quality]
+        foreign += [a.foreign_cores, b.foreign_cores]
     summary = {
         "strategy": strategy,
         "ranks": ranks,
@@ -263,6 +265,7 @@ def race(
         "ratio_dpscale_convention": statistics.median(ratios["dpscale"]),
         "per_pair": ratios,
         "qualities": qualities,
+        "foreign_cores": foreign,
     }
     print(
         f"{strategy} x{ranks}: dpscale/reference (median of {pairs} pairs) = "
@@ -272,6 +275,34 @@ def race(
         flush=True,
     )
     return summary
+
+
+def page_table(summaries: list[dict]) -> str:
+    """Per strategy x ranks: the median ratio and the pairs' ratios in both conventions."""
+    rows = []
+    for s in summaries:
+        pairs = s["per_pair"]
+        runs = {q: s["qualities"].count(q) for q in dict.fromkeys(s["qualities"])}
+        rows.append(
+            [s["strategy"], s["ranks"], f"{s['ratio_reference_convention']:.3f}"]
+            + [" ".join(f"{r:.3f}" for r in pairs["reference"])]
+            + [f"{s['ratio_dpscale_convention']:.3f}"]
+            + [" ".join(f"{r:.3f}" for r in pairs["dpscale"])]
+            + [", ".join(f"{n} {q}" for q, n in runs.items())]
+        )
+    header = ["strategy", "ranks", "ref. conv.", "pairs (ref. conv.)", "dpscale conv."]
+    return page.table(header + ["pairs (dpscale conv.)", "runs"], rows)
+
+
+def load_text(summaries: list[dict]) -> str:
+    """The foreign CPU of the runs kept, for the page's machine line."""
+    cores = [c for s in summaries for c in s["foreign_cores"] if c is not None]
+    if not cores:
+        return "foreign CPU not known for any run"
+    unknown = sum(len(s["foreign_cores"]) for s in summaries) - len(cores)
+    return f"foreign CPU {min(cores):.2f}-{max(cores):.2f} cores mean per run" + (
+        f"; not known for {unknown} of the runs" if unknown else ""
+    )
 
 
 def main() -> None:
@@ -294,7 +325,9 @@ def main() -> None:
     parser.add_argument(
         "--dpscale-env", nargs="*", default=[], help="KEY=VALUE for the dpscale runs only"
     )
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
     p = Protocol(
         batch=args.batch,
         iterations=args.iterations,
@@ -317,6 +350,16 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps({"started": started, "races": summaries}, indent=2))
+    caption = (
+        f"dpscale / reference, median over pairs (order alternating); batch {p.batch} per "
+        f"rank, {p.iterations} iterations of {p.batches_per_iteration} batches; reference "
+        f"optimizer: {args.reference_optimizer}. ref. conv.: rank 0's img/s x ranks; "
+        "dpscale conv.: global img/s from the slowest rank per window."
+    )
+    tables = [caption, page_table(summaries)]
+    page.print_page(
+        "Races against the reference benchmarks", tables, run, load_text(summaries), args.page
+    )
 
 
 if __name__ == "__main__":

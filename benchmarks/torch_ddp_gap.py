@@ -21,20 +21,18 @@ rounds) and its ratio to the reference step (median of per-round ratios).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from dpscale.launch import contention
+import page
 from dpscale.launch.envs import env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.paths import SRC_DIR
+from gap_job import run_gap_job
 
 MODEL = ModelConfig("resnet18", "imagenet", 64, 10)
 VARIANTS = ["reference", "runner", "momentum", "sgd_loop", "sgd_foreach", "sgd_fused"]
@@ -104,7 +102,11 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     dist.destroy_process_group()
 
 
-def report(per_rank: list[dict[str, list[float]]], images_per_round: int) -> None:
+def gap_rows(
+    per_rank: list[dict[str, list[float]]], images_per_round: int
+) -> list[tuple[str, float, float, list[float]]]:
+    """Per variant: global img/s (slowest rank per round, mean over rounds), its ratio to the
+    reference (median of per-round ratios) and the per-round ratios."""
     ranks = len(per_rank)
 
     def slowest(name: str) -> list[float]:
@@ -114,14 +116,28 @@ def report(per_rank: list[dict[str, list[float]]], images_per_round: int) -> Non
         ]
 
     reference = slowest("reference")
-    print(f"{'variant':14s} {'img/s':>8s} {'/ref':>6s}  per-round ratios")
+    rows = []
     for name in per_rank[0]:
         rates = slowest(name)
         ratios = [a / b for a, b in zip(rates, reference, strict=True)]
+        rows.append((name, statistics.fmean(rates), statistics.median(ratios), ratios))
+    return rows
+
+
+def report(rows: list[tuple[str, float, float, list[float]]]) -> None:
+    print(f"{'variant':14s} {'img/s':>8s} {'/ref':>6s}  per-round ratios")
+    for name, rate, ratio, ratios in rows:
         shown = " ".join(f"{r:.3f}" for r in ratios)
-        print(
-            f"{name:14s} {statistics.fmean(rates):8.2f} {statistics.median(ratios):6.3f}  {shown}"
-        )
+        print(f"{name:14s} {rate:8.2f} {ratio:6.3f}  {shown}")
+
+
+def page_table(rows: list[tuple[str, float, float, list[float]]]) -> str:
+    header = ["variant", "img/s", "/ reference", "per-round ratios"]
+    shown = [
+        (name, f"{rate:.2f}", f"{ratio:.3f}", " ".join(f"{r:.3f}" for r in ratios))
+        for name, rate, ratio, ratios in rows
+    ]
+    return page.table(header, shown)
 
 
 def main() -> None:
@@ -134,6 +150,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     parser.add_argument("--env-dir", default=".envs")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    page.add_page_option(parser)
     args = parser.parse_args()
     variants = ["reference"] + [v for v in args.variants if v != "reference"]
     measure = Measure(args.warmup, args.rounds, args.batches)
@@ -141,26 +158,28 @@ def main() -> None:
     if args.worker:
         worker(cell, variants, args.rounds, args.batches, args.warmup)
         return
+    run = page.describe_run()
     prefix = env_prefix("torch", args.env_dir)
     python = str(prefix / "bin" / "python")
     env = dict(os.environ, PYTHONPATH=str(SRC_DIR), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     command = [python, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc_per_node={args.ranks}", str(Path(__file__).resolve()), "--worker"]
     command += sys.argv[1:]
-    lock = Path(tempfile.gettempdir()) / "dpscale-bench-cpu.lock"
-    with open(lock, "w") as handle, contention.sampling() as sampler:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # no dpscale cell measures meanwhile
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
-    load = contention.summarise_contention(sampler.samples, None, sampler.cpus, args.ranks)
-    print(
-        f"foreign CPU during the job: {load['foreign_cpu_cores_mean']:.2f} cores mean, "
-        f"{load['foreign_cpu_cores_max']:.2f} max ({contention.verdict(load)[0]})"
+    per_rank, load = run_gap_job(command, env, args.ranks, "torchrun")
+    rows = gap_rows(per_rank, args.batches * args.batch)
+    report(rows)
+    caption = (
+        f"{args.ranks} ranks, batch {args.batch} per rank, {args.rounds} rounds of "
+        f"{args.batches} batches; img/s: global, slowest rank per round, mean over rounds; "
+        "/ reference: median of the per-round ratios."
     )
-    output = done.stdout + done.stderr
-    lines = [line for line in output.splitlines() if "GAP_RESULT " in line]
-    if done.returncode != 0 or not lines:
-        raise SystemExit(f"torchrun failed ({done.returncode}):\n{output[-4000:]}")
-    report(json.loads(lines[0].split("GAP_RESULT ", 1)[1]), args.batches * args.batch)
+    page.print_page(
+        "torch-ddp step against the reference step",
+        [caption, page_table(rows)],
+        run,
+        load,
+        args.page,
+    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import page
+
 HERE = Path(__file__).resolve().parents[1]
 
 
@@ -59,7 +61,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", type=Path, default=HERE / "benchmarks/overhead_study.yaml")
     parser.add_argument("--repo", type=Path, default=HERE)
+    page.add_page_option(parser)
     args = parser.parse_args()
+    run = page.describe_run()
     with tempfile.TemporaryDirectory(prefix="dpscale-overhead-") as tmp:
         wall, jobs, _ = run_study(args.repo.resolve(), args.configfile.resolve(), Path(tmp))
         cells = launcher_seconds(Path(tmp))
@@ -70,6 +74,15 @@ def main() -> None:
         f"repo {args.repo}: {jobs} jobs ({len(cells)} cells), wall {wall:.1f} s, "
         f"launchers {sum(cells):.1f} s, overhead {overhead:.1f} s = {overhead / jobs:.2f} s/job"
     )
+    header = ["repo", "study", "jobs", "cells", "wall s", "launchers s", "overhead s", "s/job"]
+    row = [str(args.repo), str(args.configfile), jobs, len(cells), f"{wall:.1f}"]
+    row += [f"{sum(cells):.1f}", f"{overhead:.1f}", f"{overhead / jobs:.2f}"]
+    caption = (
+        "launchers s: the cells' summed dpscale.launch seconds (rule bench_cell's benchmark: "
+        "files); overhead = wall - launchers."
+    )
+    table = page.table(header, [row])
+    page.print_page("Snakemake cost per job", [caption, table], run, path=args.page)
 
 
 if __name__ == "__main__":
