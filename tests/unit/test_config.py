@@ -1,10 +1,12 @@
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import ONE_PROCESS, REPO
+from conftest import ONE_PROCESS, REPO, make_cell
 from dpscale.cli import main as cli
+from dpscale.launch.kinds import kind
 from dpscale.plan.config import ConfigError, check_config, config_schema
 from dpscale.plan.matrix import expand
 from dpscale.registry import STRATEGIES
@@ -136,12 +138,24 @@ def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_con
     default_config["mxnet_servers"] = 3
     after = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
     assert set(before) == set(after)
-    assert {c.option("mxnet_servers") for c in after.values() if c.strategy == "mxnet-dist"} == {3}
+    mxnet_dist = STRATEGIES["mxnet-dist"]
+    assert {
+        mxnet_dist.option(c, "mxnet_servers") for c in after.values() if c.strategy == "mxnet-dist"
+    } == {3}
     assert {c.options for c in after.values() if c.strategy == "torch-ddp"} == {()}
     assert all(before[k] == after[k] for k in after if after[k].strategy == "torch-ddp")
     cell = next(c for c in after.values() if c.strategy == "mxnet-dist")
     assert json.loads(cell.to_json())["mxnet_servers"] == 3  # beside the other fields
     assert type(cell).from_json(cell.to_json()) == cell
+
+
+def test_a_cell_built_by_hand_gets_the_declared_default_of_its_strategy_s_option():
+    cell = make_cell(strategy="mxnet-dist", devices=2)  # not by the matrix: no options
+    assert STRATEGIES["mxnet-dist"].option(cell, "mxnet_servers") == 1
+    argv = kind("mxnet").local(cell, Path("/env/bin/python"), ["python", "-m", "runner"])
+    assert "--servers=1" in argv
+    with pytest.raises(KeyError):
+        STRATEGIES["torch-ddp"].option(cell, "mxnet_servers")
 
 
 def test_a_strategy_s_own_option_is_validated_with_the_schema_it_declares(default_config):

@@ -249,12 +249,17 @@ class MXNetParameterServer(LaunchKind):
     rank_prefix = None  # dpscale.launch.mxnet_ps passes its processes' output through
 
     def _job(self, cell: Cell, python: Path, world: int) -> list[str]:
+        # the strategy's own key (imported here: SLURM tasks import this module, and need
+        # no adapter)
+        from dpscale.registry import strategy
+
+        servers = strategy(cell.strategy).option(cell, "mxnet_servers")
         return [
             str(python),
             "-m",
             "dpscale.launch.mxnet_ps",
             f"--workers={world}",
-            f"--servers={cell.option('mxnet_servers')}",
+            f"--servers={servers}",
             f"--timeout={cell.measure.timeout_s}",
         ]
 

@@ -173,15 +173,6 @@ class Cell:
     collectives: Collectives | None = None
     skip_reason: str | None = None
 
-    def option(self, name: str) -> Any:
-        """The value of one of the strategy's own config keys (plan.strategy.CellOption)."""
-        values = dict(self.options)
-        if name not in values:
-            raise KeyError(
-                f"{self.strategy} cells have no option {name!r}; they have {sorted(values)}"
-            )
-        return values[name]
-
     @property
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node

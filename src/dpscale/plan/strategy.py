@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpscale.plan.cell import Cell
 
 
 class framework_imports:  # noqa: N801 (used as a statement: ``with framework_imports() as fw``)
@@ -81,6 +84,14 @@ class Strategy:
     multi_node: bool
     cell_options: tuple[CellOption, ...] = ()
     oom_patterns: tuple[str, ...] = ()
+
+    def option(self, cell: Cell, name: str) -> Any:
+        """The cell's value of one of this strategy's own config keys, or the declared default
+        (the matrix gives its cells every value; a cell built by hand may lack one)."""
+        declared = {option.name: option for option in self.cell_options}
+        if name not in declared:
+            raise KeyError(f"{self.name} declares no option {name!r}: {sorted(declared)}")
+        return dict(cell.options).get(name, declared[name].default)
 
     def skip_reason(
         self, accelerator: str, nodes: int, devices_per_node: int, mode: str = "synthetic"

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
         reduce=KVStoreGather(kv, first_key=len(net.collect_params().keys())),
         allreduce=KVStoreAllreduce(kv, first_key=COLLECTIVE_KEYS, ctx=ctxs[0]),
         finish=kv._barrier,  # [distributed] rank 0 has written the result
-        system_extra={"mxnet_servers": cell.option("mxnet_servers")},
+        system_extra={"mxnet_servers": STRATEGY.option(cell, "mxnet_servers")},
     )
     run_cell(cell, out, rank)
 
