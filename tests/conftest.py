@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(kind)
         if kind == "e2e":
             item.add_marker(pytest.mark.slow)
+
+
+def network_namespaces() -> tuple[set[str], set[str]]:
+    """``ip netns list`` and ``ls /etc/netns``: what emulated nodes leave if anything does."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
+    etc = Path("/etc/netns")
+    folders = {p.name for p in etc.iterdir()} if etc.is_dir() else set()
+    return {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}, folders
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_namespace_outlives_the_suite():
+    """Every namespace and /etc/netns folder a test made is gone when the suite ends."""
+    if shutil.which("ip") is None:
+        yield
+        return
+    before = network_namespaces()
+    yield
+    assert network_namespaces() == before
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ them the tests are skipped, and so are emulated cells (with that reason).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -72,9 +73,10 @@ def wait_until(condition, timeout_s: float) -> bool:
     return condition()
 
 
-def start_two_node_cell(tmp_path, **measure_fields):
+def start_two_node_cell(tmp_path, own_group: bool = False, **measure_fields):
     """A 2-node torch-ddp cell on an emulated 1 GbE link, its launcher started as Snakemake
-    starts it; returns (launcher, result path, log path) once the first window is logged."""
+    starts it (``own_group``: in a process group of its own, as a job scheduler starts a job);
+    returns (launcher, result path, log path) once the first window is logged."""
     from dpscale.launch.envs import ensure_env
     from dpscale.plan.cell import Measure
 
@@ -85,7 +87,7 @@ def start_two_node_cell(tmp_path, **measure_fields):
     command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
     command += ["--env", str(ensure_env("torch")), "--out", str(out), "--log", str(log)]
     env = dict(os.environ, DPSCALE_LOCK_DIR=str(tmp_path))
-    launcher = subprocess.Popen(command, env=env)
+    launcher = subprocess.Popen(command, env=env, start_new_session=own_group)
     first_window = wait_until(lambda: "window 1/" in (log.read_text() if log.exists() else ""), 120)
     if not first_window:
         launcher.kill()
@@ -109,6 +111,59 @@ def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
     assert wait_until(lambda: set(netns.leftover()) == before, 10)
     ranks = subprocess.run(["pgrep", "-f", str(out)], capture_output=True)
     assert ranks.stdout.strip() == b"", ranks.stdout
+
+
+@pytest.mark.slow
+def test_namespaces_a_killed_launcher_left_are_removed_by_the_next_launch(tmp_path, monkeypatch):
+    """SIGKILL of the launcher's whole process group (a closed terminal, a scheduler's kill):
+    its ranks die with it, its namespaces cannot be removed by it; the next launch removes
+    them before it builds its own, and measures."""
+    from dpscale.launch.envs import ensure_env
+    from dpscale.plan.cell import Measure
+    from dpscale.plan.result import read_result
+
+    before = set(netns.leftover())
+    killed, out, _ = start_two_node_cell(tmp_path, own_group=True)
+    left = set(netns.leftover()) - before
+    assert len(left) == 3  # two nodes and the switch
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    pgrep = ["pgrep", "-f", str(out)]
+    ranks_gone = wait_until(lambda: not subprocess.run(pgrep, capture_output=True).stdout, 30)
+    assert ranks_gone
+    assert set(netns.leftover()) - before == left  # nothing removed them
+
+    cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 2, 2, 300))})
+    out, log = cell.result_path(tmp_path / "next"), tmp_path / "next.log"
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
+    status = launcher.launch(cell, out, ensure_env("torch"), log)
+    assert status == read_result(out)["status"] == "ok", read_result(out)["reason"]
+    assert "removed namespaces of launchers that died" in log.read_text()
+    assert set(netns.leftover()) == before
+
+
+def test_only_namespaces_whose_recorded_launcher_died_are_reaped(tmp_path, monkeypatch):
+    """A namespace no record names is not dpscale's, and one whose launcher still runs is in
+    use: both stay. Records are kept in a folder of the test's own."""
+    monkeypatch.setattr(netns, "OWNERS", tmp_path / "owners")
+    dead, alive, foreign = "dpstestdead", "dpstestalive", "dpstestforeign"
+    gone = subprocess.Popen(["sleep", "0"])
+    gone_start = netns._process_start(gone.pid)
+    gone.wait()
+    try:
+        for name in (dead, alive, foreign):
+            subprocess.run(["ip", "netns", "add", name], check=True, timeout=10)
+        netns._record_owner("dpstestmine", [alive])  # this process: alive
+        record = netns.OWNERS / "dpstestgone.json"
+        record.write_text(json.dumps({"pid": gone.pid, "start": gone_start, "namespaces": [dead]}))
+        assert netns.reap_orphans() == [dead]
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        names = {line.split()[0] for line in listed.splitlines()}
+        assert dead not in names and {alive, foreign} <= names
+        assert not record.exists()
+    finally:
+        netns.remove([dead, alive, foreign])
 
 
 MULTI_NODE = sorted(name for name, s in STRATEGIES.items() if s.multi_node and not s.one_process)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dpscale.launch.cluster import cell_resource
 from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.launch.netns import reap_orphans
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
 from dpscale.registry import STRATEGIES
@@ -31,6 +32,14 @@ CELLS_DIR = f"{RESULTS}/cells"
 DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
+
+
+# Emulated nodes of a launcher killed with the run before (SIGKILL leaves no chance to clean
+# up) are removed once here; every launch does it again before it builds its own.
+onstart:
+    reaped = reap_orphans()
+    if reaped:
+        print(f"dpscale: removed namespaces of launchers that died: {reaped}")
 
 
 # Benchmark cells hold the one bench slot of the machine they run on (profiles/default sets

@@ -59,6 +59,12 @@ OOM_PATTERNS = (
 # A rank's own deadline before its first collective (dpscale.runner.measure) names the ranks
 # that never arrived; that line is the reason, whatever the launcher says after it.
 COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective within \d+ s")
+# ... and the step watchdog of frameworks without collective timeouts (runner.faults) names
+# the ranks that stopped stepping
+STALLED = re.compile(
+    r"ranks? [\d, ]+ stopped after step \d+: rank \d+ waited \d+ s at step \d+"
+    r"|every rank entered step \d+; it did not end within \d+ s"
+)
 LOG_TAIL_CHARS = 4000  # kept in a failed result
 # read to tell why a cell failed: a rank's exception can precede pages of launcher output
 CLASSIFY_CHARS = 1_000_000
@@ -287,7 +293,8 @@ def classify_failure(
 
 def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
     """Status and reason of a runner that exited non-zero: out of memory (with the batch),
-    a rank that missed the first collective, a rank killed by a signal as its launcher
+    a rank that missed the first collective or stopped stepping (runner.faults' own lines),
+    a rank killed by a signal as its launcher
     reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
     (after the failed rank, when the launcher names one)."""
     plan = strategy(cell.strategy)
@@ -303,6 +310,9 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     missed = COLLECTIVE_TIMEOUT.search(log_text)
     if missed:
         return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
+    stalled = STALLED.search(log_text)
+    if stalled:
+        return "failed", f"{stalled.group(0)} (twice measure.collective_timeout_s)"
     rank = launch_kind.rank_failure(log_text)
     if rank and " was killed by " in rank:  # the others' errors follow from its death
         return "failed", f"{rank} (the launcher exited with code {returncode})"
@@ -431,7 +441,7 @@ def _start(
     it its own CPUs and GPUs."""
     with (
         bench_lock(cell, log) if allocation is None else nullcontext(),
-        _placed(cell, allocation if srun else None, python) as placement,
+        _placed(cell, allocation if srun else None, python, log) as placement,
     ):
         if placement is None:
             command = kind(plan.launch).local(cell, python, runner)
@@ -455,14 +465,15 @@ class Placed:
 
 @contextmanager
 def _placed(
-    cell: Cell, allocation: slurm.Allocation | None, python: Path
+    cell: Cell, allocation: slurm.Allocation | None, python: Path, log: TextIO
 ) -> Iterator[Placed | None]:
     """Where a multi-process cell's ranks start as tasks: SLURM's nodes, emulated nodes (network
     namespaces built for this run and removed after it), or None: locally, as on a workstation."""
     if allocation is not None:
         yield Placed(srun_placement(cell, allocation), [])
     elif cell.nodes > 1 and cell.network.emulated:
-        with netns.emulated_nodes(cell.nodes, cell.network.rate, cell.network.delay) as nodes:
+        network = cell.network
+        with netns.emulated_nodes(cell.nodes, network.rate, network.delay, log) as nodes:
             placement = netns_placement(cell, python, nodes.names, nodes.addresses)
             yield Placed(placement, nodes.exec_prefix(0))
     else:

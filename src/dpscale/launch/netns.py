@@ -9,17 +9,23 @@ for a delay is skipped with that reason, never run without it.
 
 Traffic stays inside: the addresses are in 10.213.0.0/16 and exist only in namespaces this
 module created; nothing is routed to the machine's own interfaces. The namespaces are
-removed on exit whatever happened, each ``ip``/``tc`` call bounded in time.
+removed on exit whatever happened, each ``ip``/``tc`` call bounded in time. A launcher killed
+with SIGKILL cannot do that: every launch first records its namespaces and itself (pid and
+start time) under /run/dpscale/netns, and every launch, the workflow's start and
+``python -m dpscale.launch.netns reap`` remove the namespaces whose launcher is gone. A
+namespace no record names is never touched.
 
 Needs root (CAP_NET_ADMIN) and iproute2; :func:`unavailable` says why not, and the
 launcher then skips the cell with that reason.
 
     python -m dpscale.launch.netns probe --rate 100mbit [--mbytes 8]   # what a shaped link carries
+    python -m dpscale.launch.netns reap       # remove what launchers that died left behind
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -31,10 +37,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 IP_TIMEOUT_S = 10
 SUBNET_PREFIX = "10.213"
 ETC_NETNS = Path("/etc/netns")  # ip netns exec NAME mounts ETC_NETNS/NAME/* over /etc/
+# Which launcher made which namespaces: on /run (tmpfs), gone at a reboot, as they are.
+OWNERS = Path("/run/dpscale/netns")
 TBF_LATENCY = "50ms"  # how long a packet may wait in the shaper's queue before it is dropped
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
 
@@ -127,7 +136,10 @@ def _subnet_index() -> int:
 
 
 @contextmanager
-def emulated_nodes(nodes: int, rate: str, delay: str | None = None) -> Iterator[EmulatedNodes]:
+def emulated_nodes(
+    nodes: int, rate: str, delay: str | None = None, log: TextIO = sys.stderr
+) -> Iterator[EmulatedNodes]:
+    """The cell's nodes, removed when the block ends; first, what dead launchers left."""
     tag = f"dps{os.getpid()}"
     subnet = f"{SUBNET_PREFIX}.{_subnet_index()}"
     emulated = EmulatedNodes(
@@ -135,11 +147,56 @@ def emulated_nodes(nodes: int, rate: str, delay: str | None = None) -> Iterator[
         addresses=[f"{subnet}.{i + 1}" for i in range(nodes)],
         hub=f"{tag}hub",
     )
+    reaped = reap_orphans()  # a dead launcher of this pid's would hold these very names
+    if reaped:
+        print(f"[dpscale] removed namespaces of launchers that died: {reaped}", file=log)
+    record = _record_owner(tag, [emulated.hub, *emulated.names])  # before the first one exists
     try:
         _build(emulated, rate, delay)
         yield emulated
     finally:
         remove(emulated.created)
+        record.unlink(missing_ok=True)
+
+
+def _process_start(pid: int) -> str | None:
+    """When a process started (/proc/PID/stat field 22, clock ticks after boot): with its pid
+    it names one process, where a pid alone may have been reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _record_owner(tag: str, names: list[str]) -> Path:
+    """Record this process as the owner of ``names`` (written whole: a reader never sees half)."""
+    OWNERS.mkdir(parents=True, exist_ok=True)
+    owner = {"pid": os.getpid(), "start": _process_start(os.getpid()), "namespaces": names}
+    record, partial = OWNERS / f"{tag}.json", OWNERS / f".{tag}.json.partial"
+    partial.write_text(json.dumps(owner))
+    partial.replace(record)
+    return record
+
+
+def reap_orphans() -> list[str]:
+    """Remove the namespaces and /etc/netns folders whose recorded launcher no longer runs;
+    the names removed. Namespaces no record names (not dpscale's) are left alone."""
+    if not OWNERS.is_dir():
+        return []
+    removed = []
+    for record in sorted(OWNERS.glob("*.json")):
+        try:
+            owner = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if _process_start(owner["pid"]) == owner["start"]:
+            continue  # its launcher still runs (and removes them itself)
+        remove(owner["namespaces"])
+        with suppress(OSError):
+            record.unlink(missing_ok=True)
+        removed += owner["namespaces"]
+    return removed
 
 
 def _build(emulated: EmulatedNodes, rate: str, delay: str | None) -> None:
@@ -279,13 +336,18 @@ def probe(emulated: EmulatedNodes, mbytes: int = 8, port: int = 5201) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="What an emulated link carries")
+    parser = argparse.ArgumentParser(description="Emulated nodes: what a link carries, leftovers")
     commands = parser.add_subparsers(dest="command", required=True)
     measure = commands.add_parser("probe", help="shape a 2-node network, time one transfer")
     measure.add_argument("--rate", required=True)
     measure.add_argument("--delay")
     measure.add_argument("--mbytes", type=int, default=8)
+    commands.add_parser("reap", help="remove the namespaces of launchers that died")
     args = parser.parse_args(argv)
+    if args.command == "reap":
+        removed = reap_orphans()
+        print(f"removed {len(removed)} namespace(s) of launchers that died: {removed}")
+        return
     reason = unavailable(args.delay)
     if reason:
         sys.exit(f"dpscale.launch.netns: {reason}")
