@@ -18,14 +18,14 @@ DEADLINE = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from dpscale.runner.faults import first_collective_deadline
+    from dpscale.runner.faults import FirstCollectiveDeadline
     folder, arrives = Path(sys.argv[1]), sys.argv[2] == "both"
     if arrives:
         (folder / "arrived.rank1").touch()
-    step, sync = first_collective_deadline(
-        lambda: time.sleep(0 if arrives else 30), lambda: None, 0, 2, 1, folder, 0
-    )
-    step(); sync()
+    deadline = FirstCollectiveDeadline(0, 2, 1, folder, 0)
+    deadline.arrive()
+    time.sleep(0 if arrives else 30)  # the first step, its collective waiting for rank 1
+    deadline.passed()
     time.sleep(2)  # past the deadline: only a pending deadline ends the process now
     print("finished")
     """

@@ -2,7 +2,8 @@
 
 Each test starts a real cell through the launcher (framework environments built once under
 .envs/) and breaks it for real: a rank is SIGKILLed while it measures, a rank never reaches
-the first all-reduce, a cell runs under an address-space cap it does not fit in.
+the first all-reduce (of a synthetic or a training cell), an MXNet worker stops after its
+first step, a cell runs under an address-space cap it does not fit in, a dataset is damaged.
 """
 
 from __future__ import annotations
@@ -168,12 +169,81 @@ def test_a_cell_that_does_not_fit_its_memory_cap_ends_oom_naming_the_batch(tmp_p
     print(f"{time.monotonic() - started:.1f} s after the start: {result['reason']} {allocator}")
 
 
+def training_cell(data: Path, measure: Measure) -> Cell:
+    """A 2-rank torch-ddp training cell on the prepared digits at ``data``, one epoch."""
+    from dpscale.plan.cell import Training
+
+    training = Training(
+        "digits", str(data), 1, "none", 0.01, 32, 0.0, "cosine", 0.9, 0.0, False, 0.5
+    )
+    model = ModelConfig("resnet18", "imagenet", 16, 10)
+    return Cell("faults", "torch-ddp", model, "train", 1, 2, 8, measure=measure, training=training)
+
+
+def test_a_rank_that_never_reaches_the_first_training_step_fails_the_cell(
+    tmp_path, mark, monkeypatch
+):
+    from dpscale.launch.dataprep import prepare_digits
+
+    data = prepare_digits(tmp_path / "data", image_size=16)
+    monkeypatch.setenv("DPSCALE_FAULT", "hang_rank:1")
+    cell = training_cell(data, Measure(timeout_s=300, collective_timeout_s=15))
+    run = Background(cell, tmp_path)
+    wait_for(lambda: first_arrival(mark), cell.measure.timeout_s, "rank 0 at the collective")
+    arrived = time.monotonic()
+    status, result = run.join(cell.measure.timeout_s + GRACE_S)
+    waited = time.monotonic() - arrived
+    print(f"training: {waited:.1f} s after rank 0 reached the collective: {result['reason']}")
+    assert status == "failed"
+    assert result["reason"].startswith(
+        "rank 1 did not reach the collective within 15 s (measure.collective_timeout_s)"
+    ), result["reason"]
+    assert waited < cell.measure.collective_timeout_s + GRACE_S  # not the cell's timeout
+    assert not marked(mark)
+
+
+def steps_entered(mark: str, rank: int) -> int:
+    """How many steps a rank of the cell has entered (runner.faults.StepWatchdog's count)."""
+    folders = {environ(pid).get("DPSCALE_SCRATCH") for pid in marked(mark)} - {None}
+    counts = [Path(f) / f"steps.rank{rank}" for f in folders]
+    return max((int(p.read_text() or 0) for p in counts if p.exists()), default=0)
+
+
+def test_an_mxnet_worker_that_stops_after_its_first_step_fails_the_cell(
+    tmp_path, mark, monkeypatch
+):
+    """ps-lite has no timeout: the step watchdog ends the cell at twice the collective
+    timeout, naming the worker that stopped."""
+    monkeypatch.setenv("DPSCALE_FAULT", "stall_rank:1")
+    cell = cell_of(
+        "mxnet-dist",
+        warmup_steps=1,
+        windows=5,
+        steps_per_window=2,
+        timeout_s=300,
+        collective_timeout_s=15,
+    )
+    run = Background(cell, tmp_path)
+    wait_for(lambda: steps_entered(mark, 0) >= 2, cell.measure.timeout_s, "rank 0's step 2")
+    stalled = time.monotonic()
+    status, result = run.join(cell.measure.timeout_s + GRACE_S)
+    waited = time.monotonic() - stalled
+    print(f"mxnet-dist: {waited:.1f} s after rank 0 entered step 2: {result['reason']}")
+    assert status == "failed"
+    assert result["reason"].startswith("rank 1 stopped after step 1: rank 0 waited 30 s"), (
+        result["reason"],
+        run.log_text()[-3000:],
+    )
+    assert result["reason"].endswith("(twice measure.collective_timeout_s)")
+    assert waited < 2 * cell.measure.collective_timeout_s + GRACE_S  # not the cell's timeout
+    assert not marked(mark)
+
+
 @pytest.mark.parametrize("damage", ["corrupt", "missing"])
 def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
     tmp_path, mark, damage
 ):
     from dpscale.launch.dataprep import prepare_digits
-    from dpscale.plan.cell import Training
 
     data = prepare_digits(tmp_path / "data", image_size=16)
     if damage == "corrupt":
@@ -182,20 +252,7 @@ def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
         data.write_bytes(bytes(raw))
     else:
         data.unlink()
-    training = Training(
-        "digits", str(data), 1, "none", 0.01, 32, 0.0, "cosine", 0.9, 0.0, False, 0.5
-    )
-    cell = Cell(
-        "faults",
-        "torch-ddp",
-        ModelConfig("resnet18", "imagenet", 16, 10),
-        "train",
-        1,
-        2,
-        8,
-        measure=Measure(timeout_s=300),
-        training=training,
-    )
+    cell = training_cell(data, Measure(timeout_s=300))
     status, result = Background(cell, tmp_path).join(cell.measure.timeout_s + GRACE_S)
     print(f"{damage}: {result['reason']}")
     assert status == "failed"

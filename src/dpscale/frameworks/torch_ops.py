@@ -176,6 +176,7 @@ class TorchRank:
     """
 
     framework = "torch"
+    times_out_collectives = True  # the process group's timeout (the DDP adapter sets it)
 
     def __init__(
         self,

@@ -7,9 +7,11 @@ The loop then does the same thing for every strategy:
 1. collectives mode: time the strategy's all-reduce at each message size by the same
    protocol (runner.timing), buffers created before each size's warm-up;
    synthetic mode: time the training step by the core protocol (runner.timing: warm-up,
-   synchronised windows; the first step under a deadline, runner.faults), then the device's
-   dense matrix-multiply peak with the same protocol (for model FLOPs utilisation);
+   synchronised windows), then the device's dense matrix-multiply peak with the same
+   protocol (for model FLOPs utilisation);
    training mode: runner.training.run_training;
+   in every mode the first collective is under a deadline, and later ones under a step
+   watchdog where the framework has no timeout of its own (runner.faults);
 2. gather every rank's windows, parameter checksum and device names on rank 0 (a window
    lasts as long as its slowest rank);
 3. on rank 0: check that every rank ended with the same parameters (synchronous data
@@ -20,12 +22,15 @@ The loop then does the same thing for every strategy:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from dpscale.plan.cell import Cell
 from dpscale.plan.result import now_iso
-from dpscale.runner.faults import arrivals_folder, first_collective_deadline
+from dpscale.runner.faults import FirstCollectiveDeadline, StepWatchdog, arrivals_folder
 from dpscale.runner.records import (
     write_collectives_result,
     write_synthetic_result,
@@ -47,6 +52,9 @@ class Rank(Protocol):
     """One rank of a strategy, as the core's loop drives it; the adapter implements it."""
 
     framework: str
+    # whether the framework ends a collective that waits too long (its timeout is set from
+    # measure.collective_timeout_s); where not, a step watchdog does (runner.faults)
+    times_out_collectives: bool
     rank: int  # 0 .. size-1; rank 0 writes the result
     size: int  # processes of the cell (1 for strategies that drive every device from one)
     batch: int  # samples this process feeds per step (per-device batch x its devices)
@@ -88,21 +96,90 @@ class Rank(Protocol):
         """After rank 0 has written the result: the last collective, teardown."""
 
 
-def guard_first_collective(
-    step: Step, sync: Sync, rank: Rank, cell: Cell, out: Path
-) -> tuple[Step, Sync]:
-    """The first call under the cell's collective deadline (runner.faults): a rank that never
-    arrives fails the cell instead of hanging it."""
-    m = cell.measure
-    return first_collective_deadline(
-        step,
-        sync,
-        rank.rank,
-        rank.size,
-        m.collective_timeout_s,
-        arrivals_folder(out),
-        hang_s=m.timeout_s,
-    )
+class Guards:
+    """What keeps a hung rank from hanging its cell (runner.faults): the deadline on the first
+    collective, and the step watchdog where the framework has no timeout of its own. None
+    of it applies to a cell of one process."""
+
+    def __init__(self, cell: Cell, out: Path, rank: Rank) -> None:
+        m, folder = cell.measure, arrivals_folder(out) if rank.size > 1 else None
+        self.deadline = self.watchdog = None
+        if folder is not None:
+            self.deadline = FirstCollectiveDeadline(
+                rank.rank, rank.size, m.collective_timeout_s, folder, hang_s=m.timeout_s
+            )
+        if folder is not None and not rank.times_out_collectives:
+            bound_s = 2 * m.collective_timeout_s  # the frameworks' own timeouts' bound
+            self.watchdog = StepWatchdog(rank.rank, rank.size, bound_s, folder, m.timeout_s)
+
+    def steps(self, step: Step, sync: Sync, first: bool = True) -> tuple[Step, Sync]:
+        """A timed step and sync: the first step under the deadline (``first``), every step
+        and sync under the watchdog."""
+        deadline = self.deadline if first else None
+        watchdog = self.watchdog
+
+        def guarded_step() -> None:
+            if deadline is not None and not deadline.arrived:
+                deadline.arrive()
+            if watchdog is None:
+                step()
+            else:
+                watchdog.step(step)
+
+        def guarded_sync() -> None:
+            if watchdog is None:
+                sync()
+            else:
+                watchdog.call(sync)
+            if deadline is not None:
+                deadline.passed()
+
+        return guarded_step, guarded_sync
+
+    def backend(self, backend: TrainingBackend) -> TrainingBackend:
+        return GuardedBackend(backend, self.deadline, self.watchdog)
+
+
+class GuardedBackend:
+    """A training backend whose first step is under the collective deadline (it has
+    finished, collective included, when ``train_step`` returns) and whose steps, syncs and
+    reductions are under the step watchdog, if any."""
+
+    def __init__(
+        self,
+        backend: TrainingBackend,
+        deadline: FirstCollectiveDeadline | None,
+        watchdog: StepWatchdog | None,
+    ) -> None:
+        self.backend, self.deadline, self.watchdog = backend, deadline, watchdog
+
+    def _call(self, call: Callable[..., Any], *args: Any) -> Any:
+        return self.watchdog.call(call, *args) if self.watchdog else call(*args)
+
+    def set_lr(self, lr: float) -> None:
+        self.backend.set_lr(lr)
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        deadline = self.deadline if self.deadline and not self.deadline.arrived else None
+        if deadline:
+            deadline.arrive()
+        step = self.backend.train_step
+        result = self.watchdog.step(step, images, labels) if self.watchdog else step(images, labels)
+        if deadline:
+            deadline.passed()
+        return result
+
+    def evaluate(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+        return self.backend.evaluate(images, labels)
+
+    def sync(self) -> None:
+        self._call(self.backend.sync)
+
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        return self._call(self.backend.reduce_sum, values)
+
+    def reduce_max(self, values: list[float]) -> list[float]:
+        return self._call(self.backend.reduce_max, values)
 
 
 def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
@@ -113,16 +190,15 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
 
     log(f"{cell.cell_id}: rank {rank.rank}/{rank.size}, {rank.batch} samples per step")
     mine: dict[str, Any] = {}
+    guards = Guards(cell, out, rank)
     if cell.mode == "train":
-        backend = rank.training_backend()
+        backend = guards.backend(rank.training_backend())
         mine["training"] = run_training(cell, backend, rank.rank, rank.size, rank.batch, log)
     elif cell.mode == "collectives":
-        mine["collectives"] = time_allreduce(cell, out, rank, log)
+        mine["collectives"] = time_allreduce(cell, rank, guards, log)
     else:
-        step, sync = rank.synthetic_step()
+        step, sync = guards.steps(*rank.synthetic_step())
         m = cell.measure
-        if rank.size > 1:
-            step, sync = guard_first_collective(step, sync, rank, cell, out)
         mine["windows"] = time_windows(
             step,
             sync,
@@ -142,7 +218,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     rank.finish()
 
 
-def time_allreduce(cell: Cell, out: Path, rank: Rank, log: Progress) -> dict[str, Any]:
+def time_allreduce(cell: Cell, rank: Rank, guards: Guards, log: Progress) -> dict[str, Any]:
     """This rank's windows per message size, timed by the synthetic cells' protocol; the
     first all-reduce is under the same first-collective deadline as a first step."""
     assert cell.collectives is not None
@@ -150,9 +226,7 @@ def time_allreduce(cell: Cell, out: Path, rank: Rank, log: Progress) -> dict[str
     windows: dict[str, list[float]] = {}
     span_start: float | None = None
     for index, nbytes in enumerate(cell.collectives.message_sizes()):
-        step, sync = rank.allreduce(nbytes)
-        if index == 0:
-            step, sync = guard_first_collective(step, sync, rank, cell, out)
+        step, sync = guards.steps(*rank.allreduce(nbytes), first=index == 0)
         log(f"all-reduce of {nbytes} bytes")
         windows[str(nbytes)] = time_windows(
             step, sync, m.warmup_steps, m.windows, m.steps_per_window

@@ -60,6 +60,7 @@ class HorovodRank:
     """What the core loop (runner.measure.run_cell) needs from a Horovod rank."""
 
     framework = "tensorflow"
+    times_out_collectives = True  # HOROVOD_GLOO_TIMEOUT_SECONDS, set in main()
 
     def __init__(
         self, cell: Cell, model: tf.keras.Model, optimizer: tf_ops.SGDOptimizer, params: int
