@@ -113,6 +113,16 @@ def first_arrival(mark: str) -> bool:
     return any(any(Path(f).glob("arrived.rank*")) for f in folders)
 
 
+def run_past_first_arrival(cell: Cell, tmp_path: Path, mark: str) -> tuple[str, dict, float]:
+    """Launch the cell; its status and result, and the seconds from rank 0's arrival at the
+    first collective to the result."""
+    run = Background(cell, tmp_path)
+    wait_for(lambda: first_arrival(mark), cell.measure.timeout_s, "rank 0 at the collective")
+    arrived = time.monotonic()
+    status, result = run.join(cell.measure.timeout_s + GRACE_S)
+    return status, result, time.monotonic() - arrived
+
+
 @pytest.mark.parametrize("name", MULTI_PROCESS)
 def test_a_rank_that_never_reaches_the_collective_fails_the_cell_after_the_collective_timeout(
     tmp_path, mark, monkeypatch, name
@@ -121,11 +131,7 @@ def test_a_rank_that_never_reaches_the_collective_fails_the_cell_after_the_colle
     cell = cell_of(
         name, warmup_steps=1, windows=2, steps_per_window=1, timeout_s=300, collective_timeout_s=15
     )
-    run = Background(cell, tmp_path)
-    wait_for(lambda: first_arrival(mark), cell.measure.timeout_s, "rank 0 at the collective")
-    arrived = time.monotonic()
-    status, result = run.join(cell.measure.timeout_s + GRACE_S)
-    waited = time.monotonic() - arrived
+    status, result, waited = run_past_first_arrival(cell, tmp_path, mark)
     print(f"{name}: {waited:.1f} s after rank 0 reached the collective: {result['reason']}")
     assert status == "failed"
     assert "rank 1 did not reach the collective within 15 s" in result["reason"], result["reason"]
@@ -188,11 +194,7 @@ def test_a_rank_that_never_reaches_the_first_training_step_fails_the_cell(
     data = prepare_digits(tmp_path / "data", image_size=16)
     monkeypatch.setenv("DPSCALE_FAULT", "hang_rank:1")
     cell = training_cell(data, Measure(timeout_s=300, collective_timeout_s=15))
-    run = Background(cell, tmp_path)
-    wait_for(lambda: first_arrival(mark), cell.measure.timeout_s, "rank 0 at the collective")
-    arrived = time.monotonic()
-    status, result = run.join(cell.measure.timeout_s + GRACE_S)
-    waited = time.monotonic() - arrived
+    status, result, waited = run_past_first_arrival(cell, tmp_path, mark)
     print(f"training: {waited:.1f} s after rank 0 reached the collective: {result['reason']}")
     assert status == "failed"
     assert result["reason"].startswith(
