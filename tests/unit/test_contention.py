@@ -77,3 +77,42 @@ def test_a_disabled_sampler_takes_no_sample_and_annotates_nothing(tmp_path):
         pass
     assert sampler.samples == []
     assert c.annotate_result(tmp_path / "absent.json", sampler, cell=None) is None
+
+
+def fake_proc(root, processes):
+    """/proc with the machine's counters and ``{pid: (ppid, utime, cutime)}``."""
+    root.mkdir(exist_ok=True)
+    (root / "stat").write_text("cpu  100 0 0 100 0 0 0 0\ncpu0 50 0 0 50\ncpu1 50 0 0 50\n")
+    (root / "loadavg").write_text("0.10 0.10 0.10 1/100 1\n")
+    for entry in root.iterdir():
+        if entry.name.isdigit() and int(entry.name) not in processes:
+            (entry / "stat").unlink()
+            entry.rmdir()
+    for pid, (ppid, utime, cutime) in processes.items():
+        (root / str(pid)).mkdir(exist_ok=True)
+        fields = f"{pid} (py) S {ppid} " + "0 " * 9 + f"{utime} 0 {cutime} 0 0 0"
+        (root / str(pid) / "stat").write_text(fields)
+
+
+def test_a_child_that_exits_between_samples_is_counted_whole_in_its_parent(tmp_path):
+    proc = tmp_path / "proc"
+    fake_proc(proc, {10: (1, 5, 0), 11: (10, 40, 0)})
+    sampler = c.ContentionSampler(root=10, proc=proc)
+    sampler.sample()
+    # the child ran 30 more jiffies, exited, and the parent waited for it (cutime 70)
+    fake_proc(proc, {10: (1, 5, 70)})
+    sampler.sample()
+    first, second = sampler.samples
+    assert second.own - first.own == 30
+
+
+def test_an_orphan_reaped_outside_the_tree_keeps_its_last_reading(tmp_path):
+    proc = tmp_path / "proc"
+    fake_proc(proc, {10: (1, 5, 0), 11: (10, 40, 0), 12: (11, 20, 0)})
+    sampler = c.ContentionSampler(root=10, proc=proc)
+    sampler.sample()
+    fake_proc(proc, {10: (1, 5, 40), 12: (1, 25, 0)})  # 11 exited, 10 waited; 12 ran on
+    sampler.sample()
+    fake_proc(proc, {10: (1, 5, 40)})  # 12 exited, reaped by init, outside the tree
+    sampler.sample()
+    assert [s.own for s in sampler.samples] == [65, 70, 70]

@@ -102,13 +102,15 @@ def read_loadavg(proc: Path = PROC) -> float:
 
 
 def read_pid_stat(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
-    """(parent pid, utime + stime jiffies) of a process, or None once it is gone."""
+    """(parent pid, CPU jiffies) of a process, or None once it is gone. The CPU is its own
+    (utime + stime) and that of the children it has waited for (cutime + cstime): a child
+    that exits between two samples is counted in its parent when reaped."""
     try:
         text = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     rest = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces
-    return int(rest[1]), int(rest[11]) + int(rest[12])
+    return int(rest[1]), sum(int(v) for v in rest[11:15])
 
 
 def update_parents(parents: dict[int, int], proc: Path = PROC) -> dict[int, int]:
@@ -177,11 +179,14 @@ class ContentionSampler:
 
     def sample(self) -> None:
         """Take one reading (the thread calls this; so do start and stop)."""
+        known = dict(self._parents)
         self._parents = update_parents(self._parents, self.proc)
         for pid in descendants(self.root, self._parents) | set(self._last_cpu):
             stat = read_pid_stat(pid, self.proc)
-            if stat is None:  # exited: its last value still counts
-                self._exited_cpu += self._last_cpu.pop(pid, 0)
+            if stat is None:  # exited and reaped
+                last = self._last_cpu.pop(pid, 0)
+                if known.get(pid) not in self._last_cpu:  # not by a parent of the tree
+                    self._exited_cpu += last  # (there its whole CPU is in the parent's)
             else:
                 self._last_cpu[pid] = max(stat[1], self._last_cpu.get(pid, 0))
         machine = read_machine_times(self.proc)
