@@ -8,6 +8,8 @@ plan-time code that imports a framework, fails here.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +25,9 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # plan time, and the vocabulary every side shares
     "plan": ({"plan"}, {"yaml", "jsonschema"}),
     # inside a framework's environment, without the framework
-    "runner": ({"plan", "runner"}, {"numpy", "scipy", "yaml", "jsonschema"}),
+    # inside a framework's environment, which may be a site's own interpreter or container:
+    # the framework and numpy only (plan.result imports jsonschema only where it can)
+    "runner": ({"plan", "runner"}, {"numpy"}),
     # inside a framework's environment: one framework's operations and ResNet builder
     "frameworks": ({"plan", "runner", "frameworks"}, {"numpy"} | FRAMEWORKS),
     # one adapter per strategy; its framework imports sit in framework_imports()
@@ -32,7 +36,10 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     "registry": ({"plan", "strategies"}, set()),
     # on the launching host: environments, datasets, launches, SLURM, emulated nodes;
     # Horovod's rendezvous (launch/horovod_gloo.py) runs in the framework's environment
-    "launch": ({"plan", "runner", "launch", "registry"}, {"numpy", "sklearn", "horovod"}),
+    "launch": (
+        {"plan", "runner", "launch", "registry"},
+        {"numpy", "sklearn", "horovod", "jsonschema"},
+    ),
     # results -> tables, laws, findings, predictions
     "analysis": ({"plan", "analysis"}, {"numpy", "scipy", "pandas", "jsonschema"}),
     # figures, interactive pages, HTML tables
@@ -104,3 +111,58 @@ def test_a_runner_module_importing_pandas_is_caught(tmp_path):
     assert violations(module) == []
     found = violations(copy, package=tmp_path / "dpscale")
     assert found and "imports pandas" in found[0]
+
+
+# Run where dpscale does not choose the packages (a site's interpreter, a container):
+# only the standard library, numpy and the framework may be there.
+NOT_IN_A_SITE_INTERPRETER = ("yaml", "jsonschema", "scipy", "pandas", "sklearn", "matplotlib")
+RANK_SIDE_MODULES = (
+    "dpscale.runner.probe",
+    "dpscale.launch.slurm_task",
+    "dpscale.launch.netns_run",
+    "dpscale.launch.mxnet_ps",
+    "dpscale.launch.horovod_gloo",
+)
+WITHOUT_PACKAGES = """
+import importlib, pkgutil, sys
+from pathlib import Path
+
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+
+sys.meta_path.insert(0, Missing())
+import dpscale.runner, dpscale.strategies
+for package in (dpscale.runner, dpscale.strategies):
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{{package.__name__}}.{{module.name}}")
+for name in {modules!r}:
+    importlib.import_module(name)
+
+from dpscale.plan.cell import Cell
+from dpscale.plan.result import now_iso
+from dpscale.runner.records import write_synthetic_result
+cell = Cell.from_json(sys.argv[2])
+out = cell.result_path(Path(sys.argv[1]))
+write_synthetic_result(cell, out, started_at=now_iso(), per_rank_windows=[[0.5, 0.6, 0.55]],
+    framework="fake", framework_versions={{}}, threads_used=1, trainable_params=1)
+print(out)
+"""
+
+
+def test_the_rank_side_runs_with_only_the_standard_library_and_numpy(tmp_path):
+    from conftest import make_cell
+    from dpscale.plan.result import read_result
+
+    code = WITHOUT_PACKAGES.format(blocked=NOT_IN_A_SITE_INTERPRETER, modules=RANK_SIDE_MODULES)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), make_cell().to_json()],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = read_result(done.stdout.strip())  # checked here, where jsonschema is
+    assert result["status"] == "ok" and result["measurement"]["summary"]["img_s"]["ci95"] > 0

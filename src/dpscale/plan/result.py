@@ -15,9 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import SCHEMA_DIR
 
@@ -31,12 +28,28 @@ def now_iso() -> str:
 
 @cache
 def result_schema() -> dict[str, Any]:
+    import yaml  # here, as jsonschema below: see can_validate()
+
     with open(SCHEMA_DIR / "result.schema.yaml", encoding="utf-8") as handle:
         return yaml.safe_load(handle)
 
 
+def can_validate() -> bool:
+    """Whether this interpreter can check a result against the schema. A site interpreter
+    (a cluster's own, a container's) may lack jsonschema or yaml; the runner then writes
+    its result unchecked and the launcher, which has both, checks it (read_result)."""
+    try:
+        import jsonschema  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def validate_result(result: dict[str, Any]) -> None:
     """Raise ``jsonschema.ValidationError`` naming the offending field."""
+    import jsonschema
+
     jsonschema.validate(result, result_schema())
 
 
@@ -107,9 +120,10 @@ def archive_path(result_path: Path, result: dict[str, Any]) -> Path:
 
 
 def write_result(path: str | Path, result: dict[str, Any]) -> Path:
-    """Validate, archive, then atomically publish a cell result."""
+    """Validate (see :func:`can_validate`), archive, then atomically publish a cell result."""
     path = Path(path)
-    validate_result(result)
+    if can_validate():
+        validate_result(result)
     write_json_atomic(archive_path(path, result), result)
     write_json_atomic(path, result)
     return path
@@ -123,7 +137,8 @@ def rewrite_result(path: str | Path, result: dict[str, Any]) -> Path:
     per run.
     """
     path = Path(path)
-    validate_result(result)
+    if can_validate():
+        validate_result(result)
     archive = archive_path(path, result)
     pattern = archive.name.replace(f"-{os.getpid()}-", "-*-")
     for copy in archive.parent.glob(pattern):

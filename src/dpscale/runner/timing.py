@@ -70,9 +70,32 @@ def summarise(values: Sequence[float]) -> Summary:
 def _t_half_width(sd: float, n: int) -> float:
     if n < 2:
         return math.nan
-    from scipy import stats as scipy_stats  # here: importing scipy.stats takes ~1 s
+    return t_quantile_975(n - 1) * sd / math.sqrt(n)
 
-    return float(scipy_stats.t.ppf(0.975, df=n - 1) * sd / math.sqrt(n))
+
+def t_central_probability(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with ``df`` degrees of freedom (Abramowitz and Stegun
+    26.7.3-4: finite sums for whole ``df``; the runner side needs no scipy)."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    start = 2 if df % 2 else 1  # odd df: 1, 2/3 cos^2, ...; even: 1, 1/2 cos^2, ...
+    for k in range(start, df - 1, 2):
+        term *= cos2 * k / (k + 1)
+        total += term
+    if df % 2 == 0:
+        return math.sin(theta) * total
+    if df == 1:
+        return 2 * theta / math.pi
+    return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t (the 95% interval's factor), by bisection."""
+    low, high = 0.0, 1000.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_central_probability(mid, df) < 0.95 else (low, mid)
+    return (low + high) / 2
 
 
 Agree = Callable[[bool], bool]
