@@ -163,24 +163,26 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
 
 
 def test_multi_process_launchers_start_one_process_per_device(tmp_path):
-    from dpscale.launch.kinds import kind, runner_argv
+    from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv
 
     cell = make_cell(strategy="mxnet-dist", devices=2, options=(("mxnet_servers", 3),))
-    python = tmp_path / "env" / "bin" / "python"
-    runner = runner_argv(python, "m", Path("c.json"), Path("o.json"))
+    python = [str(tmp_path / "env" / "bin" / "python")]
+    runner = runner_argv("m", Path("c.json"), Path("o.json"))
     hvd = kind("horovod").local(cell, python, runner)
-    assert hvd[:7] == [
-        str(tmp_path / "env" / "bin" / "horovodrun"),
+    assert hvd[:9] == [
+        *python,
+        "-m",
+        "horovod.runner.launch",
         "-np",
         "2",
         "-H",
         "localhost:2",
         "--gloo",
-        str(python),
+        *python,
     ]
     ps = kind("mxnet").local(cell, python, runner)
     assert ps[:6] == [
-        str(python),
+        HOST_PYTHON,
         "-m",
         "dpscale.launch.mxnet_ps",
         "--workers=2",
@@ -188,7 +190,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
         "--timeout=60",
     ]
     assert ps[ps.index("--") + 1 :] == [
-        str(python),
+        *python,
         "-m",
         "m",
         "--cell-file",
@@ -339,7 +341,7 @@ def test_cell_on_a_quiet_machine_is_ok(fake_env, tmp_path):
     contention = result["system"]["contention"]
     assert status == "ok"
     assert contention["spare_cpus"] == contention["cpus"] - 1
-    assert result["quality"] == "ok", result["quality_reason"]
+    assert result["quality"] == "ok", f"{result['quality_reason']}: {json.dumps(contention)}"
 
 
 def test_a_child_that_exits_still_counts_as_the_cell_s():

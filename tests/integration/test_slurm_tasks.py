@@ -80,13 +80,14 @@ def test_mxnet_ps_starts_workers_through_the_launcher(tmp_path, monkeypatch):
     seen.mkdir()
     launcher = [sys.executable, str(tmp_path / "srun.py"), sys.executable, "-m"]
     launcher += ["dpscale.launch.slurm_task", "mxnet", "--"]
+    command = [sys.executable, str(tmp_path / "runner.py"), str(seen)]
     code = mxnet_ps.run(
-        [sys.executable, str(tmp_path / "runner.py"), str(seen)],
+        command,
         workers=2,
         servers=1,
         timeout_s=60,
         host="10.1.1.1",
-        worker_launcher=launcher,
+        worker_command=launcher + command,
     )
     assert code == 0
     records = [json.loads(p.read_text()) for p in seen.iterdir()]

@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -152,7 +151,7 @@ def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_con
 def test_a_cell_built_by_hand_gets_the_declared_default_of_its_strategy_s_option():
     cell = make_cell(strategy="mxnet-dist", devices=2)  # not by the matrix: no options
     assert STRATEGIES["mxnet-dist"].option(cell, "mxnet_servers") == 1
-    argv = kind("mxnet").local(cell, Path("/env/bin/python"), ["python", "-m", "runner"])
+    argv = kind("mxnet").local(cell, ["/env/bin/python"], ["-m", "runner"])
     assert "--servers=1" in argv
     with pytest.raises(KeyError):
         STRATEGIES["torch-ddp"].option(cell, "mxnet_servers")

@@ -12,11 +12,11 @@ import pytest
 
 from conftest import make_cell
 from dpscale.launch import cluster, launcher, slurm, slurm_task
-from dpscale.launch.kinds import kind, runner_argv, srun_placement, uses_srun
+from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
 from slurm_fakes import no_scontrol, node
 
-PY = Path("/envs/fw/bin/python")
+PY = ["/envs/fw/bin/python"]  # the interpreter command (launch.kinds)
 CELL_FILE = Path("/shared/results/.dpscale-cell-x/cell.json")
 OUT = Path("/shared/results/cells/x.json")
 RUNNER = ["--cell-file", str(CELL_FILE), "--out", str(OUT)]
@@ -59,7 +59,7 @@ def two_by_four() -> slurm.Allocation:
 
 
 def render(cell, launch_kind: str, module: str, port: int = 1):
-    runner = runner_argv(PY, module, CELL_FILE, OUT)
+    runner = runner_argv(module, CELL_FILE, OUT)
     return kind(launch_kind).tasks(cell, PY, runner, srun_placement(cell, two_by_four()), port)
 
 
@@ -142,9 +142,9 @@ def test_srun_env_drops_inherited_task_layout():
 def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
     cell = make_cell("torch-dp", devices=4, accelerator="cuda")
     assert not launcher.ranks_as_tasks(cell, two_by_four())
-    runner = runner_argv(PY, "dpscale.strategies.torch_dp", CELL_FILE, OUT)
+    runner = runner_argv("dpscale.strategies.torch_dp", CELL_FILE, OUT)
     assert kind("single").local(cell, PY, runner) == [
-        str(PY),
+        *PY,
         "-m",
         "dpscale.strategies.torch_dp",
         *RUNNER,
@@ -166,12 +166,12 @@ def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
     launch_ = render(cell, "torch", "dpscale.strategies.torch_ddp", port=29400)
     assert launch_.argv == [
         *SRUN_2X4,
-        str(PY),
+        *PY,
         "-m",
         "dpscale.launch.slurm_task",
         "torch",
         "--",
-        str(PY),
+        *PY,
         "-m",
         "dpscale.strategies.torch_ddp",
         *RUNNER,
@@ -187,20 +187,21 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     cell = gpu_cell("horovod-tf")
     launch_ = render(cell, "horovod", "dpscale.strategies.horovod_tf")
     assert launch_.argv == [
-        str(PY),
+        HOST_PYTHON,  # stdlib only: it starts srun; the rendezvous server runs with --python
         "-m",
         "dpscale.launch.horovod_gloo",
         "--hosts=gpu07:4,gpu08:4",
         "--address=gpu07",
         "--timeout=60",
+        "--python=/envs/fw/bin/python",
         "--",
         *SRUN_2X4,
-        str(PY),
+        *PY,
         "-m",
         "dpscale.launch.slurm_task",
         "horovod",
         "--",
-        str(PY),
+        *PY,
         "-m",
         "dpscale.strategies.horovod_tf",
         *RUNNER,
@@ -211,20 +212,21 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
 def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
     cell = gpu_cell("mxnet-dist", options=(("mxnet_servers", 2),))
     launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
-    worker_launcher = " ".join(
-        [*SRUN_2X4, str(PY), "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
+    worker_command = " ".join(
+        [*SRUN_2X4, *PY, "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
+        + [*PY, "-m", "dpscale.strategies.mxnet_dist", *RUNNER]
     )
     assert launch_.argv == [
-        str(PY),
+        HOST_PYTHON,
         "-m",
         "dpscale.launch.mxnet_ps",
         "--workers=8",
         "--servers=2",
         "--timeout=60",
         "--host=gpu07",
-        f"--worker-launcher={worker_launcher}",
+        f"--worker-command={worker_command}",
         "--",
-        str(PY),
+        *PY,
         "-m",
         "dpscale.strategies.mxnet_dist",
         *RUNNER,
@@ -464,3 +466,61 @@ def test_every_strategy_s_multi_process_cells_are_srun_jobs():
         assert uses_srun(cell, plan.launch) == (not plan.one_process), name
         resources = cluster.cell_resources(cell, DEFAULTS)
         assert ("mpi" in resources) == launcher.ranks_as_tasks(cell, two_by_four()), name
+
+
+# ------------------------------------------------------------------ a container's interpreter
+
+APPTAINER = ["apptainer", "exec", "--nv", "/images/pytorch.sif", "python3"]
+RANK_IN_CONTAINER = ["python3", "-m", "m", *RUNNER]  # what a task runs once inside it
+
+
+@pytest.mark.parametrize("launch_kind", ["torch", "horovod", "mxnet"])
+def test_every_srun_task_enters_the_container_and_starts_its_rank_inside(launch_kind):
+    cell = gpu_cell(
+        {"torch": "torch-ddp", "horovod": "horovod-tf", "mxnet": "mxnet-dist"}[launch_kind]
+    )
+    runner = runner_argv("m", CELL_FILE, OUT)
+    argv = (
+        kind(launch_kind)
+        .tasks(cell, APPTAINER, runner, srun_placement(cell, two_by_four()), 1)
+        .argv
+    )
+    task = [
+        *SRUN_2X4,
+        *APPTAINER,
+        "-m",
+        "dpscale.launch.slurm_task",
+        launch_kind,
+        "--",
+        *RANK_IN_CONTAINER,
+    ]
+    if launch_kind == "mxnet":  # scheduler and servers: the container's python too
+        assert f"--worker-command={' '.join(task)}" in argv
+        assert argv[argv.index("--") + 1 :] == [*APPTAINER, "-m", "m", *RUNNER]
+    else:
+        assert argv[-len(task) :] == task
+    if launch_kind != "torch":  # dpscale's helper starts srun, so it runs on the host
+        assert argv[0] == HOST_PYTHON
+    if launch_kind == "horovod":
+        assert "--python=apptainer exec --nv /images/pytorch.sif python3" in argv
+
+
+def test_local_launchers_run_inside_the_container_and_start_ranks_with_its_python():
+    cell = make_cell("horovod-tf", devices=2)
+    runner = runner_argv("m", CELL_FILE, OUT)
+    assert kind("single").local(cell, APPTAINER, runner) == [*APPTAINER, "-m", "m", *RUNNER]
+    assert kind("torch").local(cell, APPTAINER, runner)[:7] == [
+        *APPTAINER,
+        "-m",
+        "torch.distributed.run",
+    ]
+    horovod = kind("horovod").local(cell, APPTAINER, runner)
+    assert horovod[:7] == [*APPTAINER, "-m", "horovod.runner.launch"]
+    assert horovod[-len(RANK_IN_CONTAINER) :] == RANK_IN_CONTAINER
+    mxnet = kind("mxnet").local(make_cell("mxnet-dist", devices=2), APPTAINER, runner)
+    assert mxnet[0] == HOST_PYTHON and mxnet[mxnet.index("--") + 1 :] == [
+        *APPTAINER,
+        "-m",
+        "m",
+        *RUNNER,
+    ]

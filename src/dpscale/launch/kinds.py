@@ -21,8 +21,14 @@ of a real interconnect) and ``rank_prefix`` (what its launcher puts before each 
 prints, stripped to find the rank's own exception).
 
 Every runner gets the same arguments, ``--cell-file`` and ``--out`` (:func:`runner_argv`).
-``python`` is the framework environment's interpreter; tools that come with the framework
-(horovodrun) are taken from the same environment. Stdlib only.
+``python`` is the command that starts the framework's interpreter from this host: a built
+environment's ``bin/python``, a site interpreter, or a command prefix ending in one
+(``apptainer exec IMAGE python3``); its last word is what a process already started by it
+(torchrun, horovodrun, a task shim inside the container) runs to start a rank. Launchers
+that come with the framework run as its modules (``-m torch.distributed.run``, ``-m
+horovod.runner.launch``); dpscale's own launch helpers that start tasks (netns_run,
+mxnet_ps, horovod_gloo) run with this host's Python (:data:`HOST_PYTHON`), since srun and
+``ip netns exec`` are not found inside a container. Stdlib only.
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ import json
 import re
 import shlex
 import signal
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpscale.launch import slurm
 from dpscale.plan.cell import Cell
+
+HOST_PYTHON = sys.executable  # the launcher's interpreter (stdlib helpers only)
+Python = Sequence[str]  # the interpreter command (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -70,11 +80,9 @@ def srun_placement(cell: Cell, allocation: slurm.Allocation) -> Placement:
     )
 
 
-def netns_placement(
-    cell: Cell, python: str | Path, namespaces: list[str], addresses: list[str]
-) -> Placement:
+def netns_placement(cell: Cell, namespaces: list[str], addresses: list[str]) -> Placement:
     starter = [
-        str(python),
+        HOST_PYTHON,
         "-m",
         "dpscale.launch.netns_run",
         f"--namespaces={','.join(namespaces)}",
@@ -85,13 +93,19 @@ def netns_placement(
     return Placement(starter, list(namespaces), dict(zip(namespaces, addresses, strict=True)))
 
 
-def runner_argv(python: str | Path, module: str, cell_file: Path, out: Path) -> list[str]:
-    return [str(python), "-m", module, "--cell-file", str(cell_file), "--out", str(out)]
+def runner_argv(module: str, cell_file: Path, out: Path) -> list[str]:
+    """A runner's arguments, after the interpreter."""
+    return ["-m", module, "--cell-file", str(cell_file), "--out", str(out)]
 
 
-def task_shim(kind: str, python: str | Path) -> list[str]:
+def task_shim(kind: str, python: Python) -> list[str]:
     """What each SLURM task runs before the runner: its SLURM ids -> the kind's variables."""
-    return [str(python), "-m", "dpscale.launch.slurm_task", kind, "--"]
+    return [*python, "-m", "dpscale.launch.slurm_task", kind, "--"]
+
+
+def ranked(kind: str, python: Python, runner: list[str]) -> list[str]:
+    """One task's command: the shim, then the runner with the interpreter the shim runs in."""
+    return [*task_shim(kind, python), python[-1], *runner]
 
 
 def describe_exit(code: int) -> str:
@@ -112,11 +126,11 @@ class LaunchKind:
     interface_variables: tuple[str, ...] = ()  # one process per node talks to no other node
     rank_prefix: str | None = None
 
-    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
-        return list(runner)
+    def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
+        return [*python, *runner]
 
     def tasks(
-        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+        self, cell: Cell, python: Python, runner: list[str], placement: Placement, port: int
     ) -> Launch:
         raise ValueError(f"launch kind {self.name!r} starts one process; nothing to srun")
 
@@ -138,22 +152,22 @@ class Torch(LaunchKind):
     interface_variables = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
     rank_prefix = r"\[rank\d+\]:"  # torch.distributed prefixes a rank's errors: "[rank1]:"
 
-    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+    def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
         return [
-            str(python),
+            *python,
             "-m",
             "torch.distributed.run",
             "--standalone",
             f"--nproc_per_node={cell.devices_per_node}",
-            *runner[1:],
+            *runner,  # torchrun starts "-m MODULE ..." with its own interpreter
         ]
 
     def tasks(
-        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+        self, cell: Cell, python: Python, runner: list[str], placement: Placement, port: int
     ) -> Launch:
         env = placement.env()
         env.update(MASTER_ADDR=placement.first_address, MASTER_PORT=str(port))
-        return Launch([*placement.starter, *task_shim(self.name, python), *runner], env)
+        return Launch([*placement.starter, *ranked(self.name, python, runner)], env)
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         out = {  # what init_process_group's env:// reads
@@ -190,26 +204,26 @@ class Horovod(LaunchKind):
     interface_variables = ("HOROVOD_GLOO_IFACE", "NCCL_SOCKET_IFNAME")
     rank_prefix = r"\[\d+\]<std(?:out|err)>:"  # horovodrun: "[1]<stderr>:"
 
-    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
+    def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
         n = cell.devices_per_node
-        horovodrun = str(Path(python).parent / "horovodrun")
-        return [horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", *runner]
+        horovodrun = [*python, "-m", "horovod.runner.launch"]  # what bin/horovodrun runs
+        return [*horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", python[-1], *runner]
 
     def tasks(
-        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+        self, cell: Cell, python: Python, runner: list[str], placement: Placement, port: int
     ) -> Launch:
         hosts = ",".join(f"{n}:{cell.devices_per_node}" for n in placement.nodes)
         argv = [
-            str(python),
+            HOST_PYTHON,
             "-m",
             "dpscale.launch.horovod_gloo",
             f"--hosts={hosts}",
             f"--address={placement.first_address}",
             f"--timeout={cell.measure.timeout_s}",
+            f"--python={shlex.join(python)}",  # runs the rendezvous server (horovod)
             "--",
             *placement.starter,
-            *task_shim(self.name, python),
-            *runner,
+            *ranked(self.name, python, runner),
         ]
         return Launch(argv, placement.env())
 
@@ -248,14 +262,14 @@ class MXNetParameterServer(LaunchKind):
     interface_variables = ("DMLC_INTERFACE",)
     rank_prefix = None  # dpscale.launch.mxnet_ps passes its processes' output through
 
-    def _job(self, cell: Cell, python: Path, world: int) -> list[str]:
+    def _job(self, cell: Cell, world: int) -> list[str]:
         # the strategy's own key (imported here: SLURM tasks import this module, and need
         # no adapter)
         from dpscale.registry import strategy
 
         servers = strategy(cell.strategy).option(cell, "mxnet_servers")
         return [
-            str(python),
+            HOST_PYTHON,
             "-m",
             "dpscale.launch.mxnet_ps",
             f"--workers={world}",
@@ -263,18 +277,19 @@ class MXNetParameterServer(LaunchKind):
             f"--timeout={cell.measure.timeout_s}",
         ]
 
-    def local(self, cell: Cell, python: Path, runner: list[str]) -> list[str]:
-        return [*self._job(cell, python, cell.devices_per_node), "--", *runner]
+    def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
+        return [*self._job(cell, cell.devices_per_node), "--", *python, *runner]
 
     def tasks(
-        self, cell: Cell, python: Path, runner: list[str], placement: Placement, port: int
+        self, cell: Cell, python: Python, runner: list[str], placement: Placement, port: int
     ) -> Launch:
-        workers = [*placement.starter, *task_shim(self.name, python)]
+        workers = [*placement.starter, *ranked(self.name, python, runner)]
         argv = [
-            *self._job(cell, python, cell.world_size),
+            *self._job(cell, cell.world_size),
             f"--host={placement.first_address}",
-            f"--worker-launcher={shlex.join(workers)}",
+            f"--worker-command={shlex.join(workers)}",
             "--",
+            *python,
             *runner,
         ]
         return Launch(argv, placement.env())

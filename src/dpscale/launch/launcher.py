@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import jsonschema
+
 from dpscale.launch import contention, netns, slurm
-from dpscale.launch.envs import built_env_hash
+from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import (
     Placement,
     kind,
@@ -45,7 +47,13 @@ from dpscale.plan.paths import SRC_DIR
 from dpscale.plan.result import make_result, now_iso, read_result, write_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
-from dpscale.runner.sysinfo import describe_system, nvidia_gpus, usable_cpus, visible_gpu_count
+from dpscale.runner.sysinfo import (
+    describe_system,
+    git_commit,
+    nvidia_gpus,
+    usable_cpus,
+    visible_gpu_count,
+)
 
 # Out of memory as the C++ and Python runtimes and the kernel say it; each strategy adds its
 # framework's own messages (Strategy.oom_patterns).
@@ -173,7 +181,7 @@ def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -
 
 
 def probe_nodes(
-    cell: Cell, allocation: slurm.Allocation, python: Path, env: dict[str, str], log
+    cell: Cell, allocation: slurm.Allocation, python: list[str], env: dict[str, str], log
 ) -> tuple[list, str | None]:
     """Run the probe step: what each node gave the job, or why the step failed."""
     command = slurm.probe_command(cell, python, allocation)
@@ -219,7 +227,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
+def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     env = dict(os.environ)
     threads = str(cell.threads_per_device)
     env.update(
@@ -228,8 +236,8 @@ def runner_env(cell: Cell, env_prefix: Path) -> dict[str, str]:
         OMP_NUM_THREADS=threads,
         MKL_NUM_THREADS=threads,
         OPENBLAS_NUM_THREADS=threads,
-        DPSCALE_ENV_HASH=built_env_hash(env_prefix),
-        PATH=os.pathsep.join([str(env_prefix / "bin"), env.get("PATH", "")]),
+        DPSCALE_COMMIT=git_commit(),
+        **interpreter.environment(env),
     )
     if cell.network.interface:  # a real interconnect, selected by name (config networks)
         for variable in kind(strategy(cell.strategy).launch).interface_variables:
@@ -369,7 +377,11 @@ def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
     return [sys.executable, "-m", "dpscale.launch.guard", *cap, "--", *command]
 
 
-def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
+def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
+    """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
+    prefix of a built environment)."""
+    if isinstance(interpreter, Path):
+        interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
     started_at = now_iso()
     log_start = _log_size(log_path)
     with open(log_path, "a") as log:
@@ -381,8 +393,8 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             write_status(cell, out, "skipped", reason, started_at)
             print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
             return "skipped"
-        python = env_prefix / "bin" / "python"
-        env = runner_env(cell, env_prefix)
+        python = list(interpreter.command)
+        env = runner_env(cell, interpreter)
         probe: list[dict] = []
         if srun:
             env = slurm.srun_env(env)
@@ -407,7 +419,7 @@ def launch(cell: Cell, out: Path, env_prefix: Path, log_path: Path) -> str:
             env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
             cell_file = Path(scratch) / "cell.json"
             cell_file.write_text(cell.to_json())
-            runner = runner_argv(python, plan.runner, cell_file, out.resolve())
+            runner = runner_argv(plan.runner, cell_file, out.resolve())
             try:
                 # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
                 with contention.sampling(enabled=allocation is None) as sampler:
@@ -430,7 +442,7 @@ def _start(
     plan: Strategy,
     allocation: slurm.Allocation | None,
     srun: bool,
-    python: Path,
+    python: list[str],
     runner: list[str],
     env: dict[str, str],
     log: TextIO,
@@ -441,7 +453,7 @@ def _start(
     it its own CPUs and GPUs."""
     with (
         bench_lock(cell, log) if allocation is None else nullcontext(),
-        _placed(cell, allocation if srun else None, python, log) as placement,
+        _placed(cell, allocation if srun else None, log) as placement,
     ):
         if placement is None:
             command = kind(plan.launch).local(cell, python, runner)
@@ -465,7 +477,7 @@ class Placed:
 
 @contextmanager
 def _placed(
-    cell: Cell, allocation: slurm.Allocation | None, python: Path, log: TextIO
+    cell: Cell, allocation: slurm.Allocation | None, log: TextIO
 ) -> Iterator[Placed | None]:
     """Where a multi-process cell's ranks start as tasks: SLURM's nodes, emulated nodes (network
     namespaces built for this run and removed after it), or None: locally, as on a workstation."""
@@ -474,7 +486,7 @@ def _placed(
     elif cell.nodes > 1 and cell.network.emulated:
         network = cell.network
         with netns.emulated_nodes(cell.nodes, network.rate, network.delay, log) as nodes:
-            placement = netns_placement(cell, python, nodes.names, nodes.addresses)
+            placement = netns_placement(cell, nodes.names, nodes.addresses)
             yield Placed(placement, nodes.exec_prefix(0))
     else:
         yield None
@@ -519,8 +531,12 @@ def _settle(
     allocation: dict | None = None,
 ) -> str:
     if returncode == 0 and out.is_file():
-        return read_result(out)["status"]
-    if returncode is None:
+        try:
+            return read_result(out)["status"]
+        except jsonschema.ValidationError as error:  # a runner that could not check it
+            status = "failed"
+            reason = f"the runner's result does not match the schema: {error.message}"
+    elif returncode is None:
         status, reason = "failed", f"timed out after {cell.measure.timeout_s} s (measure.timeout_s)"
     elif returncode == 0:
         status, reason = "failed", "runner exited 0 but wrote no result"
@@ -549,13 +565,20 @@ def main(argv: list[str] | None = None) -> None:
     exit_on_sigterm()
     parser = argparse.ArgumentParser(description="Measure one dpscale cell")
     parser.add_argument("--cell", required=True, help="cell JSON (see dpscale.plan.cell.Cell)")
-    parser.add_argument("--env", required=True, type=Path, help="framework environment prefix")
+    runs = parser.add_mutually_exclusive_group(required=True)
+    runs.add_argument("--env", type=Path, help="prefix of the built framework environment")
+    runs.add_argument(
+        "--interpreter", type=json.loads, help="the configured interpreter command, a JSON list"
+    )
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--log", required=True, type=Path)
     args = parser.parse_args(argv)
     try:
         args.log.parent.mkdir(parents=True, exist_ok=True)
-        status = launch(Cell.from_json(args.cell), args.out, args.env, args.log)
+        cell = Cell.from_json(args.cell)
+        env = strategy(cell.strategy).env
+        runs = Interpreter(env, tuple(args.interpreter)) if args.interpreter else args.env
+        status = launch(cell, args.out, runs, args.log)
     except OSError as error:  # a full disk, a read-only file system: nothing was recorded
         # (results are written atomically: an earlier result and runs/ are as they were)
         sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")

@@ -9,9 +9,9 @@ processes meet at ``DMLC_PS_ROOT_URI=127.0.0.1:DMLC_PS_ROOT_PORT`` (a free port 
 and bind to 127.0.0.1 only.
 
 Across nodes (dpscale.launch.slurm): ``--host ADDR`` puts the scheduler and servers on this node's
-address instead, and ``--worker-launcher 'srun ... python -m dpscale.launch.slurm_task mxnet --'``
-starts all N workers as one command (the launcher's tasks; each sets its own
-``DPSCALE_LOCAL_RANK`` and ``DMLC_NODE_HOST``) instead of N local processes.
+address instead, and ``--worker-command 'srun ... python -m dpscale.launch.slurm_task mxnet --
+python -m RUNNER ...'`` starts all N workers as one command (the launcher's tasks; each sets
+its own ``DPSCALE_LOCAL_RANK`` and ``DMLC_NODE_HOST``) instead of N local processes.
 
 Workers keep the caller's environment (``OMP_NUM_THREADS`` = the cell's threads per device)
 and get ``DPSCALE_LOCAL_RANK`` (0..N-1, for device pinning); the scheduler and servers get
@@ -101,11 +101,11 @@ class Job:
         workers: int,
         servers: int,
         host: str = "127.0.0.1",
-        worker_launcher: Sequence[str] = (),
+        worker_command: Sequence[str] = (),
     ) -> None:
         self.command = list(command)
         self.workers_n, self.servers_n = workers, servers
-        self.host, self.worker_launcher = host, list(worker_launcher)
+        self.host, self.worker_command = host, list(worker_command)
         self.port = free_port(host)
         self.infra: list[tuple[str, subprocess.Popen]] = []
         self.workers: list[subprocess.Popen] = []
@@ -113,11 +113,9 @@ class Job:
     def _start(self, role: str, extra: dict[str, str] | None = None) -> subprocess.Popen:
         env = role_env(dict(os.environ), role, self.port, self.servers_n, self.workers_n, self.host)
         env.update(extra or {})
-        if role == "worker" and self.worker_launcher:
+        if role == "worker" and self.worker_command:
             env.pop("DMLC_NODE_HOST")  # each task sets its own node's
-            return subprocess.Popen(
-                self.worker_launcher + self.command, env=env, preexec_fn=die_with_parent
-            )
+            return subprocess.Popen(self.worker_command, env=env, preexec_fn=die_with_parent)
         return subprocess.Popen(self.command, env=env, preexec_fn=die_with_parent)
 
     def start(self) -> None:
@@ -128,7 +126,7 @@ class Job:
         self.infra.append(("scheduler", self._start("scheduler")))
         for index in range(self.servers_n):
             self.infra.append((f"server {index}", self._start("server")))
-        if self.worker_launcher:  # one command starts every worker
+        if self.worker_command:  # one command starts every worker
             self.workers.append(self._start("worker"))
             return
         for index in range(self.workers_n):
@@ -184,11 +182,11 @@ def run(
     servers: int,
     timeout_s: float | None = None,
     host: str = "127.0.0.1",
-    worker_launcher: Sequence[str] = (),
+    worker_command: Sequence[str] = (),
 ) -> int:
     with contextlib.suppress(OSError):  # ps-lite hands hosts to every node as given: an IP
         host = socket.gethostbyname(host)
-    job = Job(command, workers, servers, host, worker_launcher)
+    job = Job(command, workers, servers, host, worker_command)
 
     def stop(signum, _frame):
         raise SystemExit(128 + signum)
@@ -212,15 +210,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=None, help="seconds for the workers")
     parser.add_argument("--host", default="127.0.0.1", help="scheduler and servers' address")
     parser.add_argument(
-        "--worker-launcher", default="", help="command line that starts all workers (srun ...)"
+        "--worker-command", default="", help="command line that starts all workers (srun ...)"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.workers < 1 or args.servers < 1:
         parser.error("need --workers >= 1, --servers >= 1 and a command after --")
-    launcher = shlex.split(args.worker_launcher)
-    sys.exit(run(command, args.workers, args.servers, args.timeout, args.host, launcher))
+    workers = shlex.split(args.worker_command)
+    sys.exit(run(command, args.workers, args.servers, args.timeout, args.host, workers))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ import struct
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import Cell
@@ -261,12 +260,12 @@ def srun_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def probe_command(
-    cell: Cell, python: str | Path, allocation: Allocation | None = None
+    cell: Cell, python: Sequence[str], allocation: Allocation | None = None
 ) -> list[str]:
     """One task per node that prints what the node gave the job (dpscale.launch.slurm_task)."""
     return [
         *srun_prefix(cell, tasks_per_node=1, allocation=allocation),
-        str(python),
+        *python,
         "-m",
         "dpscale.launch.slurm_task",
         "--probe",

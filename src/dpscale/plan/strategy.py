@@ -11,6 +11,7 @@ pass at import time and raises it when the runner actually starts (:meth:`requir
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -73,6 +74,8 @@ class Strategy:
     ``oom_patterns``: regular expressions of the framework's out-of-memory messages, which
     make a failed cell ``oom`` (the launcher also knows the C and Python runtime's own).
     ``runner``: the module run as ``python -m`` (the adapter itself).
+    ``requires``: the framework versions it drives, ``module>=X,<Y`` (the module's
+    ``__version__``), checked when a site interpreter is probed (launch.interpreters).
     """
 
     name: str
@@ -84,6 +87,7 @@ class Strategy:
     multi_node: bool
     cell_options: tuple[CellOption, ...] = ()
     oom_patterns: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
 
     def option(self, cell: Cell, name: str) -> Any:
         """The cell's value of one of this strategy's own config keys, or the declared default
@@ -121,3 +125,30 @@ class Strategy:
         if processes < 2:
             return "an all-reduce needs at least 2 processes; this cell has 1"
         return None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``2.13.0+cpu`` -> (2, 13, 0): the leading numbers of a version."""
+    numbers = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+        if digits.group() != part:
+            break
+    return tuple(numbers)
+
+
+def unmet(requirement: str, version: str) -> str | None:
+    """Why ``version`` does not meet ``requirement`` (``torch>=2.0,<3``), or None."""
+    module = re.split(r"[<>=]", requirement, maxsplit=1)[0]
+    bounds = requirement[len(module) :]
+    have = version_tuple(version)
+    checks = {">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+    for bound in filter(None, bounds.split(",")):
+        op, wanted = re.match(r"(>=|<=|<)\s*(\S+)", bound).groups()
+        width = len(version_tuple(wanted))
+        if not checks[op](have[:width], version_tuple(wanted)):
+            return f"{module} {version} is not supported (dpscale drives {requirement})"
+    return None

@@ -37,6 +37,7 @@ from dpscale.runner.records import (
     write_training_result,
 )
 from dpscale.runner.support import progress
+from dpscale.runner.sysinfo import interpreter
 from dpscale.runner.timing import Progress, Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.runner.training import TrainingBackend, run_training
 
@@ -212,6 +213,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
         mine["matmul"] = matmul_peak(cell, rank)
     mine["checksums"] = rank.param_checksums()
     mine["devices"] = rank.device_names()
+    mine["interpreter"] = interpreter()
     every = rank.gather(mine)
     if rank.rank == 0:
         _write(cell, out, started_at, rank, every)
@@ -253,6 +255,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
     system_extra = {
         **rank.system_extra(),
         "gpu_names_seen": [name for r in every for name in r["devices"]],
+        "rank_interpreters": [r["interpreter"] for r in every],
     }
     common: dict[str, Any] = {
         "started_at": started_at,

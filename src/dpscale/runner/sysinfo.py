@@ -68,7 +68,49 @@ def nvidia_gpus() -> list[dict[str, str]]:
     ]
 
 
+def container() -> dict[str, str | None] | None:
+    """The container this process runs in, as its runtime tells it (None: none found).
+
+    Apptainer and Singularity set ``APPTAINER_CONTAINER`` / ``SINGULARITY_CONTAINER`` (the
+    image; they report no digest); Podman writes ``/run/.containerenv`` (image and image
+    id); Docker leaves ``/.dockerenv`` and says nothing of its image."""
+    for runtime in ("apptainer", "singularity"):
+        image = os.environ.get(f"{runtime.upper()}_CONTAINER")
+        if image:
+            return {"runtime": runtime, "image": image, "digest": None}
+    try:
+        with open("/run/.containerenv", encoding="utf-8") as handle:
+            fields = dict(line.strip().split("=", 1) for line in handle if "=" in line)
+        unquote = {key: value.strip('"') or None for key, value in fields.items()}
+        return {
+            "runtime": "podman",
+            "image": unquote.get("image"),
+            "digest": unquote.get("imageid"),
+        }
+    except OSError:
+        pass
+    if os.path.exists("/.dockerenv"):
+        return {"runtime": "docker", "image": None, "digest": None}
+    return None
+
+
+def interpreter() -> dict[str, Any]:
+    """What ran this process: its executable, the container it is in, and the interpreter
+    dpscale was told to use (``DPSCALE_INTERPRETER``, set by dpscale.launch)."""
+    configured = os.environ.get("DPSCALE_INTERPRETER")
+    return {
+        "python_executable": sys.executable,
+        "container": container(),
+        "launched_as": json.loads(configured) if configured else None,
+    }
+
+
 def git_commit() -> str:
+    """dpscale's commit (``-dirty`` with uncommitted changes). Ranks read the launcher's
+    (``DPSCALE_COMMIT``): git may be missing in a container, and a short-lived child right
+    after the timed windows would be counted as another process's CPU."""
+    if os.environ.get("DPSCALE_COMMIT"):
+        return os.environ["DPSCALE_COMMIT"]
     try:
         commit = subprocess.run(
             ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
@@ -105,6 +147,7 @@ def describe_system(
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "python": platform.python_version(),
         "python_executable": sys.executable,
+        "interpreter": interpreter(),
         "framework_versions": framework_versions,
         "env_file_sha256": os.environ.get("DPSCALE_ENV_HASH", "unknown"),
         "dpscale_commit": git_commit(),

@@ -32,6 +32,7 @@ STRATEGY = Strategy(
     env="tf-horovod",
     launch="horovod",
     runner=__name__,
+    requires=("tensorflow>=2.9,<2.16", "horovod>=0.28"),
     one_process=False,
     multi_node=True,
     oom_patterns=("ResourceExhaustedError", "CUDNN_STATUS_ALLOC_FAILED"),

@@ -24,6 +24,7 @@ STRATEGY = Strategy(
     env="mxnet",
     launch="single",
     runner=__name__,
+    requires=("mxnet>=1.9,<2",),
     one_process=True,
     multi_node=False,
 )

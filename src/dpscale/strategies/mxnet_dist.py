@@ -50,6 +50,7 @@ STRATEGY = Strategy(
     env="mxnet",
     launch="mxnet",
     runner=__name__,
+    requires=("mxnet>=1.9,<2",),
     one_process=False,
     multi_node=True,
     cell_options=(

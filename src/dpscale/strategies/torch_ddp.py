@@ -26,6 +26,7 @@ STRATEGY = Strategy(
     env="torch",
     launch="torch",
     runner=__name__,
+    requires=("torch>=2.0",),
     one_process=False,
     multi_node=True,
     oom_patterns=("OutOfMemoryError", "CUDNN_STATUS_ALLOC_FAILED"),

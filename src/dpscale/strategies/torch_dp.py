@@ -23,6 +23,7 @@ STRATEGY = Strategy(
     env="torch",
     launch="single",
     runner=__name__,
+    requires=("torch>=2.0",),
     one_process=True,
     multi_node=False,
     oom_patterns=("OutOfMemoryError", "CUDNN_STATUS_ALLOC_FAILED"),
