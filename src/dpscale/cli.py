@@ -84,6 +84,7 @@ def figures(args: argparse.Namespace) -> None:
 
 
 def html_tables(args: argparse.Namespace) -> None:
+    from dpscale.analysis import tables as analysis
     from dpscale.render.html import write_table_html
 
     cells = pd.read_csv(args.cells[0])
@@ -97,6 +98,15 @@ def html_tables(args: argparse.Namespace) -> None:
         "cell measured (foreign_cpu_cores_mean, in cores); contaminated cells are left out "
         "of the fits.",
     )
+    if args.systems:
+        write_table_html(
+            analysis.systems_table(cells),
+            args.systems,
+            "Systems",
+            "What ran the cells: host, interpreter (built: the environment dpscale built from "
+            "envs/; configured: the config's interpreters), the container the ranks ran in "
+            "(image, and digest when the runtime reports one), framework versions.",
+        )
     repeatability = pd.read_csv(args.repeatability[0])
     if repeatability.empty:  # the report says so instead of showing an empty table
         repeatability = pd.DataFrame(
@@ -456,6 +466,7 @@ def main(argv: list[str] | None = None) -> None:
     tab = commands.add_parser("html-tables", help="tables -> HTML tables for the report")
     for name in ("cells", "fits", "scaling", "break-even", "repeatability"):
         tab.add_argument(f"--{name}", type=Path, nargs=2, required=True, metavar=("CSV", "HTML"))
+    tab.add_argument("--systems", type=Path, help="systems table (HTML), from the cells table")
     tab.set_defaults(func=html_tables)
     acc = commands.add_parser("accuracy", help="training cells -> accuracy tables and figures")
     for name in ("runs", "epochs", "summary", "deltas", "tta"):

@@ -174,3 +174,22 @@ def test_repeatability_is_the_cv_of_the_repeats_means():
     assert table.loc[0, "repeats"] == 3
     assert table.loc[0, "img_s_cv"] == pytest.approx(rates.std(ddof=1) / rates.mean())
     assert table.loc[0, "qualities"] == "ok;ok;ok"
+
+
+def test_the_systems_table_has_a_row_per_interpreter_and_container_with_its_cells():
+    import pandas as pd
+
+    from dpscale.analysis.tables import systems_table
+
+    site = {"interpreter": "apptainer exec /i.sif python3", "container_image": "/i.sif"}
+    built = {"interpreter": ".envs/torch-f1969e946bca/bin/python", "container_image": None}
+    rows = [
+        {"strategy": "torch-ddp", "status": "ok", "env_file_sha256": "f1969e946bca6c5e", **built},
+        {"strategy": "torch-ddp", "status": "ok", "env_file_sha256": "configured", **site},
+        {"strategy": "torch-ddp", "status": "failed", "env_file_sha256": "configured", **site},
+        {"strategy": "torch-dp", "status": "skipped", "env_file_sha256": None, **built},
+    ]
+    table = systems_table(pd.DataFrame(rows)).set_index("interpreter")
+    assert table["cells"].to_dict() == {site["interpreter"]: 2, built["interpreter"]: 1}
+    assert table.loc[site["interpreter"], "container_image"] == "/i.sif"
+    assert table.loc[built["interpreter"], "env_file_sha256"] == "f1969e946bca"

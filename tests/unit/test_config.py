@@ -248,3 +248,48 @@ def test_adaptive_measuring_reaches_the_cells_and_is_checked(default_config):
         check(default_config)
     default_config["measure"].update(target_ci=None, max_windows=None)
     assert {c.measure.target_ci for c in expand(check(default_config), STRATEGIES)} == {None}
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"torch": ""}, "interpreters.torch: '' should be non-empty"),
+        ({"torch": []}, "interpreters.torch: [] should be non-empty"),
+        ({"torch": ["apptainer", ""]}, "interpreters.torch[1]: '' should be non-empty"),
+        (
+            {"torch": 3},
+            "interpreters.torch: 3 is not allowed; allowed: a string or a list of strings",
+        ),
+        (
+            {"pytorch": "/sw/python3"},
+            "interpreters: 'pytorch' is not an environment; "
+            "allowed: ['mxnet', 'tf-horovod', 'torch']",
+        ),
+    ],
+)
+def test_a_bad_interpreter_value_is_one_line_naming_the_key(default_config, value, says):
+    default_config["interpreters"] = value
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value) == says
+
+
+@pytest.mark.parametrize(
+    ("requirement", "version", "unmet"),
+    [
+        ("torch>=2.0", "2.13.0+cpu", False),
+        ("torch>=2.0", "1.13.1", True),
+        ("tensorflow>=2.9,<2.16", "2.15.1", False),
+        ("tensorflow>=2.9,<2.16", "2.16.0rc1", True),
+        ("mxnet>=1.9,<2", "1.9.1", False),
+        ("mxnet>=1.9,<2", "2.0.0b1", True),
+    ],
+)
+def test_an_adapter_s_version_bounds(requirement, version, unmet):
+    from dpscale.plan.strategy import unmet as why_unmet
+
+    reason = why_unmet(requirement, version)
+    assert (reason is not None) == unmet
+    if unmet:
+        module = requirement.split(">")[0]
+        assert reason == f"{module} {version} is not supported (dpscale drives {requirement})"

@@ -27,11 +27,9 @@ rule bench_cell:
         tasks_per_gpu=slurm_resource("tasks_per_gpu"),
     params:
         cell=lambda wc: cell_for(wc).to_json(),
-        env_prefix=lambda wc, input: (
-            str(Path(input.env).parent) if input.env else "none"
-        ),
+        interpreter=cell_interpreter_args,
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch --cell {params.cell:q} --env {params.env_prefix}"
+        "$DPSCALE_PYTHON -m dpscale.launch --cell {params.cell:q} {params.interpreter}"
         " --out {output} --log {log} 2>> {log}"
 
 

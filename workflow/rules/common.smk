@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dpscale.launch.cluster import cell_resource
 from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.launch.interpreters import InterpreterError, probe_configured
 from dpscale.launch.netns import reap_orphans
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
@@ -32,6 +33,15 @@ CELLS_DIR = f"{RESULTS}/cells"
 DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
+
+# A site's own interpreter or container (config interpreters) is probed once here, before
+# any job: it must import the framework and dpscale's runner (cached while nothing changes).
+try:
+    PROBED = probe_configured(
+        config, STRATEGIES, {c.strategy for c in CELLS.values() if not c.skip_reason}
+    )
+except InterpreterError as error:
+    sys.exit(f"dpscale: config error: {error}")
 
 
 # Emulated nodes of a launcher killed with the run before (SIGKILL leaves no chance to clean
@@ -87,9 +97,23 @@ def cell_env_marker(wildcards):
     new environment (new hash, new path) does, through the changed input.
     """
     cell = cell_for(wildcards)
-    if cell.skip_reason:
+    env = STRATEGIES[cell.strategy].env
+    if cell.skip_reason or env in config["interpreters"]:
         return []
-    return ancient(env_marker(STRATEGIES[cell.strategy].env))
+    return ancient(env_marker(env))
+
+
+def cell_interpreter_args(wildcards, input):
+    """How the launcher finds the cell's interpreter: the built environment, or the
+    configured one (a change of either reruns the cell, as params do)."""
+    configured = config["interpreters"].get(
+        STRATEGIES[cell_for(wildcards).strategy].env
+    )
+    if configured:
+        command = [configured] if isinstance(configured, str) else configured
+        return f"--interpreter {shlex.quote(json.dumps(command))}"
+    prefix = str(Path(input.env).parent) if input.env else "none"
+    return f"--env {shlex.quote(prefix)}"
 
 
 def cell_dataset(wildcards):
@@ -109,7 +133,9 @@ def cell_results(mode=None, exclude=()):
 
 
 def study_envs():
-    return sorted({STRATEGIES[name].env for name in config["strategies"]})
+    """The environments dpscale builds: the study's, less those the config points elsewhere."""
+    envs = {STRATEGIES[name].env for name in config["strategies"]}
+    return sorted(envs - set(config["interpreters"]))
 
 
 def cifar10_source_args(wildcards):

@@ -80,6 +80,12 @@ rule html_tables:
             category="3. Cells",
             labels={"table": "repeatability"},
         ),
+        systems=report(
+            f"{TABLES}/systems.html",
+            caption="../../report/systems.rst",
+            category="3. Cells",
+            labels={"table": "systems"},
+        ),
     log:
         f"{LOGS}/html_tables.log",
     localrule: True
@@ -87,4 +93,5 @@ rule html_tables:
         "$DPSCALE_PYTHON -m dpscale.cli html-tables --cells {input.cells} {output.cells}"
         " --fits {input.fits} {output.fits} --scaling {input.scaling} {output.scaling}"
         " --break-even {input.break_even} {output.break_even}"
-        " --repeatability {input.repeatability} {output.repeatability} > {log} 2>&1"
+        " --repeatability {input.repeatability} {output.repeatability}"
+        " --systems {output.systems} > {log} 2>&1"

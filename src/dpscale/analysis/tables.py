@@ -136,6 +136,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         ),
         "gpu_names_seen": ";".join(system.get("gpu_names_seen", [])),
         "framework_versions": json.dumps(system.get("framework_versions", {}), sort_keys=True),
+        **_interpreter_columns(system),
         "env_file_sha256": system.get("env_file_sha256"),
         "dpscale_commit": system.get("dpscale_commit"),
         "started_at": result["started_at"],
@@ -143,6 +144,53 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
     row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
     row.update(mfu_columns(system, row["achieved_tflop_s"], row["world_size"]))
     return row
+
+
+def _interpreter_columns(system: dict[str, Any]) -> dict[str, Any]:
+    """What ran the cell (system.interpreter): the interpreter command dpscale was given,
+    built or configured, and the container the rank processes ran in."""
+    ran = system.get("interpreter") or {}
+    launched = ran.get("launched_as") or {}
+    container = ran.get("container") or {}
+    return {
+        "interpreter": " ".join(launched.get("command", [])) or system.get("python_executable"),
+        "interpreter_source": launched.get("source"),
+        "container_runtime": container.get("runtime"),
+        "container_image": container.get("image"),
+        "container_digest": container.get("digest"),
+    }
+
+
+SYSTEM_COLUMNS = [
+    "strategy",
+    "host",
+    "cpu_model",
+    "gpus",
+    "interpreter",
+    "interpreter_source",
+    "container_runtime",
+    "container_image",
+    "container_digest",
+    "framework_versions",
+    "env_file_sha256",
+    "dpscale_commit",
+]
+
+
+def systems_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per system the cells ran on (host, interpreter, container, framework
+    versions), with how many measured cells ran there."""
+    measured = cells[cells["status"] != "skipped"].reindex(columns=SYSTEM_COLUMNS)
+    if measured.empty:
+        return pd.DataFrame(columns=[*SYSTEM_COLUMNS, "cells"])
+    for column in ("env_file_sha256", "dpscale_commit"):  # as git shows them
+        measured[column] = (
+            measured[column]
+            .astype("string")
+            .str.replace(r"^([0-9a-f]{12})[0-9a-f]+", r"\1", regex=True)
+        )
+    grouped = measured.astype("string").fillna("").groupby(SYSTEM_COLUMNS, sort=True).size()
+    return grouped.rename("cells").reset_index()
 
 
 def matmul_peak(system: dict[str, Any]) -> dict[str, Any]:

@@ -56,10 +56,21 @@ def _one_line(error: jsonschema.ValidationError) -> str:
     field = _field_name(error.absolute_path)
     if error.validator == "enum":
         return f"{field}: {error.instance!r} is not allowed; allowed: {error.validator_value}"
+    if error.validator in ("oneOf", "anyOf"):
+        kinds = [_kind_of(option) for option in error.validator_value]
+        return f"{field}: {error.instance!r} is not allowed; allowed: {' or '.join(kinds)}"
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         return f"{field}: {error.message}; allowed keys: {allowed}"
     return f"{field}: {error.message}"
+
+
+def _kind_of(schema: Mapping[str, Any]) -> str:
+    """'a string', 'a list of string', ...: one alternative of a oneOf, in words."""
+    kind = schema.get("type", "value")
+    if kind == "array":
+        return f"a list of {schema.get('items', {}).get('type', 'value')}s"
+    return f"a {kind}" if kind != "object" else "a mapping"
 
 
 def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
@@ -92,10 +103,17 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)
     _check_names(filled, sorted(strategies))
+    _check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     _check_combinations(filled)
     _check_collectives(filled)
     _check_paths(filled)
     return filled
+
+
+def _check_interpreters(config: dict[str, Any], envs: list[str]) -> None:
+    for name in config["interpreters"]:
+        if name not in envs:
+            raise ConfigError(f"interpreters: {name!r} is not an environment; allowed: {envs}")
 
 
 def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
