@@ -215,10 +215,11 @@ def findings(args: argparse.Namespace) -> None:
         _read_optional(args.accuracy_delta),
         _read_optional(args.time_to_accuracy),
         _read_optional(args.predictions),
+        cells_dir=args.cells_dir,
     )
-    table.to_csv(args.findings, index=False)
+    table.drop(columns=["contaminated"], errors="ignore").to_csv(args.findings, index=False)
     Path(args.html).write_text(findings_page.findings_html(table, args.title), encoding="utf-8")
-    top = fnd.top_findings(table)
+    top = [fnd.quality_line(pd.read_csv(args.cells)), *fnd.top_findings(table)]
     Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
     print(f"[dpscale] {len(table)} findings rows")
 
@@ -230,6 +231,7 @@ def add_findings_parser(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--accuracy-delta", help="accuracy_delta.csv (training studies)")
     cmd.add_argument("--time-to-accuracy", help="time_to_accuracy.csv (training studies)")
     cmd.add_argument("--predictions", help="predictions.csv (the communication model)")
+    cmd.add_argument("--cells-dir", default="", help="the cells' results, for rerun commands")
     cmd.add_argument("--findings", required=True, help="output: findings.csv")
     cmd.add_argument("--html", required=True, help="output: findings.html")
     cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")

@@ -28,7 +28,7 @@ def measured(cell, rng):
     return throughput_measurement(seconds, 2, cell.batch_per_device, cell.world_size)
 
 
-def write_results(root, system=SYSTEM):
+def write_results(root, system=SYSTEM, contaminated_world=None):
     rng = np.random.default_rng(0)
     paths = []
     for devices in (1, 2):
@@ -37,6 +37,12 @@ def write_results(root, system=SYSTEM):
             result = make_result(
                 cell, "ok", started_at=now_iso(), system=system, measurement=measured(cell, rng)
             )
+            if contaminated_world is not None:  # the launcher's verdict (launch.contention)
+                busy = devices == contaminated_world
+                contention = {**CONTENDED, "foreign_cpu_cores_mean": 0.34 if busy else 0.01}
+                result["system"] = {**system, "contention": contention}
+                result["quality"] = "contaminated" if busy else "ok"
+                result["quality_reason"] = "a neighbour" if busy else None
             paths.append(write_result(cell.result_path(root), result))
     skipped = make_cell(strategy="torch-dp", devices=2)
     result = make_result(
@@ -44,6 +50,15 @@ def write_results(root, system=SYSTEM):
     )
     paths.append(write_result(skipped.result_path(root), result))
     return [str(p) for p in paths]
+
+
+CONTENDED = {
+    "interval_s": 0.5,
+    "samples": 8,
+    "cpus": 2,
+    "cpus_used_by_cell": 2,
+    "foreign_cpu_cores_mean": 0.34,
+}
 
 
 @pytest.fixture
@@ -90,7 +105,8 @@ def test_unmeasured_layout_says_not_measured_never_a_number(tables):
     page = (tables / "findings.html").read_text()
     assert "not measured" in page and "one process per node" in page
     top = json.loads((tables / "findings_top.json").read_text())
-    assert top[0].startswith("torch-ddp") and "not measured" in top[-1]
+    assert top[0] == "Measurement quality: 0 of 8 measured cells ok, 8 unknown."  # not sampled
+    assert top[1].startswith("torch-ddp") and "not measured" in top[-1]
 
 
 def test_network_column_is_read_from_the_tables(tables):
@@ -218,3 +234,23 @@ def test_no_fitted_model_means_not_predicted():
     failed = pd.DataFrame([{**prediction(4, 1, "1gbe", 3.0), "status": "not fitted"}])
     two_nodes = {**row, "network": "1gbe", "nodes": 2, "devices_per_node": 1}
     assert set(findings.predicted_numbers(two_nodes, failed).values()) == {"not predicted"}
+
+
+def test_the_landing_page_gives_the_quality_and_a_finding_lost_to_contamination_says_so(
+    tmp_path,
+):
+    tables = tmp_path / "tables"
+    aggregate(tables, write_results(tmp_path, contaminated_world=2))
+    table = run_findings(tables, "--cells-dir", "results/s/cells").set_index("strategy")
+    top = json.loads((tables / "findings_top.json").read_text())
+    two = make_cell(devices=2, batch=4).cell_id
+    assert top[0].startswith(
+        "Measurement quality: 4 of 8 measured cells ok, 4 contaminated (contaminated cells are "
+        "left out of the fits); the worst foreign load was 0.34 cores ("
+    )
+    verdict = table.loc["torch-ddp", "verdict"]
+    assert math.isnan(table.loc["torch-ddp", "break_even_global_batch"])
+    assert "the break-even batch is not fitted: 4 cell(s) were contaminated" in verdict
+    command = verdict.split("measure them again on a quiet machine: ")[1].rstrip(".")
+    assert command.startswith("snakemake --forcerun ") and f"results/s/cells/{two}.json" in command
+    assert len(command.split()) == 2 + 4

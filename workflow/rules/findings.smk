@@ -26,10 +26,11 @@ rule findings:
     params:
         training=training_args,
         title=f"Findings: study {config['study']}",
+        cells_dir=CELLS_DIR,
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli findings --cells {input.cells} --scaling {input.scaling}"
         " --fits {input.fits} --break-even {input.break_even} {params.training}"
-        " --predictions {input.predictions}"
+        " --predictions {input.predictions} --cells-dir {params.cells_dir:q}"
         " --findings {output.csv} --html {output.html} --top {output.top}"
         " --title {params.title:q} > {log} 2>&1"
 

@@ -48,20 +48,54 @@ def layouts(cells: pd.DataFrame) -> pd.DataFrame:
     cells = with_network(cells)
     multi = cells[cells["world_size"] > 1]
     if multi.empty:
-        return pd.DataFrame(columns=[*LAYOUT, "cells", "cells_ok", "not_ok_reason"])
+        return pd.DataFrame(columns=[*LAYOUT, "cells", "cells_ok", "not_ok_reason", "contaminated"])
     rows = []
     for key, group in multi.groupby(LAYOUT, sort=True):
         failed = group[group["status"] != "ok"]
         reasons = sorted({str(r) for r in failed["reason"].dropna()})
+        layout = dict(zip(LAYOUT, key, strict=True))
         rows.append(
             {
-                **dict(zip(LAYOUT, key, strict=True)),
+                **layout,
                 "cells": len(group),
                 "cells_ok": int((group["status"] == "ok").sum()),
                 "not_ok_reason": "; ".join(reasons) if reasons else None,
+                "contaminated": contaminated_cells(cells, layout, group),
             }
         )
     return pd.DataFrame(rows)
+
+
+def contaminated_cells(cells: pd.DataFrame, layout: dict[str, Any], group: pd.DataFrame) -> list:
+    """The cell ids of a layout's fits that were left out as contaminated: its own cells
+    and the same strategy and model's one-device cells (its baseline)."""
+    if "quality" not in cells.columns or "cell_id" not in cells.columns:
+        return []
+    same = (cells["strategy"] == layout["strategy"]) & (cells["model"] == layout["model"])
+    baseline = cells[same & (cells["world_size"] == 1)]
+    both = pd.concat([group, baseline])
+    return sorted(both.loc[both["quality"] == "contaminated", "cell_id"].astype(str))
+
+
+def quality_line(cells: pd.DataFrame) -> str:
+    """The study's measurement quality in one sentence, for the landing page."""
+    measured = cells[cells["status"] == "ok"] if "status" in cells.columns else cells.iloc[:0]
+    if measured.empty or "quality" not in measured.columns:
+        return "Measurement quality: no cell was measured."
+    counts = measured["quality"].astype("string").fillna("unknown").value_counts()
+    parts = [
+        f"{counts.get(q, 0)} {q}" for q in ("noisy", "contaminated", "unknown") if counts.get(q, 0)
+    ]
+    line = f"Measurement quality: {counts.get('ok', 0)} of {len(measured)} measured cells ok"
+    line += f", {', '.join(parts)}" if parts else ""
+    if counts.get("contaminated", 0):
+        line += " (contaminated cells are left out of the fits)"
+    foreign = measured.get("foreign_cpu_cores_mean")
+    if foreign is not None and foreign.notna().any():
+        worst = measured.loc[foreign.idxmax()]
+        line += f"; the worst foreign load was {worst['foreign_cpu_cores_mean']:.2f} cores"
+        line += f" ({worst['cell_id']})" if "cell_id" in measured.columns else ""
+    return line + "."
 
 
 def _match(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:
@@ -246,16 +280,33 @@ def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
-def verdict(row: dict[str, Any], rules: list[str]) -> str:
+def verdict(row: dict[str, Any], rules: list[str], cells_dir: str = "") -> str:
     if row["cells_ok"] == 0:
         reason = row.get("not_ok_reason") or "no cell ran"
         return f"{NOT_MEASURED}: {reason}"
     throughput, accuracy = throughput_verdict(row), accuracy_verdict(row, rules)
+    lost = lost_to_contamination(row, cells_dir)
     if throughput is None and accuracy is None:
-        return f"{NOT_MEASURED}: no 1-device baseline to compare with"
+        return f"{NOT_MEASURED}: no 1-device baseline to compare with" + (
+            f"; {lost}" if lost else ""
+        )
     if throughput is None:
         throughput = f"throughput {NOT_MEASURED} (training runs only)"
-    return "; ".join(p for p in (throughput, accuracy) if p) + "."
+    return "; ".join(p for p in (throughput, accuracy, lost) if p) + "."
+
+
+def lost_to_contamination(row: dict[str, Any], cells_dir: str) -> str | None:
+    """When the break-even is missing and contaminated cells were left out of its fits:
+    which, and the command that measures them again."""
+    ids = row.get("contaminated") or []
+    if not ids or _known(row.get("break_even_global_batch")):
+        return None
+    files = " ".join(f"{cells_dir.rstrip('/') + '/' if cells_dir else ''}{i}.json" for i in ids)
+    return (
+        f"the break-even batch is not fitted: {len(ids)} cell(s) were contaminated (other "
+        f"processes used the CPU) and left out of the fits; measure them again on a quiet "
+        f"machine: snakemake --forcerun {files}"
+    )
 
 
 def lr_rules(deltas: pd.DataFrame) -> list[str]:
@@ -272,6 +323,7 @@ def findings_table(
     deltas: pd.DataFrame | None = None,
     tta: pd.DataFrame | None = None,
     predictions: pd.DataFrame | None = None,
+    cells_dir: str = "",
 ) -> pd.DataFrame:
     """One row per strategy x model x network x multi-device layout, with a verdict."""
     predictions = predictions if predictions is not None else pd.DataFrame()
@@ -283,7 +335,7 @@ def findings_table(
         row = {**layout, **throughput_numbers(layout, scaling, fits, break_even)}
         row.update(accuracy_numbers(layout, deltas, tta, rules))
         row.update(predicted_numbers(row, predictions))
-        row["verdict"] = verdict(row, rules)
+        row["verdict"] = verdict(row, rules, cells_dir)
         rows.append(row)
     accuracy_columns = [
         f"{name}_{rule}{suffix}"

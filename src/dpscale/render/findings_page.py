@@ -34,7 +34,7 @@ def _display(value: object, column: str) -> str:
 def display_table(findings: pd.DataFrame) -> pd.DataFrame:
     """The findings with every value as text, ready for an HTML table; the verdict right
     after the layout, the numbers behind it after that."""
-    shown = findings.drop(columns=["cells", "cells_ok"], errors="ignore")
+    shown = findings.drop(columns=["cells", "cells_ok", "contaminated"], errors="ignore")
     order = [*LAYOUT, "verdict"]
     shown = shown[[*order, *(c for c in shown.columns if c not in order)]]
     return pd.DataFrame(
