@@ -10,6 +10,7 @@ from pathlib import Path
 from dpscale.launch.cluster import cell_resource
 from dpscale.launch.envs import READY_MARKER, env_folder_name
 from dpscale.launch.interpreters import InterpreterError, probe_configured
+from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
@@ -110,7 +111,7 @@ def cell_interpreter_args(wildcards, input):
         STRATEGIES[cell_for(wildcards).strategy].env
     )
     if configured:
-        command = [configured] if isinstance(configured, str) else configured
+        command = list(interpreter_command(configured))
         return f"--interpreter {shlex.quote(json.dumps(command))}"
     prefix = str(Path(input.env).parent) if input.env else "none"
     return f"--env {shlex.quote(prefix)}"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpscale.launch.envs import built_env_hash, env_prefix
+from dpscale.launch.envs import built_env_hash
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 from dpscale.plan.strategy import Strategy
 
@@ -67,14 +67,6 @@ class Interpreter:
 def configured(value: str | Sequence[str]) -> tuple[str, ...]:
     """The config's value (a path, or a command as a list) as a command."""
     return (value,) if isinstance(value, str) else tuple(value)
-
-
-def for_env(env: str, config: Mapping[str, Any]) -> Interpreter:
-    """The interpreter the config gives ``env``: its own, or the built environment's."""
-    value = config.get("interpreters", {}).get(env)
-    if value:
-        return Interpreter(env, configured(value))
-    return Interpreter.built(env, env_prefix(env, config["env_dir"]))
 
 
 def probe(

@@ -140,9 +140,14 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
+def required_module(requirement: str) -> str:
+    """``tensorflow>=2.9,<2.16`` -> ``tensorflow``."""
+    return re.split(r"[<>=]", requirement, maxsplit=1)[0]
+
+
 def unmet(requirement: str, version: str) -> str | None:
     """Why ``version`` does not meet ``requirement`` (``torch>=2.0,<3``), or None."""
-    module = re.split(r"[<>=]", requirement, maxsplit=1)[0]
+    module = required_module(requirement)
     bounds = requirement[len(module) :]
     have = version_tuple(version)
     checks = {">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}

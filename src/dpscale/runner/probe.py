@@ -16,7 +16,7 @@ import platform
 import sys
 from typing import Any
 
-from dpscale.plan.strategy import unmet
+from dpscale.plan.strategy import required_module, unmet
 from dpscale.runner.sysinfo import container
 
 PREFIX = "DPSCALE-PROBE "
@@ -47,7 +47,7 @@ def probe(adapters: list[str]) -> dict[str, Any]:
 
 
 def _check(requirement: str, versions: dict[str, str]) -> str | None:
-    module = requirement.split(">")[0].split("<")[0].split("=")[0]
+    module = required_module(requirement)
     version = str(getattr(importlib.import_module(module), "__version__", "unknown"))
     versions[module] = version
     return unmet(requirement, version)
