@@ -46,7 +46,8 @@ DRIVER = textwrap.dedent(
     from dpscale.launch import launcher
     from dpscale.plan.cell import Cell, Measure, ModelConfig
     from dpscale.registry import Strategy
-    fake = Strategy("torch-ddp", "fake", "fake", "fake_runner", "single", False, True)
+    fake = Strategy("torch-ddp", "fake", "fake", launch="single", runner="fake_runner",
+                    one_process=False, multi_node=True)
     launcher.strategy = lambda name: fake
     if "--no-sampler" in sys.argv:  # the wait alone: what the sampler costs is the rest
         sampling = launcher.contention.sampling
