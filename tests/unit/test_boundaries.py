@@ -38,7 +38,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # Horovod's rendezvous (launch/horovod_gloo.py) runs in the framework's environment
     "launch": (
         {"plan", "runner", "launch", "registry"},
-        {"numpy", "sklearn", "horovod", "jsonschema"},
+        {"numpy", "sklearn", "horovod", "jsonschema", "snakemake"},
     ),
     # results -> tables, laws, findings, predictions
     "analysis": ({"plan", "analysis"}, {"numpy", "scipy", "pandas", "jsonschema"}),

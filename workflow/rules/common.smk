@@ -12,6 +12,7 @@ from dpscale.launch.envs import READY_MARKER, env_folder_name
 from dpscale.launch.interpreters import InterpreterError, probe_configured
 from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
+from dpscale.launch.scheduler_fix import coalesce_reevaluations
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
 from dpscale.registry import STRATEGIES
@@ -22,6 +23,10 @@ try:
     config.update(check_config(config, STRATEGIES))
 except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
+
+# Snakemake re-runs its job selector once a second per finished job while cells wait for the
+# bench slot; one pending re-evaluation at a time keeps its CPU flat (launch/scheduler_fix.py).
+coalesce_reevaluations()
 
 # Every shell job runs dpscale with the interpreter that runs Snakemake (the analysis
 # environment); the framework environments are the launcher's business.
