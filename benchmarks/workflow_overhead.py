@@ -4,16 +4,16 @@ the number of jobs (issue 8's definition).
     .venv/bin/python benchmarks/workflow_overhead.py --configfile benchmarks/overhead_study.yaml
 
 Runs ``snakemake`` on the study in a fresh results folder (environments as configured, so
-build them first with ``snakemake envs``), reads the launcher time of every cell from the
-``benchmark:`` file rule ``bench_cell`` writes (seconds of the whole ``dpscale.launch``
-process, imports included), and prints wall time, summed launcher time, jobs and the
+build them first with ``snakemake envs``), reads the launcher time of every cell from its
+result (``system.launcher.wall_s``: seconds of the whole ``dpscale.launch`` process,
+interpreter start-up included), and prints wall time, summed launcher time, jobs and the
 overhead per job. ``--repo`` runs another checkout of dpscale (for before/after).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import os
 import re
 import subprocess
@@ -50,10 +50,10 @@ def run_study(repo: Path, configfile: Path, results: Path) -> tuple[float, int, 
 
 def launcher_seconds(results: Path) -> list[float]:
     seconds = []
-    for path in results.rglob("benchmarks/**/*.tsv"):
-        with open(path, newline="") as handle:
-            rows = list(csv.DictReader(handle, delimiter="\t"))
-        seconds += [float(row["s"]) for row in rows]
+    for path in results.rglob("cells/**/*.json"):
+        launcher = json.loads(path.read_text())["system"].get("launcher") or {}
+        if launcher.get("wall_s") is not None:
+            seconds.append(launcher["wall_s"])
     return seconds
 
 
@@ -68,7 +68,7 @@ def main() -> None:
         wall, jobs, _ = run_study(args.repo.resolve(), args.configfile.resolve(), Path(tmp))
         cells = launcher_seconds(Path(tmp))
     if not cells:
-        sys.exit("no benchmark files found: does rule bench_cell have a benchmark: directive?")
+        sys.exit("no cell result records system.launcher.wall_s (a checkout before issue 19?)")
     overhead = wall - sum(cells)
     print(
         f"repo {args.repo}: {jobs} jobs ({len(cells)} cells), wall {wall:.1f} s, "
@@ -78,8 +78,8 @@ def main() -> None:
     row = [str(args.repo), str(args.configfile), jobs, len(cells), f"{wall:.1f}"]
     row += [f"{sum(cells):.1f}", f"{overhead:.1f}", f"{overhead / jobs:.2f}"]
     caption = (
-        "launchers s: the cells' summed dpscale.launch seconds (rule bench_cell's benchmark: "
-        "files); overhead = wall - launchers."
+        "launchers s: the cells' summed dpscale.launch seconds (system.launcher.wall_s of "
+        "their results); overhead = wall - launchers."
     )
     table = page.table(header, [row])
     page.print_page("Snakemake cost per job", [caption, table], run, path=args.page)

@@ -10,8 +10,6 @@ rule bench_cell:
         f"{CELLS_DIR}/{CELL_PATTERN}.json",
     log:
         f"{LOGS}/cells/{CELL_PATTERN}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/cells/{CELL_PATTERN}.tsv"
     resources:
         bench_slot=1,
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its

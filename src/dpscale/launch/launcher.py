@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -44,7 +45,7 @@ from dpscale.launch.kinds import (
 )
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import SRC_DIR
-from dpscale.plan.result import make_result, now_iso, read_result, write_result
+from dpscale.plan.result import make_result, now_iso, read_result, rewrite_result, write_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
 from dpscale.runner.sysinfo import (
@@ -379,7 +380,39 @@ def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
 
 def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
     """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
-    prefix of a built environment)."""
+    prefix of a built environment). The result records the launcher's own footprint."""
+    status = _launch(cell, out, interpreter, log_path)
+    record_launcher_footprint(out)
+    return status
+
+
+def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
+    """This process's wall time since it was started (interpreter start-up included; the
+    kernel's start time has clock-tick resolution) and its peak memory and that of its
+    largest child (``getrusage``: the children that have been waited for)."""
+    try:
+        start_ticks = int((proc / "self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float((proc / "uptime").read_text().split()[0])
+        wall_s: float | None = round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        wall_s = None
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}
+
+
+def record_launcher_footprint(out: Path) -> None:
+    """Add ``system.launcher`` to the result the launch left (what Snakemake's
+    ``benchmark:`` directive measured by polling, read once at the end instead)."""
+    try:
+        result = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return
+    result["system"]["launcher"] = launcher_footprint()
+    rewrite_result(out, result)
+
+
+def _launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
     if isinstance(interpreter, Path):
         interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
     started_at = now_iso()
