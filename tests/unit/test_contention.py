@@ -116,3 +116,23 @@ def test_an_orphan_reaped_outside_the_tree_keeps_its_last_reading(tmp_path):
     fake_proc(proc, {10: (1, 5, 40)})  # 12 exited, reaped by init, outside the tree
     sampler.sample()
     assert [s.own for s in sampler.samples] == [65, 70, 70]
+
+
+def test_interrupt_work_is_reported_and_not_foreign(tmp_path):
+    # /proc/stat: user nice system idle iowait irq softirq steal, in jiffies
+    def stat(user, system, idle, softirq):
+        line = f"cpu {user} 0 {system} {idle} 0 0 {softirq} 0"
+        (tmp_path / "stat").write_text(f"{line}\ncpu0 0\ncpu1 0\n")
+        return c.read_machine_times(tmp_path)
+
+    before, after = stat(100, 50, 1000, 10), stat(100 + TICK, 50, 1000, 10 + TICK // 5)
+    assert after.busy - before.busy == TICK and after.interrupts - before.interrupts == TICK // 5
+    # 1 s: the cell used the one busy core, softirq took another 0.2 core (its traffic)
+    samples = [
+        c.Sample(0, before.busy, before.idle, 0, 0, 1.0, before.interrupts),
+        c.Sample(1, after.busy, after.idle, 0, TICK, 1.0, after.interrupts),
+    ]
+    s = summary(samples)
+    assert s["foreign_cpu_cores_mean"] == pytest.approx(0.0)
+    assert s["interrupt_cpu_cores_mean"] == pytest.approx((TICK // 5) / TICK)
+    assert c.verdict(s)[0] == "ok"

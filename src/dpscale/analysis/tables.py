@@ -75,9 +75,12 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
 
 
 def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
-    """The launcher's verdict on the machine's quiet (dpscale.launch.contention)."""
+    """The launcher's verdict on the machine's quiet (dpscale.launch.contention), and the
+    launcher's own wall time."""
     contention = result["system"].get("contention") or {}
+    launcher = result["system"].get("launcher") or {}
     return {
+        "launcher_wall_s": launcher.get("wall_s", math.nan),
         "quality": result.get("quality"),
         "quality_reason": result.get("quality_reason"),
         **{
@@ -85,6 +88,7 @@ def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
             for key in (
                 "foreign_cpu_cores_mean",
                 "foreign_cpu_cores_max",
+                "interrupt_cpu_cores_mean",
                 "steal_fraction",
                 "loadavg_1m",
             )

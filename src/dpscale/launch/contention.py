@@ -3,8 +3,8 @@
 A :class:`ContentionSampler` runs in a background thread of the launcher while the cell's
 processes run. Every ``interval_s`` (default :data:`SAMPLE_INTERVAL_S`, 0.5 s) it reads:
 
-- ``/proc/stat``: the machine's busy, idle and steal jiffies over all CPUs (busy = user +
-  nice + system + irq + softirq; iowait counts as idle, steal separately);
+- ``/proc/stat``: the machine's busy, interrupt, idle and steal jiffies over all CPUs
+  (busy = user + nice + system, interrupts = irq + softirq; iowait counts as idle);
 - ``/proc/loadavg``: the 1-minute load average;
 - the CPU time (utime + stime of ``/proc/<pid>/stat``) of the cell's own process tree: the
   launcher itself (its sampler thread included) and all its descendants. The last value of
@@ -19,6 +19,11 @@ second), over the timed part of the run: the samples that bracket
 runner), or the whole run when a result has no span (training cells). GPU utilisation of
 other processes is not sampled (an ``nvidia-smi`` call costs tens of milliseconds of CPU);
 on GPU cells the verdict is about the host CPUs only.
+
+Interrupt work (irq + softirq) is charged to no process. On a quiet machine it is about
+zero; while a cell measures it is mostly the kernel moving the cell's own traffic (loopback,
+veth pairs, tc shaping), so it is not foreign: it is reported as
+``interrupt_cpu_cores_mean`` and left out of the verdict (docs/decisions/interrupt-cpu.md).
 
 Only local runs are sampled: in a SLURM job the scheduler gives the cell its own CPUs, and
 its ranks are started by SLURM, not by the launcher, so they would look foreign.
@@ -77,6 +82,7 @@ class Sample:
     steal: int
     own: int
     loadavg_1m: float
+    interrupts: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class MachineTimes:
     idle: int
     steal: int
     cpus: int
+    interrupts: int = 0
 
 
 def read_machine_times(proc: Path = PROC) -> MachineTimes:
@@ -94,7 +101,7 @@ def read_machine_times(proc: Path = PROC) -> MachineTimes:
     fields += [0] * (8 - len(fields))
     user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
     cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
-    return MachineTimes(user + nice + system + irq + softirq, idle + iowait, steal, cpus)
+    return MachineTimes(user + nice + system, idle + iowait, steal, cpus, irq + softirq)
 
 
 def read_loadavg(proc: Path = PROC) -> float:
@@ -199,6 +206,7 @@ class ContentionSampler:
                 steal=machine.steal,
                 own=self._exited_cpu + sum(self._last_cpu.values()),
                 loadavg_1m=read_loadavg(self.proc),
+                interrupts=machine.interrupts,
             )
         )
 
@@ -262,6 +270,7 @@ def summarise_contention(
         "foreign_cpu_cores_mean": None,
         "foreign_cpu_cores_max": None,
         "cell_cpu_cores_mean": None,
+        "interrupt_cpu_cores_mean": None,
         "steal_fraction": None,
         "loadavg_1m": None,
     }
@@ -269,11 +278,16 @@ def summarise_contention(
         return summary
     first, last = chosen[0], chosen[-1]
     seconds = last.wall - first.wall
-    total = (last.busy + last.idle + last.steal) - (first.busy + first.idle + first.steal)
+    total = (last.busy + last.idle + last.steal + last.interrupts) - (
+        first.busy + first.idle + first.steal + first.interrupts
+    )
     summary.update(
         foreign_cpu_cores_mean=foreign_cores(first, last),
         foreign_cpu_cores_max=max(foreign_cores(a, b) for a, b in pairwise(chosen)),
         cell_cpu_cores_mean=(last.own - first.own) / CLOCK_TICKS / seconds if seconds else 0.0,
+        interrupt_cpu_cores_mean=(last.interrupts - first.interrupts) / CLOCK_TICKS / seconds
+        if seconds
+        else 0.0,
         steal_fraction=(last.steal - first.steal) / total if total > 0 else 0.0,
         loadavg_1m=max(s.loadavg_1m for s in chosen),
     )
