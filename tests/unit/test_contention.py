@@ -136,3 +136,15 @@ def test_interrupt_work_is_reported_and_not_foreign(tmp_path):
     assert s["foreign_cpu_cores_mean"] == pytest.approx(0.0)
     assert s["interrupt_cpu_cores_mean"] == pytest.approx((TICK // 5) / TICK)
     assert c.verdict(s)[0] == "ok"
+
+
+def test_a_parent_and_child_that_exit_together_are_counted_once(tmp_path):
+    proc = tmp_path / "proc"
+    fake_proc(proc, {10: (1, 5, 0), 11: (10, 10, 0), 12: (11, 20, 0)})
+    sampler = c.ContentionSampler(root=10, proc=proc)
+    sampler.sample()
+    # 12 ran 10 more jiffies and was reaped by 11, which then exited and 10 reaped it:
+    # 10's cutime holds both (10 + 30), and neither may count a second time
+    fake_proc(proc, {10: (1, 5, 40)})
+    sampler.sample()
+    assert [s.own for s in sampler.samples] == [35, 45]

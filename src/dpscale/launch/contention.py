@@ -138,6 +138,14 @@ def update_parents(parents: dict[int, int], proc: Path = PROC) -> dict[int, int]
     return current
 
 
+def depth(pid: int, parents: dict[int, int]) -> int:
+    """How many known ancestors ``pid`` has (cycles, which pid reuse can make, stop it)."""
+    seen = {pid}
+    while (pid := parents.get(pid, 0)) and pid not in seen:
+        seen.add(pid)
+    return len(seen) - 1
+
+
 def descendants(root: int, parents: dict[int, int]) -> set[int]:
     """``root`` and every process below it."""
     children: dict[int, list[int]] = {}
@@ -188,7 +196,10 @@ class ContentionSampler:
         """Take one reading (the thread calls this; so do start and stop)."""
         known = dict(self._parents)
         self._parents = update_parents(self._parents, self.proc)
-        for pid in descendants(self.root, self._parents) | set(self._last_cpu):
+        tracked = descendants(self.root, self._parents) | set(self._last_cpu)
+        # children before their parents: when both went since the last sample, the child
+        # is in its parent's cutime only while the parent still counts as tracked
+        for pid in sorted(tracked, key=lambda pid: depth(pid, known), reverse=True):
             stat = read_pid_stat(pid, self.proc)
             if stat is None:  # exited and reaped
                 last = self._last_cpu.pop(pid, 0)
