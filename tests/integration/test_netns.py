@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
 from dpscale.launch import launcher, netns
@@ -192,6 +193,32 @@ def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
     assert result["cell"]["world_size"] == 2
     assert len(result["measurement"]["per_rank_window_seconds"]) == 2
     assert set(netns.leftover()) == before
+
+
+@pytest.mark.slow
+def test_a_network_cell_on_a_quiet_machine_is_ok(tmp_path, monkeypatch):
+    """The kernel's work for the cell's own traffic (softirq over the veth pair and the
+    shaped link) is reported apart, not as a neighbour; both emulated nodes' ranks are
+    the cell's CPUs."""
+    from dpscale.launch.contention import NOISY_CORES
+    from dpscale.launch.envs import ensure_env
+    from dpscale.plan.cell import Measure
+    from dpscale.plan.result import read_result
+
+    cell = make_cell("torch-ddp", nodes=2, batch=8, network=Network("lan", rate="10gbit"))
+    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(2, 3, 3, 300))})
+    out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
+    prefix = ensure_env("torch")
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))  # this test holds the real one
+    with machine_bench_lock():
+        wait_for_quiet(below_cores=NOISY_CORES / 2)
+        status = launcher.launch(cell, out, prefix, log)
+    result = read_result(out)
+    assert status == "ok", result["reason"]
+    contention = result["system"]["contention"]
+    assert contention["cpus_used_by_cell"] == 2
+    assert contention["interrupt_cpu_cores_mean"] is not None
+    assert result["quality"] == "ok", f"{result['quality_reason']}: {json.dumps(contention)}"
 
 
 @pytest.mark.slow

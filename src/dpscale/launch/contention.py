@@ -29,7 +29,8 @@ Only local runs are sampled: in a SLURM job the scheduler gives the cell its own
 its ranks are started by SLURM, not by the launcher, so they would look foreign.
 
 Verdict (``quality``), relative to the cores the cell leaves idle,
-``spare = CPUs - cpus_used_by_cell`` (processes x threads per process):
+``spare = CPUs - cpus_used_by_cell`` (processes on this machine, emulated nodes' included,
+x threads per process):
 
 - ``contaminated``: foreign work took more than :data:`CONTAMINATED_CORES` (0.25) of a core
   from the cell on average (``foreign_cpu_cores_mean - spare``), or the hypervisor stole
@@ -328,8 +329,10 @@ def verdict(contention: dict[str, Any]) -> tuple[str, str]:
 
 
 def cpus_used_by(cell: Cell) -> int:
-    """CPUs the cell's measured processes are given on this node (processes x threads)."""
-    return cell.devices_per_node * cell.threads_per_device
+    """CPUs the cell's measured processes are given on this machine (processes x threads).
+    Only local runs are sampled, where every node of a multi-node cell is an emulated one
+    on this machine."""
+    return cell.nodes * cell.devices_per_node * cell.threads_per_device
 
 
 def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | None:
