@@ -154,13 +154,13 @@ def main() -> None:
     whole = (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0])
     fifth = max(len(measured) // 5, 1)
     summary = (
-        f"{len(spans)} ok cells, wall {wall:.0f} s; Snakemake main process over the whole run "
-        f"{whole:.3f} cores; while cells measured: median {statistics.median(measured):.3f}, "
-        f"max {max(measured):.3f}; first fifth of the cells "
+        f"{len(spans)} measured cells, wall {wall:.0f} s; Snakemake main process over the "
+        f"whole run {whole:.3f} cores; while cells measured: median "
+        f"{statistics.median(measured):.3f}, max {max(measured):.3f}; first fifth of the cells "
         f"{statistics.mean(measured[:fifth]):.3f}, "
         f"last fifth {statistics.mean(measured[-fifth:]):.3f}"
         if measured
-        else f"{len(spans)} ok cells: no cell span inside the samples"
+        else f"{len(spans)} measured cells: no cell span inside the samples"
     )
     print(summary)
     header = ["#", "cell", "span s", "snakemake cores", "foreign cores", "quality"]
