@@ -48,7 +48,6 @@ x threads per process):
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -60,7 +59,6 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.result import rewrite_result
 
 SAMPLE_INTERVAL_S = 0.5
 CONTAMINATED_CORES = 0.25
@@ -139,14 +137,6 @@ def update_parents(parents: dict[int, int], proc: Path = PROC) -> dict[int, int]
     return current
 
 
-def depth(pid: int, parents: dict[int, int]) -> int:
-    """How many known ancestors ``pid`` has (cycles, which pid reuse can make, stop it)."""
-    seen = {pid}
-    while (pid := parents.get(pid, 0)) and pid not in seen:
-        seen.add(pid)
-    return len(seen) - 1
-
-
 def descendants(root: int, parents: dict[int, int]) -> set[int]:
     """``root`` and every process below it."""
     children: dict[int, list[int]] = {}
@@ -197,14 +187,14 @@ class ContentionSampler:
         """Take one reading (the thread calls this; so do start and stop)."""
         known = dict(self._parents)
         self._parents = update_parents(self._parents, self.proc)
-        tracked = descendants(self.root, self._parents) | set(self._last_cpu)
-        # children before their parents: when both went since the last sample, the child
-        # is in its parent's cutime only while the parent still counts as tracked
-        for pid in sorted(tracked, key=lambda pid: depth(pid, known), reverse=True):
+        # a child is in its parent's cutime when the parent was tracked at the last sample,
+        # whether or not the parent has gone since
+        tracked_before = set(self._last_cpu)
+        for pid in descendants(self.root, self._parents) | tracked_before:
             stat = read_pid_stat(pid, self.proc)
             if stat is None:  # exited and reaped
                 last = self._last_cpu.pop(pid, 0)
-                if known.get(pid) not in self._last_cpu:  # not by a parent of the tree
+                if known.get(pid) not in tracked_before:  # not by a parent of the tree
                     self._exited_cpu += last  # (there its whole CPU is in the parent's)
             else:
                 self._last_cpu[pid] = max(stat[1], self._last_cpu.get(pid, 0))
@@ -335,19 +325,14 @@ def cpus_used_by(cell: Cell) -> int:
     return cell.nodes * cell.devices_per_node * cell.threads_per_device
 
 
-def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | None:
-    """Add ``system.contention``, ``quality`` and ``quality_reason`` to an ok result.
+def annotate(result: dict[str, Any], sampler: ContentionSampler, cell: Cell) -> str | None:
+    """Add ``system.contention``, ``quality`` and ``quality_reason`` to an ok result (in
+    place; the launcher writes it).
 
-    Returns the quality, or None when there is no ok result to annotate (or the sampler
-    was not enabled: in a SLURM job).
+    Returns the quality, or None when the result is not ok (or the sampler was not
+    enabled: in a SLURM job).
     """
-    if not sampler.enabled:
-        return None
-    try:  # the launcher has just validated it; rewrite_result validates the new one
-        result = json.loads(out.read_text())
-    except (OSError, ValueError):
-        return None
-    if result["status"] != "ok":
+    if not sampler.enabled or result.get("status") != "ok":
         return None
     timed = result.get("measurement") or result.get("collectives") or {}
     span = timed.get("timed_span")
@@ -357,5 +342,4 @@ def annotate_result(out: Path, sampler: ContentionSampler, cell: Cell) -> str | 
     quality, reason = verdict(contention)
     result["system"]["contention"] = contention
     result["quality"], result["quality_reason"] = quality, reason
-    rewrite_result(out, result)
     return quality

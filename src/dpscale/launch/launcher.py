@@ -381,8 +381,11 @@ def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
 def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
     """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
     prefix of a built environment). The result records the launcher's own footprint."""
-    status = _launch(cell, out, interpreter, log_path)
-    record_launcher_footprint(out)
+    status, sampler = _launch(cell, out, interpreter, log_path)
+    quality = finish_result(out, sampler, cell)
+    if quality is not None:
+        with open(log_path, "a") as log:
+            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
     return status
 
 
@@ -401,18 +404,26 @@ def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
     return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}
 
 
-def record_launcher_footprint(out: Path) -> None:
-    """Add ``system.launcher`` to the result the launch left (what Snakemake's
-    ``benchmark:`` directive measured by polling, read once at the end instead)."""
+def finish_result(
+    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
+) -> str | None:
+    """Amend the result the launch left, in one rewrite: the contention verdict (an ok
+    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
+    directive measured by polling, read once at the end instead). Returns the quality."""
     try:
         result = json.loads(out.read_text())
     except (OSError, ValueError):
-        return
+        return None
+    quality = contention.annotate(result, sampler, cell) if sampler else None
     result["system"]["launcher"] = launcher_footprint()
     rewrite_result(out, result)
+    return quality
 
 
-def _launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
+def _launch(
+    cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
+) -> tuple[str, contention.ContentionSampler | None]:
+    """The launch itself: its status, and the sampler when the cell's processes ran."""
     if isinstance(interpreter, Path):
         interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
     started_at = now_iso()
@@ -425,7 +436,7 @@ def _launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Pa
         if reason:
             write_status(cell, out, "skipped", reason, started_at)
             print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
-            return "skipped"
+            return "skipped", None
         python = list(interpreter.command)
         env = runner_env(cell, interpreter)
         probe: list[dict] = []
@@ -439,7 +450,7 @@ def _launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Pa
         if shortage:
             write_status(cell, out, "failed", shortage, started_at, allocation=described)
             print(f"[dpscale] {cell.cell_id} failed: {shortage}", file=log, flush=True)
-            return "failed"
+            return "failed", None
         if described:
             env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
         # the scratch folder holds the cell file every rank reads: on the shared file
@@ -461,13 +472,9 @@ def _launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Pa
                 reason = f"could not build the emulated network: {error}"
                 write_status(cell, out, "failed", reason, started_at)
                 print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
-                return "failed"
+                return "failed", None
         text = _tail(log_path, log_start, CLASSIFY_CHARS)
-        status = _settle(cell, out, returncode, text, started_at, described)
-        quality = contention.annotate_result(out, sampler, cell)
-        if quality is not None:
-            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
-        return status
+        return _settle(cell, out, returncode, text, started_at, described), sampler
 
 
 def _start(
