@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from workflow_overhead import study_command
+
 import page
 
 HERE = Path(__file__).resolve().parents[1]
@@ -105,10 +107,7 @@ def cell_spans(results: Path) -> list[CellSpan]:
 def run_study(
     repo: Path, configfile: Path | None, results: Path, extra: list[str], interval: float
 ) -> tuple[float, list[tuple[float, float]]]:
-    env = dict(os.environ, PYTHONPATH=str(repo / "src"))
-    command = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2"]
-    command += ["--configfile", str(configfile)] if configfile else []
-    command += ["--config", f"results_dir={results}", *extra]
+    command, env = study_command(repo, configfile, results, extra)
     started = time.monotonic()
     log = open(results / "snakemake.log", "w")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import page
@@ -27,17 +28,19 @@ import page
 HERE = Path(__file__).resolve().parents[1]
 
 
-def run_study(repo: Path, configfile: Path, results: Path) -> tuple[float, int, str]:
+def study_command(
+    repo: Path, configfile: Path | None, results: Path, extra: Sequence[str] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """The ``snakemake`` command (and its environment) that runs a study of ``repo`` on 2
+    cores into ``results``; no ``configfile``: the repository's config.yaml alone."""
     env = dict(os.environ, PYTHONPATH=str(repo / "src"))
-    command = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "--configfile",
-        str(configfile),
-        "--config",
-        f"results_dir={results}",
-        "--cores",
-        "2",
-    ]
+    command = [str(Path(sys.executable).parent / "snakemake"), "--cores", "2"]
+    command += ["--configfile", str(configfile)] if configfile else []
+    return [*command, "--config", f"results_dir={results}", *extra], env
+
+
+def run_study(repo: Path, configfile: Path, results: Path) -> tuple[float, int, str]:
+    command, env = study_command(repo, configfile, results)
     started = time.monotonic()
     done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
