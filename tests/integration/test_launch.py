@@ -173,7 +173,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
     assert hvd[:9] == [
         *python,
         "-m",
-        "horovod.runner.launch",
+        "dpscale.launch.horovodrun",
         "-np",
         "2",
         "-H",

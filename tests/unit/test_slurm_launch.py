@@ -515,7 +515,7 @@ def test_local_launchers_run_inside_the_container_and_start_ranks_with_its_pytho
         "torch.distributed.run",
     ]
     horovod = kind("horovod").local(cell, APPTAINER, runner)
-    assert horovod[:7] == [*APPTAINER, "-m", "horovod.runner.launch"]
+    assert horovod[:7] == [*APPTAINER, "-m", "dpscale.launch.horovodrun"]
     assert horovod[-len(RANK_IN_CONTAINER) :] == RANK_IN_CONTAINER
     mxnet = kind("mxnet").local(make_cell("mxnet-dist", devices=2), APPTAINER, runner)
     assert mxnet[0] == HOST_PYTHON and mxnet[mxnet.index("--") + 1 :] == [

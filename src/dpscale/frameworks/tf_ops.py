@@ -138,6 +138,13 @@ def apply_sgd(
     optimizer.apply_gradients(zip(grads, variables, strict=True))
 
 
+def step_function(function: Callable, **options: Any) -> Callable:
+    """A traced step, without AutoGraph or XLA. The steps have no Python control flow that
+    depends on a tensor; AutoGraph's conversion of Horovod's DistributedGradientTape took
+    about 3 s of every horovod-tf cell's start-up (docs/measurements/2026-11-24-study-length.md)."""
+    return tf.function(function, autograph=False, jit_compile=False, **options)
+
+
 def synthetic_batch(cell: Cell, batch: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Random images and labels, created once on the device (no input pipeline)."""
     generator = tf.random.Generator.from_seed(cell.seed)
@@ -164,7 +171,7 @@ def make_train_step(
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     scaled = cell.precision == "amp_fp16"
 
-    @tf.function(jit_compile=False)
+    @step_function
     def train_step() -> tf.Tensor:
         with tf.GradientTape() as tape:
             logits = tf.cast(model(images, training=True), tf.float32)
@@ -224,8 +231,8 @@ class KerasTrainingBackend:
             tf.TensorSpec((None, size, size, 3), tf.float32),
             tf.TensorSpec((None,), tf.int64),
         )
-        self._train = tf.function(self._train_step, input_signature=signature)
-        self._evaluate = tf.function(self._evaluate_step, input_signature=signature)
+        self._train = step_function(self._train_step, input_signature=signature)
+        self._evaluate = step_function(self._evaluate_step, input_signature=signature)
 
     def _logits(self, images: tf.Tensor, training: bool) -> tf.Tensor:
         x = tf.transpose(images, (0, 3, 1, 2)) if self.nchw else images

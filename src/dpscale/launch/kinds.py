@@ -206,7 +206,9 @@ class Horovod(LaunchKind):
 
     def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
         n = cell.devices_per_node
-        horovodrun = [*python, "-m", "horovod.runner.launch"]  # what bin/horovodrun runs
+        # horovodrun (bin/horovodrun runs horovod.runner.launch), its build check left to
+        # the ranks (dpscale.launch.horovodrun)
+        horovodrun = [*python, "-m", "dpscale.launch.horovodrun"]
         return [*horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", python[-1], *runner]
 
     def tasks(

@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)
     )
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
+    if os.environ.get("HOROVOD_CONTROLLER") == "gloo" and not hvd.gloo_enabled():
+        # horovodrun's own check before the launch is left to this (dpscale.launch.horovodrun)
+        raise RuntimeError("Horovod was not built with Gloo: see `horovodrun --check-build`")
     if hvd.size() != cell.world_size:
         raise RuntimeError(f"world size {hvd.size()} != cell's {cell.world_size}")
     tf_ops.pin_device(cell, hvd.local_rank())
