@@ -255,6 +255,17 @@ def mfu_figure(args: argparse.Namespace) -> None:
     draw(pd.read_csv(args.cells), Path(args.out))
 
 
+def drift(args: argparse.Namespace) -> None:
+    """cells.csv -> the drift probes' table and trace."""
+    from dpscale.analysis.drift import drift_sentence, drift_table
+    from dpscale.render.drift_plot import drift_figure
+
+    table = drift_table(pd.read_csv(args.cells))
+    table.to_csv(args.table, index=False)
+    drift_figure(table, Path(args.figure))
+    print(drift_sentence(table))
+
+
 def add_figure_parsers(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("interactive-figures", help="tables -> interactive HTML figures")
     for name in ("cells", "fits", "scaling"):
@@ -266,6 +277,11 @@ def add_figure_parsers(commands: argparse._SubParsersAction) -> None:
     mfu.add_argument("--cells", required=True)
     mfu.add_argument("--out", required=True, help="output PNG")
     mfu.set_defaults(func=mfu_figure)
+    trace = commands.add_parser("drift", help="cells.csv -> drift probes' table and trace")
+    trace.add_argument("--cells", required=True)
+    trace.add_argument("--table", required=True, help="output: drift.csv")
+    trace.add_argument("--figure", required=True, help="output: drift trace (PNG)")
+    trace.set_defaults(func=drift)
 
 
 def posts(args: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 NAMES = yaml.safe_load(TINY.read_text(encoding="utf-8"))["strategies"]
 ONE = [name for name in NAMES if name in ONE_PROCESS]  # skipped beyond one device on CPU
+PROBES = yaml.safe_load(TINY.read_text(encoding="utf-8"))["drift"]["probes"]
 
 
 def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -55,12 +56,15 @@ def study(tmp_path_factory):
 
 def test_dry_run_lists_one_benchmark_job_per_cell(study):
     _, dry = study
-    assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2  # strategies x batches x devices
+    # strategies x batches x devices, and the 2 drift probes
+    assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2 + PROBES
 
 
 def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
     results, _ = study
-    cells = sorted((results / "tiny" / "cells").rglob("*.json"))
+    cells = sorted(
+        p for p in (results / "tiny" / "cells").rglob("*.json") if p.parent.name != "drift"
+    )
     statuses = {
         str(p.relative_to(results / "tiny" / "cells")): json.loads(p.read_text())["status"]
         for p in cells
@@ -91,13 +95,31 @@ def test_tables_and_figures_come_from_the_run(study):
         assert (results / "tiny" / "figures" / f"{name}.png").is_file()
 
 
+def test_drift_probes_run_first_and_last_and_stay_out_of_the_fits(study):
+    import pandas as pd
+
+    results, _ = study
+    cells = pd.read_csv(results / "tiny" / "tables" / "cells.csv")
+    measured = cells[cells["status"] == "ok"].sort_values("started_at")
+    assert list(measured["mode"].iloc[[0, -1]]) == ["drift", "drift"]
+    assert set(measured.loc[measured["mode"] == "drift", "cell_id"]) == {
+        f"torch-dp/resnet18-imagenet32-c10/drift/n1-d1-b4-r{k}" for k in range(PROBES)
+    }
+    drift = pd.read_csv(results / "tiny" / "tables" / "drift.csv")
+    assert list(drift["probe"]) == list(range(PROBES))
+    assert drift.loc[0, "minutes"] == 0 and drift.loc[1, "minutes"] > 0
+    assert (results / "tiny" / "figures" / "drift.png").is_file()
+    repeats = pd.read_csv(results / "tiny" / "tables" / "repeatability.csv")
+    assert repeats.empty  # the probes are no repeats of the study's cell
+
+
 def test_report_is_one_self_contained_html(study):
     results, _ = study
     report = results / "report.html"
     snakemake("--report", str(report), results=results)
     text = report.read_text()
     assert "throughput.png" in text and "fits.html" in text and "cells.html" in text
-    assert "frameworks.png" in text
+    assert "frameworks.png" in text and "drift.png" in text
     assert "dpscale study" in text
 
 
@@ -115,7 +137,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     dry = snakemake("-n", "--forcerun", str(cell), results=results)
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
-    downstream += ["interactive_figures", "mfu_figure", "comm_model", "all"]
+    downstream += ["interactive_figures", "mfu_figure", "comm_model", "drift", "all"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
     others = {
         p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json") if p != cell
@@ -141,6 +163,7 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         TINY.read_text()
         .replace("study: tiny", "study: tiny2")
         .replace("batch_sizes: [2, 4]", "batch_sizes: [2]")
+        .replace("drift: {probes: 2}", "drift: {probes: 0}")
         .replace(
             "strategies: [torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist]",
             "strategies: [torch-dp, torch-ddp]",

@@ -64,6 +64,18 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             lambda c: c["measure"].update(timeout_s=60, collective_timeout_s=60),
             "measure.collective_timeout_s: 60 must be below measure.timeout_s (60)",
         ),
+        (
+            lambda c: c.update(drift={"probes": 1}),
+            "drift.probes: 1 draws no trace; allowed: 0 or at least 2",
+        ),
+        (
+            lambda c: c.update(drift={"probes": 3, "cell": "torch-ddp/x"}),
+            "drift.cell: 'torch-ddp/x' is not a runnable synthetic cell of this study; e.g. [",
+        ),
+        (
+            lambda c: c.update(drift={"probes": -2}),
+            "drift.probes: -2 is less than the minimum of 0",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
@@ -105,7 +117,10 @@ def test_matrix_keeps_impossible_cells_as_skipped(default_config):
     default_config["modes"] = ["synthetic"]
     cells = expand(check(default_config), STRATEGIES)
     # strategies x models x batches x devices x nodes
-    assert len(cells) == len(default_config["strategies"]) * 1 * 4 * 2 * 2
+    assert (
+        len(cells)
+        == len(default_config["strategies"]) * 1 * len(default_config["batch_sizes"]) * 2 * 2
+    )
     dp_multi = [
         c for c in cells if c.strategy == "torch-dp" and c.devices_per_node == 2 and c.nodes == 1
     ]

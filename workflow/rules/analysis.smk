@@ -61,3 +61,24 @@ rule accuracy:
         " --summary {output.summary} --deltas {output.deltas} --tta {output.tta}"
         " --deltas-html {output.deltas_html} --tta-html {output.tta_html}"
         " --curves {output.curves} --epoch-time {output.epoch_time} {input} > {log} 2>&1"
+
+
+# The machine's drift through the run: the reference cell measured at intervals (config drift;
+# only in studies with drift.probes).
+rule drift:
+    input:
+        cells=f"{TABLES}/cells.csv",
+    output:
+        table=f"{TABLES}/drift.csv",
+        figure=report(
+            f"{FIGURES}/drift.png",
+            caption="../../report/drift.rst",
+            category="3. Cells",
+            labels={"figure": "machine drift"},
+        ),
+    log:
+        f"{LOGS}/drift.log",
+    localrule: True
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli drift --cells {input.cells} --table {output.table}"
+        " --figure {output.figure} > {log} 2>&1"

@@ -10,6 +10,7 @@ rule bench_cell:
         f"{CELLS_DIR}/{CELL_PATTERN}.json",
     log:
         f"{LOGS}/cells/{CELL_PATTERN}.log",
+    priority: cell_priority
     resources:
         bench_slot=1,
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its

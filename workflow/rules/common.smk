@@ -15,6 +15,7 @@ from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 from dpscale.plan.config import ConfigError, check_config
 from dpscale.plan.matrix import expand as expand_matrix
+from dpscale.plan.matrix import run_priorities
 from dpscale.registry import STRATEGIES
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
@@ -38,6 +39,8 @@ LOGS = f"{RESULTS}/logs"
 CELLS_DIR = f"{RESULTS}/cells"
 DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
+# The order cells run in on one machine (repeats in turn, drift probes spread through it)
+RUN_PRIORITY = run_priorities(list(CELLS.values()))
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"
 
 # A site's own interpreter or container (config interpreters) is probed once here, before
@@ -85,6 +88,10 @@ def cell_for(wildcards):
     if cell_id not in CELLS:
         raise ValueError(f"{cell_id} is not a cell of study {config['study']!r}")
     return CELLS[cell_id]
+
+
+def cell_priority(wildcards):
+    return RUN_PRIORITY[cell_for(wildcards).cell_id]
 
 
 def slurm_resource(name):
@@ -211,4 +218,6 @@ def final_outputs():
     for rule_ in (rules.findings, rules.post_vs_run, rules.interactive_figures):
         outputs += list(rule_.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    if config["drift"]["probes"]:
+        outputs += list(rules.drift.output)
     return outputs

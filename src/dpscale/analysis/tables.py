@@ -111,7 +111,8 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "stem": model["stem"],
         "image_size": model["image_size"],
         "classes": model["classes"],
-        "mode": cell["mode"],
+        # drift probes measure like synthetic cells but are no points of the study's laws
+        "mode": "drift" if cell.get("drift_probe") else cell["mode"],
         "nodes": cell["nodes"],
         "network": (cell.get("network") or {}).get("name", "host"),
         "devices_per_node": cell["devices_per_node"],
@@ -282,8 +283,10 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One throughput-law fit per (strategy, model, mode, layout), over every timed window
     except those of contaminated cells (other work took CPU from them); ``excluded_points``
-    counts the windows left out."""
+    counts the windows left out. Drift probes' windows trace the machine, not the law."""
     rows = []
+    if "mode" in windows:
+        windows = windows[windows["mode"] != "drift"]
     quality = windows["quality"] if "quality" in windows else pd.Series("", index=windows.index)
     windows = windows.assign(contaminated=quality.eq("contaminated"))
     for key, everything in windows.groupby(FIT_GROUP, sort=True):

@@ -172,6 +172,9 @@ class Cell:
     network: Network = HOST
     collectives: Collectives | None = None
     skip_reason: str | None = None
+    # a drift probe: the study's reference cell measured again (``drift``), its ``repeat``
+    # the probe's number; measured like a synthetic cell, kept out of the fits (mode ``drift``)
+    drift_probe: bool = False
 
     @property
     def world_size(self) -> int:
@@ -195,10 +198,10 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, ``collectives``, or ``train-<dataset>-<lr rule>`` for training
-        cells; cells across nodes on a network other than the host's end in
-        ``-net-<network>``."""
-        key = self.mode
+        """``synthetic``, ``collectives``, ``drift`` for drift probes, or
+        ``train-<dataset>-<lr rule>`` for training cells; cells across nodes on a network
+        other than the host's end in ``-net-<network>``."""
+        key = "drift" if self.drift_probe else self.mode
         if self.training is not None:
             key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
         if self.network.name != HOST.name:

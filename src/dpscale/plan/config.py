@@ -107,7 +107,16 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_combinations(filled)
     _check_collectives(filled)
     _check_paths(filled)
+    _check_drift(filled, strategies)
     return filled
+
+
+def _check_drift(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> None:
+    """drift.probes and drift.cell name a reference cell the study has (plan.matrix)."""
+    if config["drift"]["probes"]:
+        from dpscale.plan.matrix import expand  # it needs this module's checks itself
+
+        expand(config, strategies)
 
 
 def _check_interpreters(config: dict[str, Any], envs: list[str]) -> None:

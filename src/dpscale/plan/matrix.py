@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
+from dpscale.plan.config import ConfigError
 from dpscale.plan.ring import gradient_bytes
 from dpscale.plan.strategy import Strategy
 
@@ -26,7 +27,56 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
         cells += _training_cells(config, strategies)
     if "collectives" in config["modes"]:
         cells += _collective_cells(config, strategies)
-    return cells
+    return cells + drift_probes(config, cells)
+
+
+def drift_reference(config: dict[str, Any], cells: list[Cell]) -> Cell:
+    """The cell drift probes repeat: ``drift.cell``, or the first strategy's runnable
+    synthetic cell on the fewest nodes and devices at the middle batch size."""
+    candidates = [c for c in cells if c.mode == "synthetic" and not c.skip_reason]
+    wanted = config["drift"]["cell"]
+    if wanted is not None:
+        found = [c for c in candidates if c.cell_id == wanted]
+        if not found:
+            examples = [c.cell_id for c in candidates[:3]]
+            raise ConfigError(
+                f"drift.cell: {wanted!r} is not a runnable synthetic cell of this study; "
+                f"e.g. {examples}"
+            )
+        return found[0]
+    if not candidates:
+        raise ConfigError("drift.probes: needs a runnable synthetic cell (modes: [synthetic])")
+    batches = sorted({c.batch_per_device for c in candidates})
+    middle = batches[len(batches) // 2]
+    return min(
+        candidates,
+        key=lambda c: (c.nodes, c.devices_per_node, c.batch_per_device != middle, c.repeat),
+    )
+
+
+def drift_probes(config: dict[str, Any], cells: list[Cell]) -> list[Cell]:
+    """``drift.probes`` copies of the reference cell (repeat = probe number)."""
+    count = config["drift"]["probes"]
+    if not count:
+        return []
+    if count < 2:
+        raise ConfigError(f"drift.probes: {count} draws no trace; allowed: 0 or at least 2")
+    reference = drift_reference(config, cells)
+    return [dataclasses.replace(reference, drift_probe=True, repeat=k) for k in range(count)]
+
+
+def run_priorities(cells: list[Cell]) -> dict[str, int]:
+    """Each cell's scheduling priority (higher runs first): the study's cells a repeat at a
+    time (every first repeat, then every second, ...) in the matrix's order, the drift
+    probes spread evenly from the first measured cell to the last, skipped cells last."""
+    probes = [c for c in cells if c.drift_probe]
+    ordinary = sorted((c for c in cells if not c.drift_probe), key=lambda c: c.repeat)
+    measured = [c for c in ordinary if not c.skip_reason]
+    order = list(measured)
+    for k in reversed(range(len(probes))):  # from the back: earlier positions stay put
+        order.insert(round(k * len(measured) / max(len(probes) - 1, 1)), probes[k])
+    order += [c for c in ordinary if c.skip_reason]
+    return {cell.cell_id: len(order) - position for position, cell in enumerate(order)}
 
 
 def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
