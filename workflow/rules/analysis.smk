@@ -3,7 +3,9 @@
 
 rule aggregate:
     input:
-        cell_results(exclude=("collectives",)),
+        # every cell, collectives too (their own rule reads them): nothing downstream of the
+        # tables runs beside a measuring cell
+        cell_results(),
     output:
         cells=f"{TABLES}/cells.csv",
         windows=f"{TABLES}/windows.csv",
@@ -14,10 +16,12 @@ rule aggregate:
     log:
         f"{LOGS}/aggregate.log",
     localrule: True
+    params:
+        results=cell_results(exclude=("collectives",)),
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli aggregate --cells {output.cells} --windows {output.windows}"
         " --fits {output.fits} --scaling {output.scaling} --break-even {output.break_even}"
-        " --repeatability {output.repeatability} {input} > {log} 2>&1"
+        " --repeatability {output.repeatability} {params.results} > {log} 2>&1"
 
 
 rule accuracy:
@@ -56,6 +60,8 @@ rule accuracy:
     log:
         f"{LOGS}/accuracy.log",
     localrule: True
+    resources:
+        bench_slot=1,  # it can start while cells measure: never beside one
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli accuracy --runs {output.runs} --epochs {output.epochs}"
         " --summary {output.summary} --deltas {output.deltas} --tta {output.tta}"

@@ -24,6 +24,8 @@ rule collectives:
     log:
         f"{LOGS}/collectives.log",
     localrule: True
+    resources:
+        bench_slot=1,  # it can start while cells measure: never beside one
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli collectives --table {output.table}"
         " --fits {output.fits} --fits-html {output.fits_html} --figure {output.figure}"

@@ -9,6 +9,8 @@ rule prepare_digits:
     log:
         f"{DATA}/logs/digits-{{size}}.log",
     localrule: True
+    resources:
+        bench_slot=1,  # it can start while cells measure: never beside one
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
     shell:
@@ -22,6 +24,8 @@ rule prepare_cifar10:
     log:
         f"{DATA}/logs/cifar10.log",
     localrule: True
+    resources:
+        bench_slot=1,  # it can start while cells measure: never beside one
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         source=cifar10_source_args,
