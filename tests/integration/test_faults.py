@@ -260,3 +260,27 @@ def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
     assert status == "failed"
     expected = "is corrupt: sha256" if damage == "corrupt" else "does not exist; prepare it first"
     assert f"DatasetError: dataset file {data} {expected}" in result["reason"], result["reason"]
+
+
+@pytest.mark.parametrize("name", MULTI_PROCESS)
+def test_a_rank_slow_to_initialise_shows_in_the_init_phase(tmp_path, monkeypatch, name):
+    """Rank 1 sleeps before the first barrier (DPSCALE_FAULT=stall_init:1): the cell is
+    ok, its start-up's init phase holds the stall, and the phases add up to the time from
+    the launch to the first timed window."""
+    from dpscale.runner.startup import STALL_INIT_S
+
+    monkeypatch.setenv("DPSCALE_FAULT", "stall_init:1")
+    cell = cell_of(name, warmup_steps=2, windows=2, steps_per_window=1, timeout_s=300)
+    status, result = Background(cell, tmp_path).join(cell.measure.timeout_s + GRACE_S)
+    assert status == "ok", result["reason"]
+    start = result["startup"]
+    print(f"{name}: {start['phases_s']}")
+    assert STALL_INIT_S <= start["phases_s"]["init"] < STALL_INIT_S + 5
+    others = {p: s for p, s in start["phases_s"].items() if p != "init"}
+    assert max(others.values()) < STALL_INIT_S, others
+    # the cell's first window starts when its last rank starts it; timed_span, with its first
+    first_window = max(rank["window"] for rank in start["per_rank_s"])
+    assert sum(start["phases_s"].values()) == pytest.approx(first_window, abs=1e-6)
+    assert start["to_first_window_s"] == pytest.approx(first_window, abs=1e-6)
+    first_rank = result["measurement"]["timed_span"][0] - start["launch_time"]
+    assert 0 <= first_window - first_rank < 0.5

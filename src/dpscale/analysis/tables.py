@@ -15,7 +15,7 @@ import pandas as pd
 
 from dpscale.analysis import fits
 from dpscale.plan import ring
-from dpscale.plan.result import read_result
+from dpscale.plan.result import STARTUP_PHASES, read_result
 
 FIT_GROUP = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
 POINT_KEY = [*FIT_GROUP, "batch_per_device"]
@@ -74,6 +74,19 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
     return columns
 
 
+def _startup_columns(result: dict[str, Any]) -> dict[str, Any]:
+    """Launch to the first timed window (runner.startup): the total, each phase, and a
+    SLURM job's queue wait; NaN for a cell that did not run."""
+    startup = result.get("startup") or {}
+    phases = startup.get("phases_s") or {}
+    wait = startup.get("queue_wait_s")
+    return {
+        "startup_s": startup.get("to_first_window_s", math.nan),
+        **{f"startup_{phase}_s": phases.get(phase, math.nan) for phase in STARTUP_PHASES},
+        "queue_wait_s": math.nan if wait is None else wait,
+    }
+
+
 def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
     """The launcher's verdict on the machine's quiet (dpscale.launch.contention), and the
     launcher's own wall time."""
@@ -128,6 +141,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "reason": result["reason"],
         **_quality_columns(result),
         **_summary_columns(result.get("measurement")),
+        **_startup_columns(result),
         "trainable_params": info["trainable_params"],
         "train_flops_per_sample": info["train_flops_per_sample"],
         "host": system.get("host"),

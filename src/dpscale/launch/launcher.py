@@ -48,6 +48,7 @@ from dpscale.plan.paths import SRC_DIR
 from dpscale.plan.result import make_result, now_iso, read_result, rewrite_result, write_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
+from dpscale.runner import startup
 from dpscale.runner.sysinfo import (
     describe_system,
     git_commit,
@@ -416,6 +417,9 @@ def finish_result(
         return None
     quality = contention.annotate(result, sampler, cell) if sampler else None
     result["system"]["launcher"] = launcher_footprint()
+    job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
+    if job_id and result.get("startup"):
+        result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
     rewrite_result(out, result)
     return quality
 
@@ -503,6 +507,7 @@ def _start(
             env.update(rendered.env)
         command = guarded(command, cell.measure.memory_limit_mb)
         print("[dpscale] $ " + " ".join(command), file=log, flush=True)
+        env[startup.LAUNCH_TIME_ENV] = repr(time.time())  # the start-up's origin
         try:
             return _run(command, env, log, cell.measure.timeout_s)
         finally:  # also when Snakemake interrupts the launcher

@@ -32,6 +32,7 @@ import struct
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dpscale.plan.cell import Cell
@@ -143,6 +144,19 @@ def node_addresses(nodes: Sequence[str], run: Runner = run_quietly) -> dict[str,
         if name in addresses and addr:
             addresses[name] = addr
     return addresses
+
+
+def queue_wait_s(job_id: str, run: Runner = run_quietly) -> float | None:
+    """How long the job waited in the queue: StartTime - SubmitTime of ``scontrol show job``
+    (the scheduler's clock, whole seconds); None where SLURM does not say."""
+    records = parse_scontrol_records(run(["scontrol", "show", "job", "-o", job_id]) or "")
+    job = records[0] if records else {}
+    try:
+        submitted = datetime.fromisoformat(job["SubmitTime"])
+        started = datetime.fromisoformat(job["StartTime"])
+    except (KeyError, ValueError):
+        return None
+    return (started - submitted).total_seconds()
 
 
 # ------------------------------------------------------------------ the allocation

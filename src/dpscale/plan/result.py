@@ -20,6 +20,8 @@ from dpscale.plan.paths import SCHEMA_DIR
 
 STATUSES = ("ok", "oom", "failed", "skipped")
 SCHEMA_VERSION = 1
+# start-up phases from the launch to the first timed window, in order (dpscale.runner.startup)
+STARTUP_PHASES = ("launch", "import", "init", "build", "broadcast", "first_step", "warmup")
 
 
 def now_iso() -> str:
@@ -66,6 +68,7 @@ def make_result(
     trainable_params: int | None = None,
     framework: str | None = None,
     log_tail: str | None = None,
+    startup: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status: {status!r} is not one of {list(STATUSES)}")
@@ -91,6 +94,8 @@ def make_result(
     }
     if collectives is not None:  # mode collectives only: the schema requires it there
         result["collectives"] = collectives
+    if startup is not None:  # the runner's start-up phases (runner.startup)
+        result["startup"] = startup
     return result
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from dpscale.plan.cell import Cell
 from dpscale.plan.result import now_iso
+from dpscale.runner import startup
 from dpscale.runner.faults import FirstCollectiveDeadline, StepWatchdog, arrivals_folder
 from dpscale.runner.records import (
     write_collectives_result,
@@ -211,6 +212,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
         )
         mine["span"] = last_timed_span()  # what the launcher's contention verdict covers
         mine["matmul"] = matmul_peak(cell, rank)
+    mine["startup"] = startup.readings()
     mine["checksums"] = rank.param_checksums()
     mine["devices"] = rank.device_names()
     mine["interpreter"] = interpreter()
@@ -266,6 +268,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "rank_param_checksums": checksums,
         "status": "ok" if len(set(checksums)) == 1 else "failed",
         "reason": None if len(set(checksums)) == 1 else diverged(checksums),
+        "startup": startup.phases([r["startup"] for r in every]),
     }
     if cell.mode == "train":
         write_training_result(cell, out, training=every[0]["training"], **common)

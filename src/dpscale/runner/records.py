@@ -89,6 +89,7 @@ def write_synthetic_result(
     status: str = "ok",
     reason: str | None = None,
     timed_span: Sequence[float] | None = None,
+    startup: dict[str, Any] | None = None,
 ) -> None:
     """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's)."""
     windows = slowest_rank(per_rank_windows)
@@ -105,7 +106,17 @@ def write_synthetic_result(
     if rank_param_checksums is not None:
         measurement["rank_param_checksums"] = list(rank_param_checksums)
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
+    _write(
+        cell,
+        out,
+        facts,
+        status,
+        started_at,
+        reason,
+        system_extra,
+        measurement=measurement,
+        startup=startup,
+    )
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
 
@@ -166,6 +177,7 @@ def write_collectives_result(
     rank_param_checksums: Sequence[str] | None = None,
     status: str = "ok",
     reason: str | None = None,
+    startup: dict[str, Any] | None = None,
 ) -> None:
     """A collectives cell's result: ``collectives`` holds the per-size windows, and the
     ranks' parameter checksums after the initial broadcast (no optimiser step ran)."""
@@ -173,7 +185,17 @@ def write_collectives_result(
     if rank_param_checksums is not None:
         record["rank_param_checksums"] = list(rank_param_checksums)
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(cell, out, facts, status, started_at, reason, system_extra, collectives=record)
+    _write(
+        cell,
+        out,
+        facts,
+        status,
+        started_at,
+        reason,
+        system_extra,
+        collectives=record,
+        startup=startup,
+    )
     largest = record["sizes"][-1]
     progress(
         f"{cell.cell_id}: {largest['message_bytes']} bytes in "
@@ -195,10 +217,21 @@ def write_training_result(
     system_extra: dict[str, Any] | None = None,
     status: str = "ok",
     reason: str | None = None,
+    startup: dict[str, Any] | None = None,
 ) -> None:
     training = {**training, "rank_param_checksums": list(rank_param_checksums)}
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(cell, out, facts, status, started_at, reason, system_extra, training=training)
+    _write(
+        cell,
+        out,
+        facts,
+        status,
+        started_at,
+        reason,
+        system_extra,
+        training=training,
+        startup=startup,
+    )
     progress(
         f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "
         f"{training['train_images_per_s']:.1f} train img/s"

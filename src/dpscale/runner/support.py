@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from dpscale.plan.cell import Cell
+from dpscale.runner import startup
 from dpscale.runner.faults import exit_with_parent
 
 
 def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
     """The runner's cell and result path; from here on the runner exits if its parent
-    (launcher) dies (runner.faults.exit_with_parent)."""
+    (launcher) dies (runner.faults.exit_with_parent). The adapter has imported its
+    framework by now: the start-up's import phase ends here (runner.startup)."""
+    startup.mark("imported")
     exit_with_parent()
     parser = argparse.ArgumentParser(description="Measure one dpscale cell")
     parser.add_argument("--cell-file", required=True, type=Path, help="cell JSON")

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpscale.runner import startup
+
 Step = Callable[[], None]
 Sync = Callable[[], None]
 Progress = Callable[[str], None]
@@ -157,11 +159,15 @@ def time_windows(
     if warmup_steps < 1 or windows < 1 or steps_per_window < 1:
         raise ValueError("warmup_steps, windows and steps_per_window must all be >= 1")
     budget = _window_budget(windows, target_ci, max_windows, world_size, agree)
-    for _ in range(warmup_steps):
+    step()  # the first step (tracing, compilation) is a start-up phase of its own
+    sync()
+    startup.mark("first_step")
+    for _ in range(warmup_steps - 1):
         step()
     sync()
     durations: list[float] = []
     span_start = time.time()
+    startup.mark("window", at=span_start)
     while len(durations) < budget:
         start = time.perf_counter()
         for _ in range(steps_per_window):

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpscale.plan.cell import Cell
+from dpscale.runner import startup
 from dpscale.runner.datasets import Dataset, augment_batch, load_dataset, normalise, shard_indices
 from dpscale.runner.lr import lr_at, scaled_lr
 
@@ -89,6 +90,7 @@ def _train_epoch(
         loss, right = backend.train_step(
             normalise(images, data.mean, data.std), data.y_train[index]
         )
+        startup.mark("first_step")  # its collective has finished when train_step returns
         loss_sum, correct, seen = loss_sum + loss, correct + right, seen + len(index)
     backend.sync()
     return [loss_sum, float(correct), float(seen)], time.perf_counter() - start

@@ -15,6 +15,7 @@ from typing import Any
 
 from dpscale.plan.cell import Cell
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
 from dpscale.runner.timing import Step, Sync
@@ -44,6 +45,11 @@ def broadcast_initial_state(model: tf.keras.Model, optimizer: tf_ops.SGDOptimize
     optimizer.build(model.trainable_variables)
     hvd.broadcast_variables(model.variables, root_rank=0)  # [distributed]
     hvd.broadcast_variables(optimizer.variables, root_rank=0)  # [distributed]
+
+
+def barrier() -> None:
+    """horovod.tensorflow has no barrier: an all-reduce of one number waits for every rank."""
+    hvd.allreduce(tf.constant(0.0), name="dpscale_barrier").numpy()  # [distributed]
 
 
 def allreduce_floats(values: list[float], op: str) -> list[float]:
@@ -138,10 +144,13 @@ def main(argv: list[str] | None = None) -> None:
     if hvd.size() != cell.world_size:
         raise RuntimeError(f"world size {hvd.size()} != cell's {cell.world_size}")
     tf_ops.pin_device(cell, hvd.local_rank())
+    startup.first_barrier(hvd.rank(), barrier)  # [distributed] every rank has joined
 
     model, params = tf_ops.build_model(cell)
     optimizer = tf_ops.make_sgd(cell)
+    startup.mark("built")
     broadcast_initial_state(model, optimizer)  # [distributed] rank 0's weights to every rank
+    startup.mark("broadcast")
 
     run_cell(cell, out, HorovodRank(cell, model, optimizer, params))
 

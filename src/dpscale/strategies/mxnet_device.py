@@ -9,6 +9,7 @@ training mode the one process's reductions are the identity.
 from __future__ import annotations
 
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     ctxs = mxnet_ops.contexts(cell, first=0, count=cell.devices_per_node)
 
     net, params = mxnet_ops.build_net(cell, ctxs)
+    startup.mark("built")  # one process: nothing to join; the kvstore starts in the first step
     # the 'device' kvstore sums the contexts' gradients on the devices
     trainer = gluon.Trainer(
         net.collect_params(),

@@ -35,6 +35,7 @@ import numpy as np
 
 from dpscale.plan.result import write_json_atomic
 from dpscale.plan.strategy import CellOption, Strategy, framework_imports
+from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
 
@@ -173,8 +174,10 @@ def main(argv: list[str] | None = None) -> None:
         raise RuntimeError(f"{kv.num_workers} workers != cell's world size {cell.world_size}")
     require_devices(cell, mx.context.num_gpus() if cell.accelerator == "cuda" else 1)
     ctxs = mxnet_ops.contexts(cell, first=int(os.environ.get("DPSCALE_LOCAL_RANK", 0)), count=1)
+    startup.first_barrier(kv.rank, kv._barrier)  # [distributed] every worker has joined
 
     net, params = mxnet_ops.build_net(cell, ctxs)
+    startup.mark("built")
     # [distributed] the Trainer's kvstore entries broadcast worker 0's initial parameters;
     # every step pushes gradients to the servers and pulls the result
     trainer = gluon.Trainer(
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if cell.mode == "train":
         broadcast_initial_parameters(trainer)
+        startup.mark("broadcast")  # synthetic mode: inside the first step (Gluon's lazy init)
     rank = mxnet_ops.MXNetRank(
         cell,
         net,

@@ -11,6 +11,7 @@ import os
 from datetime import timedelta
 
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
 
@@ -50,10 +51,14 @@ def main(argv: list[str] | None = None) -> None:
         raise RuntimeError(f"world size {dist.get_world_size()} != cell's {cell.world_size}")
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch_ops.pin_device(cell, local_rank)
+    # [distributed] a first barrier: nccl creates its communicator here, not in the first step
+    startup.first_barrier(dist.get_rank(), dist.barrier)
 
     model, params = torch_ops.build_model(cell, device)
+    startup.mark("built")
     # [distributed] broadcast rank 0's weights; all-reduce the gradients in every backward
     model = DistributedDataParallel(model, device_ids=[local_rank] if on_cuda else None)
+    startup.mark("broadcast")
 
     rank = torch_ops.TorchRank(
         cell, model, device, params, threads, cell.batch_per_device, distributed=True

@@ -9,6 +9,7 @@ gradients on the first device; there is no other process to talk to.
 from __future__ import annotations
 
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
 
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     device = torch_ops.pin_device(cell)
 
     model, params = torch_ops.build_model(cell, device)
+    startup.mark("built")  # one process: nothing to join; DataParallel replicates per step
     device_ids = list(range(cell.devices_per_node)) if device.type == "cuda" else None
     model = nn.DataParallel(model, device_ids=device_ids)  # splits each batch over the devices
 
