@@ -1,3 +1,4 @@
+import datetime
 import json
 
 import pytest
@@ -9,6 +10,8 @@ from dpscale.launch.kinds import kind
 from dpscale.plan.config import ConfigError, check_config, config_schema
 from dpscale.plan.matrix import expand
 from dpscale.registry import STRATEGIES
+
+PRICES = {"currency": "EUR", "node_hour": {"cpu": 0.1}, "source": "a test", "date": "2026-11-01"}
 
 
 def check(config):
@@ -76,6 +79,30 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             lambda c: c.update(drift={"probes": -2}),
             "drift.probes: -2 is less than the minimum of 0",
         ),
+        (
+            lambda c: c.update(cost={**PRICES, "node_hour": {"cpu": -0.5}}),
+            "cost.node_hour.cpu: -0.5 is less than the minimum of 0",
+        ),
+        (
+            lambda c: c.update(cost={**PRICES, "node_hour": {"cpu": "cheap"}}),
+            "cost.node_hour.cpu: 'cheap' is not of type 'number'",
+        ),
+        (
+            lambda c: c.update(cost={**PRICES, "currency": "DOLLAR"}),
+            "cost.currency: 'DOLLAR' is not an ISO 4217 currency code; allowed: e.g. USD",
+        ),
+        (
+            lambda c: c.update(cost={**PRICES, "node_hour": {"cpu": 0.1, "cuda": 3.0}}),
+            "cost.node_hour.cuda: no node of the study is 'cuda'; allowed: ['cpu']",
+        ),
+        (
+            lambda c: c.update(cost={**PRICES, "network_hour": {"ib": 0.5}}),
+            "cost.network_hour.ib: 'ib' is not a network of the study between nodes; allowed: [",
+        ),
+        (
+            lambda c: c.update(cost={**PRICES, "date": "last week"}),
+            "cost.date: 'last week' is not a date; allowed: YYYY-MM-DD",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
@@ -85,6 +112,11 @@ def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, e
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith(expected), message
+
+
+def test_a_price_list_with_an_unquoted_date_is_accepted(default_config):
+    default_config["cost"] = {**PRICES, "date": datetime.date(2026, 11, 1)}
+    assert check(default_config)["cost"]["date"] == "2026-11-01"
 
 
 def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path):

@@ -8,6 +8,7 @@ as the workflow merges them (over config.yaml) and names the file, line and colu
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -94,6 +95,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     ``strategies``: the registered strategies (dpscale.registry.STRATEGIES): their names are
     the allowed ones, their own config keys are validated with the schemas they declare."""
     schema = config_schema(strategies)
+    config = _dates_as_text(config)
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
     error = jsonschema.exceptions.best_match(
@@ -108,7 +110,59 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_collectives(filled)
     _check_paths(filled)
     _check_drift(filled, strategies)
+    _check_cost(filled)
     return filled
+
+
+def _dates_as_text(config: dict[str, Any]) -> dict[str, Any]:
+    """YAML reads an unquoted 2026-11-01 as a date: cost.date is text (YYYY-MM-DD)."""
+    cost = config.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("date"), datetime.date):
+        config = {**config, "cost": {**cost, "date": cost["date"].isoformat()}}
+    return config
+
+
+# ISO 4217 currency codes in use
+CURRENCIES = frozenset(
+    """
+    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL
+    BSD BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP
+    ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR
+    IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL
+    LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR
+    NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD
+    SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX
+    USD UYU UZS VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG
+    """.split()  # noqa: SIM905 (a list literal would take 180 lines)
+)
+ISO_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
+def _check_cost(config: dict[str, Any]) -> None:
+    """cost: a known currency, a date, and prices only for what the study has."""
+    cost = config["cost"]
+    if cost is None:
+        return
+    if cost["currency"] not in CURRENCIES:
+        raise ConfigError(
+            f"cost.currency: {cost['currency']!r} is not an ISO 4217 currency code; "
+            "allowed: e.g. USD, EUR, GBP, CHF, JPY"
+        )
+    if not ISO_DATE.match(cost["date"]):
+        raise ConfigError(f"cost.date: {cost['date']!r} is not a date; allowed: YYYY-MM-DD")
+    kinds = [config["accelerator"]]
+    for kind in cost["node_hour"]:
+        if kind not in kinds:
+            raise ConfigError(
+                f"cost.node_hour.{kind}: no node of the study is {kind!r}; allowed: {kinds}"
+            )
+    networks = [n["name"] for n in config["networks"] if isinstance(n, dict)]
+    for name in cost.get("network_hour") or {}:
+        if name not in networks:
+            raise ConfigError(
+                f"cost.network_hour.{name}: {name!r} is not a network of the study between "
+                f"nodes; allowed: {networks}"
+            )
 
 
 def _check_drift(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> None:
