@@ -205,8 +205,13 @@ def findings(args: argparse.Namespace) -> None:
     import json
 
     from dpscale.analysis import findings as fnd
+    from dpscale.analysis.answer import answer_paragraph
+    from dpscale.analysis.cost import Prices, cost_table
     from dpscale.render import findings_page
 
+    cells = pd.read_csv(args.cells)
+    prices = Prices.from_config(json.loads(args.prices))
+    costs = fnd.with_network(_read_optional(args.cost) if args.cost else cost_table(cells, prices))
     table = fnd.findings_table(
         pd.read_csv(args.cells),
         pd.read_csv(args.scaling),
@@ -216,10 +221,13 @@ def findings(args: argparse.Namespace) -> None:
         _read_optional(args.time_to_accuracy),
         _read_optional(args.predictions),
         cells_dir=args.cells_dir,
+        costs=costs,
+        to_target=_read_optional(args.cost_to_target),
     )
     table.drop(columns=["contaminated"], errors="ignore").to_csv(args.findings, index=False)
     Path(args.html).write_text(findings_page.findings_html(table, args.title), encoding="utf-8")
-    top = [fnd.quality_line(pd.read_csv(args.cells)), *fnd.top_findings(table)]
+    answer = answer_paragraph(table, costs, prices, fnd.quality_line(cells))
+    top = [answer, *fnd.top_findings(table)]
     Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
     print(f"[dpscale] {len(table)} findings rows")
 
@@ -232,6 +240,9 @@ def add_findings_parser(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--time-to-accuracy", help="time_to_accuracy.csv (training studies)")
     cmd.add_argument("--predictions", help="predictions.csv (the communication model)")
     cmd.add_argument("--cells-dir", default="", help="the cells' results, for rerun commands")
+    cmd.add_argument("--cost", help="cost.csv (start-up, node-hours and money per layout)")
+    cmd.add_argument("--cost-to-target", help="cost_to_target.csv (training studies)")
+    cmd.add_argument("--prices", default="null", help="the config's cost section (JSON)")
     cmd.add_argument("--findings", required=True, help="output: findings.csv")
     cmd.add_argument("--html", required=True, help="output: findings.html")
     cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")
@@ -264,6 +275,51 @@ def drift(args: argparse.Namespace) -> None:
     table.to_csv(args.table, index=False)
     drift_figure(table, Path(args.figure))
     print(drift_sentence(table))
+
+
+def startup(args: argparse.Namespace) -> None:
+    """cells.csv -> start-up per layout (table and stacked bars)."""
+    from dpscale.analysis.startup import startup_table
+    from dpscale.render.startup_plot import startup_figure
+
+    table = startup_table(pd.read_csv(args.cells))
+    table.to_csv(args.table, index=False)
+    startup_figure(table, Path(args.figure))
+    print(f"[dpscale] start-up of {len(table)} layouts")
+
+
+def cost(args: argparse.Namespace) -> None:
+    """cells.csv (and training runs) + the config's prices -> cost tables and page."""
+    import json
+
+    from dpscale.analysis import cost as costs
+    from dpscale.render.findings_page import cost_html
+
+    prices = costs.Prices.from_config(json.loads(args.prices))
+    table = costs.cost_table(pd.read_csv(args.cells), prices)
+    table.to_csv(args.table, index=False)
+    runs = _read_optional(args.runs)
+    costs.cost_to_target(runs, prices, args.accelerator).to_csv(args.to_target, index=False)
+    Path(args.html).write_text(cost_html(table, prices, args.title), encoding="utf-8")
+    print(f"[dpscale] cost of {len(table)} layouts and batches")
+
+
+def add_cost_parsers(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("startup", help="cells.csv -> start-up per layout")
+    cmd.add_argument("--cells", required=True)
+    cmd.add_argument("--table", required=True, help="output: startup.csv")
+    cmd.add_argument("--figure", required=True, help="output: stacked bars (PNG)")
+    cmd.set_defaults(func=startup)
+    cmd = commands.add_parser("cost", help="cells.csv + prices -> cost per layout")
+    cmd.add_argument("--cells", required=True)
+    cmd.add_argument("--runs", help="training_runs.csv (training studies)")
+    cmd.add_argument("--prices", default="null", help="the config's cost section (JSON)")
+    cmd.add_argument("--accelerator", default="cpu", help="the study's accelerator kind")
+    cmd.add_argument("--table", required=True, help="output: cost.csv")
+    cmd.add_argument("--to-target", required=True, help="output: cost_to_target.csv")
+    cmd.add_argument("--html", required=True, help="output: cost page")
+    cmd.add_argument("--title", default="Cost")
+    cmd.set_defaults(func=cost)
 
 
 def add_figure_parsers(commands: argparse._SubParsersAction) -> None:
@@ -495,6 +551,7 @@ def main(argv: list[str] | None = None) -> None:
     acc.set_defaults(func=accuracy)
     add_findings_parser(commands)
     add_figure_parsers(commands)
+    add_cost_parsers(commands)
     add_posts_parser(commands)
     add_collectives_parser(commands)
 

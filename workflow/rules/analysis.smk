@@ -88,3 +88,22 @@ rule drift:
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli drift --cells {input.cells} --table {output.table}"
         " --figure {output.figure} > {log} 2>&1"
+
+
+rule startup:
+    input:
+        cells=f"{TABLES}/cells.csv",
+    output:
+        table=f"{TABLES}/startup.csv",
+        figure=report(
+            f"{FIGURES}/startup.png",
+            caption="../../report/startup.rst",
+            category="2. Scaling",
+            labels={"figure": "start-up per layout"},
+        ),
+    log:
+        f"{LOGS}/startup.log",
+    localrule: True
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli startup --cells {input.cells} --table {output.table}"
+        " --figure {output.figure} > {log} 2>&1"

@@ -3,6 +3,36 @@
 # "0. Findings" sorts first among the report's categories (the report orders them by name).
 
 
+rule cost:
+    input:
+        **training_tables(with_runs=True),
+        cells=f"{TABLES}/cells.csv",
+    output:
+        table=f"{TABLES}/cost.csv",
+        to_target=f"{TABLES}/cost_to_target.csv",
+        html=report(
+            f"{TABLES}/cost.html",
+            caption="../../report/cost.rst",
+            category="0. Findings",
+            labels={"table": "cost per layout"},
+        ),
+    log:
+        f"{LOGS}/cost.log",
+    localrule: True
+    params:
+        prices=json.dumps(config["cost"]),
+        accelerator=config["accelerator"],
+        runs=lambda wildcards, input: (
+            f"--runs {input.training_runs}" if "training_runs" in input.keys() else ""
+        ),
+        title=f"Cost: study {config['study']}",
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli cost --cells {input.cells} {params.runs}"
+        " --prices {params.prices:q} --accelerator {params.accelerator}"
+        " --table {output.table} --to-target {output.to_target} --html {output.html}"
+        " --title {params.title:q} > {log} 2>&1"
+
+
 rule findings:
     input:
         **training_tables(),
@@ -11,6 +41,8 @@ rule findings:
         fits=f"{TABLES}/fits.csv",
         break_even=f"{TABLES}/break_even.csv",
         predictions=f"{TABLES}/predictions.csv",
+        cost=f"{TABLES}/cost.csv",
+        cost_to_target=f"{TABLES}/cost_to_target.csv",
     output:
         csv=f"{TABLES}/findings.csv",
         top=f"{TABLES}/findings_top.json",
@@ -27,10 +59,13 @@ rule findings:
         training=training_args,
         title=f"Findings: study {config['study']}",
         cells_dir=CELLS_DIR,
+        prices=json.dumps(config["cost"]),
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli findings --cells {input.cells} --scaling {input.scaling}"
         " --fits {input.fits} --break-even {input.break_even} {params.training}"
         " --predictions {input.predictions} --cells-dir {params.cells_dir:q}"
+        " --cost {input.cost} --cost-to-target {input.cost_to_target}"
+        " --prices {params.prices:q}"
         " --findings {output.csv} --html {output.html} --top {output.top}"
         " --title {params.title:q} > {log} 2>&1"
 

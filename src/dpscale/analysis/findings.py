@@ -11,10 +11,13 @@ or "not predicted" where the model was not fitted.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from dpscale.analysis.startup import crossover_images
 
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
@@ -32,6 +35,16 @@ THROUGHPUT_COLUMNS = [
     "b90_1",
 ]
 PREDICTED_COLUMNS = ["predicted_speedup_more_devices", "predicted_speedup_other_networks"]
+COST_COLUMNS = [
+    "startup_s",
+    "startup_reference",
+    "startup_extra_s",
+    "reference_first_below_images",
+    "node_hours_per_1000_images",
+    "cost_per_1000_images",
+    "cost_per_epoch",
+    "cost_to_target",
+]
 
 
 def with_network(frame: pd.DataFrame) -> pd.DataFrame:
@@ -172,6 +185,93 @@ def accuracy_numbers(
     return numbers
 
 
+def readable_model(key: str) -> str:
+    """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``."""
+    match = re.fullmatch(r"resnet(\d+)-([a-z]+?)(\d+)-c(\d+)", str(key))
+    if not match:
+        return str(key)
+    depth, _, size, classes = match.groups()
+    return f"ResNet-{depth} ({size} px, {classes} classes)"
+
+
+def layout_words(nodes: int, devices_per_node: int, network: str) -> str:
+    """``1 node x 2 devices`` or ``2 nodes x 1 device over 1gbe``."""
+    node = "1 node" if nodes == 1 else f"{nodes} nodes"
+    device = "1 device" if devices_per_node == 1 else f"{devices_per_node} devices"
+    return f"{node} x {device}" + (f" over {network}" if nodes > 1 else "")
+
+
+def _cost_rows(costs: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
+    keys = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
+    return _largest_batch(_match(costs, row, keys))
+
+
+def startup_reference(row: dict[str, Any], costs: pd.DataFrame) -> pd.DataFrame:
+    """What a layout's start-up is compared with: one node with as many devices when the
+    layout spans nodes and that was measured, else one device; at the layout's batch."""
+    same = costs[
+        (costs["strategy"] == row["strategy"])
+        & (costs["model"] == row["model"])
+        & (costs["batch_per_device"] == row["batch_per_device"])
+        & (costs["nodes"] == 1)
+    ]
+    if row["nodes"] > 1 and (same["world_size"] == row["world_size"]).any():
+        return same[same["world_size"] == row["world_size"]]
+    return same[same["world_size"] == 1]
+
+
+def cost_numbers(
+    row: dict[str, Any], costs: pd.DataFrame, to_target: pd.DataFrame
+) -> dict[str, Any]:
+    """Start-up against the reference layout, and node-hours and money at the layout's
+    largest measured per-device batch (cost.csv); the cheapest cost to the target accuracy
+    over its learning-rate rules (cost_to_target.csv)."""
+    numbers: dict[str, Any] = dict.fromkeys(COST_COLUMNS, math.nan)
+    numbers["startup_reference"] = None
+    mine = _cost_rows(costs, row) if not costs.empty else costs
+    if not mine.empty:
+        this = mine.iloc[0].to_dict()
+        for column in ("node_hours_per_1000_images", "cost_per_1000_images", "cost_per_epoch"):
+            numbers[column] = this[column]
+        numbers["startup_s"] = this["startup_paid_s"]
+        reference = startup_reference(this, costs)
+        if not reference.empty:
+            other = reference.iloc[0]
+            numbers["startup_reference"] = layout_words(
+                int(other["nodes"]), int(other["devices_per_node"]), other["network"]
+            )
+            numbers["startup_extra_s"] = this["startup_paid_s"] - other["startup_paid_s"]
+            images, longer = crossover_images(
+                other["startup_paid_s"], other["img_s"], this["startup_paid_s"], this["img_s"]
+            )
+            numbers["reference_first_below_images"] = images if longer == "b" else math.inf
+    if not to_target.empty:
+        keys = ["strategy", "model", "world_size", "nodes"]
+        cheapest = _largest_batch(_match(to_target, row, keys))["cost_to_target"].dropna()
+        numbers["cost_to_target"] = float(cheapest.min()) if not cheapest.empty else math.nan
+    return numbers
+
+
+def startup_verdict(row: dict[str, Any]) -> str | None:
+    """'2 nodes x 1 device over 1gbe take 4.1 s longer to start than 1 node x 2 devices;
+    for a run shorter than 9,000 images (...) 1 node x 2 devices finishes first'."""
+    extra, reference = row.get("startup_extra_s"), row.get("startup_reference")
+    if not reference or not _known(extra):
+        return None
+    sense = "longer" if extra >= 0 else "less"
+    text = f"start-up {abs(extra):.1f} s {sense} than {reference}"
+    below = row.get("reference_first_below_images")
+    if _known(below) and math.isinf(below):
+        return f"{text}; {reference} finishes first at any run length"
+    if _known(below) and below > 0:
+        steps = below / (row["batch_per_device"] * row["world_size"])
+        return (
+            f"{text}; for a run shorter than {below:,.0f} images ({steps:,.0f} steps) "
+            f"{reference} finishes first"
+        )
+    return text
+
+
 def _speedup_words(rows: pd.DataFrame, label: Any) -> str:
     """'4 nodes 2.9x [2.1, 3.8]; 8 nodes 5.1x [3.5, 7.4]' from prediction rows."""
     parts = []
@@ -292,7 +392,8 @@ def verdict(row: dict[str, Any], rules: list[str], cells_dir: str = "") -> str:
         )
     if throughput is None:
         throughput = f"throughput {NOT_MEASURED} (training runs only)"
-    return "; ".join(p for p in (throughput, accuracy, lost) if p) + "."
+    parts = (throughput, accuracy, startup_verdict(row), lost)
+    return "; ".join(p for p in parts if p) + "."
 
 
 def lost_to_contamination(row: dict[str, Any], cells_dir: str) -> str | None:
@@ -324,9 +425,13 @@ def findings_table(
     tta: pd.DataFrame | None = None,
     predictions: pd.DataFrame | None = None,
     cells_dir: str = "",
+    costs: pd.DataFrame | None = None,
+    to_target: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per strategy x model x network x multi-device layout, with a verdict."""
     predictions = predictions if predictions is not None else pd.DataFrame()
+    costs = with_network(costs) if costs is not None and not costs.empty else pd.DataFrame()
+    to_target = to_target if to_target is not None else pd.DataFrame()
     deltas = deltas if deltas is not None else pd.DataFrame()
     tta = tta if tta is not None else pd.DataFrame()
     rules = lr_rules(deltas)
@@ -335,6 +440,7 @@ def findings_table(
         row = {**layout, **throughput_numbers(layout, scaling, fits, break_even)}
         row.update(accuracy_numbers(layout, deltas, tta, rules))
         row.update(predicted_numbers(row, predictions))
+        row.update(cost_numbers(row, costs, to_target))
         row["verdict"] = verdict(row, rules, cells_dir)
         rows.append(row)
     accuracy_columns = [
@@ -353,6 +459,7 @@ def findings_table(
         *THROUGHPUT_COLUMNS,
         *accuracy_columns,
         *PREDICTED_COLUMNS,
+        *COST_COLUMNS,
         "verdict",
     ]
     return pd.DataFrame(rows).reindex(columns=columns)
@@ -366,7 +473,6 @@ def top_findings(findings: pd.DataFrame, limit: int = 5) -> list[str]:
     ordered = pd.concat([findings[measured], findings[~measured]])
     lines = []
     for row in ordered.head(limit).itertuples(index=False):
-        where = f" on {row.nodes} nodes" if row.nodes > 1 else ""
-        layout = f"{row.strategy}, {row.model}, {row.world_size} devices{where} ({row.network})"
-        lines.append(f"{layout}: {row.verdict}")
+        where = layout_words(row.nodes, row.devices_per_node, row.network)
+        lines.append(f"{row.strategy}, {readable_model(row.model)}, {where}: {row.verdict}")
     return lines

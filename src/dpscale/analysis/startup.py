@@ -18,13 +18,14 @@ PAID_PHASES = PHASE_COLUMNS[:-1]
 
 
 def measured(cells: pd.DataFrame) -> pd.DataFrame:
-    """The ok synthetic cells that recorded their start-up, with a ``network`` column."""
-    if "startup_s" not in cells.columns:
-        return cells.iloc[:0]
+    """The ok synthetic cells, with a ``network`` column and the start-up a run pays
+    (NaN for results written before start-up was recorded)."""
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")].copy()
     ok["network"] = ok["network"].fillna("host") if "network" in ok else "host"
-    ok = ok[ok["startup_s"].notna()]
-    ok["startup_paid_s"] = ok[PAID_PHASES].sum(axis=1)
+    for column in ("startup_s", *PHASE_COLUMNS):
+        if column not in ok.columns:
+            ok[column] = math.nan
+    ok["startup_paid_s"] = ok[PAID_PHASES].sum(axis=1, min_count=len(PAID_PHASES))
     return ok
 
 
@@ -38,6 +39,7 @@ def startup_table(cells: pd.DataFrame) -> pd.DataFrame:
     """One row per layout: its cells' mean phases, the mean time to the first window and to
     the end of the first step, with 95% intervals over the cells (batch sizes and repeats)."""
     ok = measured(cells)
+    ok = ok[ok["startup_s"].notna()]
     columns = [*LAYOUT, "cells", *PHASE_COLUMNS, "startup_s", "startup_s_ci95"]
     columns += ["startup_paid_s", "startup_paid_s_ci95"]
     if ok.empty:

@@ -8,6 +8,7 @@ from html import escape
 
 import pandas as pd
 
+from dpscale.analysis.cost import NO_EPOCH, Prices, money
 from dpscale.analysis.findings import LAYOUT, NOT_MEASURED, top_findings
 from dpscale.render.html import table_html
 
@@ -71,3 +72,43 @@ VERDICT_STYLE = (
     f"<style>td:nth-child({len(LAYOUT) + 1}) {{ min-width: 28em; text-align: left; }}"
     " ul.findings li { margin-bottom: 0.4em; max-width: 70em; }</style>"
 )
+
+
+MONEY_COLUMNS = ("price_per_node_hour", "cost_per_1000_images", "cost_per_epoch", "run_cost")
+
+
+def cost_display(costs: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
+    """The cost table as text: money in the study's currency or "no price given", times
+    and node-hours rounded, a run that never pays off "never"."""
+    shown = costs.drop(columns=["currency"], errors="ignore")
+    out = {}
+    for column in shown.columns:
+        if column in MONEY_COLUMNS:
+            out[column] = [money(v, prices) for v in shown[column]]
+        elif column == "epoch_s" and (prices is None or not prices.epoch_images):
+            out[column] = [NO_EPOCH for _ in shown[column]]
+        else:
+            out[column] = [_display(v, column) for v in shown[column]]
+    return pd.DataFrame(out)
+
+
+def cost_note(prices: Prices | None) -> str:
+    if prices is None:
+        return (
+            "No prices in this study's config (add a cost section: currency, node_hour, "
+            "source, date): node-hours are shown, money reads 'no price given'."
+        )
+    deadline = f"; deadline {prices.deadline_hours} h" if prices.deadline_hours else ""
+    return (
+        f"Prices in {prices.currency} per node-hour {prices.node_hour}, network surcharges "
+        f"{prices.network_hour or 'none'}; source: {prices.source}, {prices.date}. One row per "
+        "layout and per-device batch (ok synthetic cells, repeats averaged). startup_paid_s: "
+        "launch to the end of the first step. run: start-up plus run_epochs epochs of "
+        f"{prices.epoch_images or 'unknown'} images{deadline}. break_even_images_vs_1: the "
+        "run length (images) from which this layout, start-up included, finishes before one "
+        "device at the same per-device batch."
+    )
+
+
+def cost_html(costs: pd.DataFrame, prices: Prices | None, title: str) -> str:
+    return table_html(cost_display(costs, prices), title, cost_note(prices))
