@@ -167,4 +167,7 @@ def test_cells_table_shows_the_job_each_cell_ran_in(slurm_study):
     ran = cells[cells["status"] == "ok"]
     multi = ran[ran["world_size"] > 1]
     assert (multi["slurm_nodes"].str.count(";") + 1 == multi["nodes"]).all()
-    print(cells[["cell_id", "status", "slurm_job_id", "slurm_nodes", "img_s_mean"]].to_string())
+    # the scheduler's queue wait beside the start-up phases (whole seconds, from scontrol)
+    assert (ran["queue_wait_s"] >= 0).all() and ran["startup_s"].notna().all()
+    columns = ["cell_id", "status", "slurm_job_id", "slurm_nodes", "img_s_mean", "queue_wait_s"]
+    print(cells[columns].to_string())

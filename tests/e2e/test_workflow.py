@@ -91,8 +91,28 @@ def test_tables_and_figures_come_from_the_run(study):
     # fitted is a matter of timing, not behaviour)
     assert len(fit_table) == 2 * len(NAMES) - len(ONE)
     assert set(fit_table["status"]) <= {"ok", "not fitted"}
-    for name in ("throughput", "speedup", "residuals", "frameworks"):
+    for name in ("throughput", "speedup", "residuals", "frameworks", "startup"):
         assert (results / "tiny" / "figures" / f"{name}.png").is_file()
+
+
+def test_every_run_cell_records_its_start_up_and_the_answer_comes_first(study):
+    import json
+
+    import pandas as pd
+
+    results, _ = study
+    tables = results / "tiny" / "tables"
+    cells = pd.read_csv(tables / "cells.csv")
+    ran = cells[cells["status"] == "ok"]
+    phases = ran.filter(regex=r"^startup_(?!s$).*_s$")
+    assert len(phases.columns) == 7 and phases.notna().all().all()
+    assert (phases.sum(axis=1) - ran["startup_s"]).abs().max() < 1e-6
+    layouts = pd.read_csv(tables / "startup.csv")
+    assert set(layouts["strategy"]) == set(ran.loc[ran["mode"] == "synthetic", "strategy"])
+    costs = pd.read_csv(tables / "cost.csv")  # the tiny study gives no prices
+    assert costs["cost_per_epoch"].isna().all() and set(costs["currency"]) == {"no price given"}
+    answer = json.loads((tables / "findings_top.json").read_text())[0]
+    assert answer.startswith("For ResNet-18 (") and "no price given" in answer
 
 
 def test_drift_probes_run_first_and_last_and_stay_out_of_the_fits(study):
@@ -119,7 +139,8 @@ def test_report_is_one_self_contained_html(study):
     snakemake("--report", str(report), results=results)
     text = report.read_text()
     assert "throughput.png" in text and "fits.html" in text and "cells.html" in text
-    assert "frameworks.png" in text and "drift.png" in text
+    assert "frameworks.png" in text and "drift.png" in text and "startup.png" in text
+    assert "cost.html" in text
     assert "dpscale study" in text
 
 
@@ -138,6 +159,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
     downstream += ["interactive_figures", "mfu_figure", "comm_model", "drift", "all"]
+    downstream += ["cost", "startup"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
     others = {
         p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json") if p != cell

@@ -253,13 +253,13 @@ def cost_numbers(
 
 
 def startup_verdict(row: dict[str, Any]) -> str | None:
-    """'2 nodes x 1 device over 1gbe take 4.1 s longer to start than 1 node x 2 devices;
-    for a run shorter than 9,000 images (...) 1 node x 2 devices finishes first'."""
+    """'start-up (launch to first step) 4.1 s longer than on 1 node x 2 devices; for a run
+    shorter than 9,000 images (...) 1 node x 2 devices finishes first'."""
     extra, reference = row.get("startup_extra_s"), row.get("startup_reference")
     if not reference or not _known(extra):
         return None
-    sense = "longer" if extra >= 0 else "less"
-    text = f"start-up {abs(extra):.1f} s {sense} than {reference}"
+    sense = "longer" if extra >= 0 else "shorter"
+    text = f"start-up (launch to first step) {abs(extra):.1f} s {sense} than on {reference}"
     below = row.get("reference_first_below_images")
     if _known(below) and math.isinf(below):
         return f"{text}; {reference} finishes first at any run length"
