@@ -298,9 +298,10 @@ def cost(args: argparse.Namespace) -> None:
     prices = costs.Prices.from_config(json.loads(args.prices))
     table = costs.cost_table(pd.read_csv(args.cells), prices)
     table.to_csv(args.table, index=False)
-    runs = _read_optional(args.runs)
-    costs.cost_to_target(runs, prices, args.accelerator).to_csv(args.to_target, index=False)
-    Path(args.html).write_text(cost_html(table, prices, args.title), encoding="utf-8")
+    to_target = costs.cost_to_target(_read_optional(args.runs), prices, args.accelerator)
+    to_target.to_csv(args.to_target, index=False)
+    page = cost_html(table, prices, args.title, to_target)
+    Path(args.html).write_text(page, encoding="utf-8")
     print(f"[dpscale] cost of {len(table)} layouts and batches")
 
 

@@ -56,9 +56,16 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
     if _known(row["cost_per_epoch"]):
         text += f", {money(row['cost_per_epoch'], prices)} per epoch"
     best = cheapest(costs, prices)
-    if best:
+    deadline = f" within {prices.deadline_hours:g} h" if prices.deadline_hours else ""
+    same = ["strategy", "network", "nodes", "devices_per_node", "batch_per_device"]
+    if best and all(best[k] == row[k] for k in same):
+        text += (
+            f"; a run of {prices.run_epochs:g} epochs, start-up included, takes "
+            f"{best['run_s'] / 60:.1f} min for {money(best['run_cost'], prices)}, the cheapest "
+            f"run of any layout{deadline}"
+        )
+    elif best:
         where = layout_words(int(best["nodes"]), int(best["devices_per_node"]), best["network"])
-        deadline = f" within {prices.deadline_hours} h" if prices.deadline_hours else ""
         text += (
             f"; the cheapest run of {prices.run_epochs:g} epochs{deadline}, start-up included, is "
             f"{best['strategy']} on {where} at per-device batch {int(best['batch_per_device'])}: "

@@ -42,8 +42,10 @@ COST_COLUMNS = [
     "reference_first_below_images",
     "node_hours_per_1000_images",
     "cost_per_1000_images",
+    "node_hours_per_epoch",
     "cost_per_epoch",
     "cost_to_target",
+    "currency",
 ]
 
 
@@ -227,11 +229,11 @@ def cost_numbers(
     largest measured per-device batch (cost.csv); the cheapest cost to the target accuracy
     over its learning-rate rules (cost_to_target.csv)."""
     numbers: dict[str, Any] = dict.fromkeys(COST_COLUMNS, math.nan)
-    numbers["startup_reference"] = None
+    numbers["startup_reference"] = numbers["currency"] = None
     mine = _cost_rows(costs, row) if not costs.empty else costs
     if not mine.empty:
         this = mine.iloc[0].to_dict()
-        for column in ("node_hours_per_1000_images", "cost_per_1000_images", "cost_per_epoch"):
+        for column in COST_COLUMNS[4:8] + ["currency"]:
             numbers[column] = this[column]
         numbers["startup_s"] = this["startup_paid_s"]
         reference = startup_reference(this, costs)
@@ -392,8 +394,23 @@ def verdict(row: dict[str, Any], rules: list[str], cells_dir: str = "") -> str:
         )
     if throughput is None:
         throughput = f"throughput {NOT_MEASURED} (training runs only)"
-    parts = (throughput, accuracy, startup_verdict(row), lost)
+    parts = (throughput, accuracy, startup_verdict(row), cost_verdict(row), lost)
     return "; ".join(p for p in parts if p) + "."
+
+
+def cost_verdict(row: dict[str, Any]) -> str | None:
+    """'per epoch 0.10 node-hours, 0.0087 USD' (or per 1,000 images without an epoch size;
+    "no price given" without prices)."""
+    currency = row.get("currency")
+    per_epoch, per_1000 = row.get("node_hours_per_epoch"), row.get("node_hours_per_1000_images")
+    if _known(per_epoch):
+        hours, money, unit = per_epoch, row.get("cost_per_epoch"), "per epoch"
+    elif _known(per_1000):
+        hours, money, unit = per_1000, row.get("cost_per_1000_images"), "per 1,000 images"
+    else:
+        return None
+    priced = f"{money:.2g} {currency}" if _known(money) else "no price given"
+    return f"{unit} {hours:.2g} node-hours, {priced}"
 
 
 def lost_to_contamination(row: dict[str, Any], cells_dir: str) -> str | None:

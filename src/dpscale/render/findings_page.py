@@ -8,9 +8,17 @@ from html import escape
 
 import pandas as pd
 
-from dpscale.analysis.cost import NO_EPOCH, Prices, money
+from dpscale.analysis.cost import NO_EPOCH, NO_PRICE, Prices, money
 from dpscale.analysis.findings import LAYOUT, NOT_MEASURED, top_findings
 from dpscale.render.html import table_html
+
+MONEY_COLUMNS = (
+    "price_per_node_hour",
+    "cost_per_1000_images",
+    "cost_per_epoch",
+    "run_cost",
+    "cost_to_target",
+)
 
 
 def _display(value: object, column: str) -> str:
@@ -18,7 +26,7 @@ def _display(value: object, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NOT_MEASURED
     if isinstance(value, float) and math.isinf(value):
-        return "never"
+        return "any run length" if column == "reference_first_below_images" else "never"
     if isinstance(value, float):
         if column.startswith("accuracy_delta"):
             return (
@@ -38,9 +46,14 @@ def display_table(findings: pd.DataFrame) -> pd.DataFrame:
     shown = findings.drop(columns=["cells", "cells_ok", "contaminated"], errors="ignore")
     order = [*LAYOUT, "verdict"]
     shown = shown[[*order, *(c for c in shown.columns if c not in order)]]
-    return pd.DataFrame(
+    text = pd.DataFrame(
         {column: [_display(v, column) for v in shown[column]] for column in shown.columns}
     )
+    if "currency" in shown.columns:  # money without a price says so, not "not measured"
+        unpriced = shown["currency"].eq(NO_PRICE).to_numpy()
+        for column in set(MONEY_COLUMNS) & set(text.columns):
+            text.loc[unpriced, column] = NO_PRICE
+    return text
 
 
 PAGE_NOTE = (
@@ -56,7 +69,11 @@ PAGE_NOTE = (
     "model; its held-out errors are there), speedup vs one device at the same per-device batch "
     "with a 95% prediction interval: with more devices (more nodes on the same network, or "
     "more devices on one node) and on the what-if networks of the config's predict section; "
-    "'not predicted' where the model was not fitted (too few measurements)."
+    "'not predicted' where the model was not fitted (too few measurements). Start-up: launch "
+    "to the end of the first step, against one node with as many devices (or one device); "
+    "reference_first_below_images: the run length below which that layout finishes first. "
+    "Node-hours and cost at the largest per-device batch (cost per layout: 0. Findings); "
+    "'no price given' without a cost section in the config."
 )
 
 
@@ -72,9 +89,6 @@ VERDICT_STYLE = (
     f"<style>td:nth-child({len(LAYOUT) + 1}) {{ min-width: 28em; text-align: left; }}"
     " ul.findings li { margin-bottom: 0.4em; max-width: 70em; }</style>"
 )
-
-
-MONEY_COLUMNS = ("price_per_node_hour", "cost_per_1000_images", "cost_per_epoch", "run_cost")
 
 
 def cost_display(costs: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
@@ -110,5 +124,13 @@ def cost_note(prices: Prices | None) -> str:
     )
 
 
-def cost_html(costs: pd.DataFrame, prices: Prices | None, title: str) -> str:
-    return table_html(cost_display(costs, prices), title, cost_note(prices))
+def cost_html(
+    costs: pd.DataFrame, prices: Prices | None, title: str, to_target: pd.DataFrame | None = None
+) -> str:
+    """The cost table; in training studies, DAWNBench's cost to the target accuracy after it."""
+    page = table_html(cost_display(costs, prices), title, cost_note(prices))
+    if to_target is None or to_target.empty:
+        return page
+    shown = cost_display(to_target, prices).to_html(index=False, border=0)
+    heading = "<h2>Cost to the target accuracy (time to accuracy x nodes x price)</h2>"
+    return page.replace("</body>", f"{heading}{shown}</body>", 1)

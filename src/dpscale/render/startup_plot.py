@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpscale.analysis.findings import readable_model  # noqa: E402
 from dpscale.analysis.startup import PHASE_COLUMNS  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
@@ -26,8 +27,8 @@ def startup_figure(table: pd.DataFrame, path: Path) -> None:
         empty_figure(path, "no ok synthetic cell recorded its start-up")
         return
     table = table.sort_values(["model", "strategy", "nodes", "world_size"])
-    figure, axis = plt.subplots(figsize=(9, 1.2 + 0.45 * len(table)))
-    labels = [f"{layout_label(row)}\n{row['model']}" for _, row in table.iterrows()]
+    figure, axis = plt.subplots(figsize=(10, 1.8 + 0.5 * len(table)), layout="constrained")
+    labels = [f"{layout_label(row)}\n{readable_model(row['model'])}" for _, row in table.iterrows()]
     left = pd.Series(0.0, index=table.index)
     colours = plt.get_cmap("tab10").colors
     for index, column in enumerate(PHASE_COLUMNS):
@@ -39,7 +40,6 @@ def startup_figure(table: pd.DataFrame, path: Path) -> None:
     )
     axis.invert_yaxis()
     axis.set_xlabel("seconds from the launch to the first timed window (mean over cells)")
-    axis.legend(ncols=4, fontsize="small", loc="lower right")
-    figure.tight_layout()
+    figure.legend(ncols=7, fontsize="small", loc="outside upper center")
     figure.savefig(path, dpi=110)
     plt.close(figure)
