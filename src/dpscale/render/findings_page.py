@@ -113,9 +113,11 @@ def cost_note(prices: Prices | None) -> str:
             "source, date): node-hours are shown, money reads 'no price given'."
         )
     deadline = f"; deadline {prices.deadline_hours} h" if prices.deadline_hours else ""
+    nodes = ", ".join(f"{kind} node {price:g}" for kind, price in prices.node_hour.items())
+    networks = ", ".join(f"{net} +{price:g}" for net, price in prices.network_hour.items())
     return (
-        f"Prices in {prices.currency} per node-hour {prices.node_hour}, network surcharges "
-        f"{prices.network_hour or 'none'}; source: {prices.source}, {prices.date}. One row per "
+        f"Prices in {prices.currency} per node-hour: {nodes}; network surcharges: "
+        f"{networks or 'none'}. Source: {prices.source}, {prices.date}. One row per "
         "layout and per-device batch (ok synthetic cells, repeats averaged). startup_paid_s: "
         "launch to the end of the first step. run: start-up plus run_epochs epochs of "
         f"{prices.epoch_images or 'unknown'} images{deadline}. break_even_images_vs_1: the "
