@@ -68,6 +68,8 @@ def test_cost_columns_follow_from_the_price_table(cells):
     assert two_nodes["cost_per_1000_images"] == pytest.approx(2 * 2.5 * 1000 / 16 / 3600)
     # 5 + I/10 = 11 + I/16 at I = 160 images
     assert two_nodes["break_even_images_vs_1"] == pytest.approx(160)
+    # 2 epochs: 5 + 7200 s on one device, 11 + 4500 s on two nodes
+    assert two_nodes["run_speedup_vs_1"] == pytest.approx(7205 / 4511)
     assert (table["currency"] == "EUR").all()
 
 

@@ -35,6 +35,7 @@ def test_each_boundary_is_its_last_rank_and_the_phases_add_up_to_the_first_windo
     assert cell["to_first_window_s"] == pytest.approx(5.5)
     assert cell["per_rank_s"][1]["imported"] == pytest.approx(2.5)
     assert cell["launch_time"] == LAUNCH and cell["launch_time_known"]
+    assert cell["mlperf_s"] == pytest.approx({"init_stop": 4.0, "run_start": 5.5})
 
 
 def test_a_step_a_strategy_does_not_have_is_a_phase_of_length_zero():

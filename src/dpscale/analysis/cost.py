@@ -37,6 +37,7 @@ COLUMNS = [
     "run_cost",
     "meets_deadline",
     "break_even_images_vs_1",
+    "run_speedup_vs_1",
     "currency",
 ]
 
@@ -101,9 +102,10 @@ def _layout_cost(row: dict[str, Any], prices: Prices | None) -> dict[str, Any]:
     }
 
 
-def _break_even_vs_one_device(row: dict[str, Any], rates: pd.DataFrame) -> float:
-    """Images from which this layout's run (start-up included) ends before one device's at
-    the same per-device batch; 0: always; inf: never; NaN: no one-device cell."""
+def _against_one_device(row: dict[str, Any], rates: pd.DataFrame) -> dict[str, float]:
+    """Against one device at the same per-device batch: the run length (images) from which
+    this layout, start-up included, finishes first (0: always; inf: never), and how many
+    times as fast a run of ``run_epochs`` is; NaN without a one-device cell."""
     base = rates[
         (rates["strategy"] == row["strategy"])
         & (rates["model"] == row["model"])
@@ -111,12 +113,17 @@ def _break_even_vs_one_device(row: dict[str, Any], rates: pd.DataFrame) -> float
         & (rates["batch_per_device"] == row["batch_per_device"])
     ]
     if base.empty or row["world_size"] == 1:
-        return math.nan
+        return {"break_even_images_vs_1": math.nan, "run_speedup_vs_1": math.nan}
     one = base.iloc[0]
     images, longer = crossover_images(
         one["startup_paid_s"], one["img_s"], row["startup_paid_s"], row["img_s"]
     )
-    return math.inf if longer == "a" else images  # "a": one device wins every long run
+    work_s = row["run_s"] - row["startup_paid_s"]  # the run's epochs at this layout's rate
+    one_run_s = one["startup_paid_s"] + work_s * row["img_s"] / one["img_s"]
+    return {
+        "break_even_images_vs_1": math.inf if longer == "a" else images,
+        "run_speedup_vs_1": one_run_s / row["run_s"],
+    }
 
 
 def cost_table(cells: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
@@ -127,7 +134,7 @@ def cost_table(cells: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
     rows = []
     for row in rates.to_dict("records"):
         row.update(_layout_cost(row, prices))
-        row["break_even_images_vs_1"] = _break_even_vs_one_device(row, rates)
+        row.update(_against_one_device(row, rates))
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 

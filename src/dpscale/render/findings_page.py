@@ -122,7 +122,8 @@ def cost_note(prices: Prices | None) -> str:
         "launch to the end of the first step. run: start-up plus run_epochs epochs of "
         f"{prices.epoch_images or 'unknown'} images{deadline}. break_even_images_vs_1: the "
         "run length (images) from which this layout, start-up included, finishes before one "
-        "device at the same per-device batch."
+        "device at the same per-device batch; run_speedup_vs_1: one device's run time over this "
+        "layout's, start-up included."
     )
 
 

@@ -103,6 +103,11 @@ def phases(every: Sequence[Mapping[str, float | None]]) -> dict[str, Any]:
         "launch_time_known": any(r.get("launch") is not None for r in every),
         "phases_s": lengths,
         "to_first_window_s": times["window"] - origin,
+        # MLPerf's log points, as seconds after init_start (the launch)
+        "mlperf_s": {
+            "init_stop": times["broadcast"] - origin,
+            "run_start": times["window"] - origin,
+        },
         "per_rank_s": [
             {b: (r[b] - origin if r.get(b) is not None else None) for b in BOUNDARIES}
             for r in every
