@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
-from dpscale.analysis.findings import _known, delta_words, layout_words, readable_model
+from dpscale.analysis.findings import delta_words, is_known, layout_words, readable_model
 
 
 def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
@@ -39,9 +39,9 @@ def _choice(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
     if row["world_size"] == 1:
         return text + ", faster than every multi-device layout measured"
     even = finding.get("break_even_global_batch") if finding else math.nan
-    if _known(even) and math.isinf(even):
+    if is_known(even) and math.isinf(even):
         return text + "; by the fitted laws it never beats one device at the same global batch"
-    if _known(even):
+    if is_known(even):
         return text + f"; it beats one device from global batch {max(math.ceil(even), 1)}"
     return text
 
@@ -53,7 +53,7 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
             "money: no price given (add a cost section to the config)"
         )
     text = f"{money(row['cost_per_1000_images'], prices)} per 1,000 images"
-    if _known(row["cost_per_epoch"]):
+    if is_known(row["cost_per_epoch"]):
         text += f", {money(row['cost_per_epoch'], prices)} per epoch"
     best = cheapest(costs, prices)
     deadline = f" within {prices.deadline_hours:g} h" if prices.deadline_hours else ""
@@ -83,7 +83,7 @@ def _accuracy(finding: dict[str, Any] | None) -> str:
         return "its accuracy cost is not measured (no training runs)"
     deltas = [k for k in finding if k.startswith("accuracy_delta_") and not k.endswith("ci95")]
     for key in deltas:
-        if _known(finding[key]):
+        if is_known(finding[key]):
             half = finding.get(f"{key}_ci95", math.nan)
             return f"{delta_words(100 * finding[key], 100 * half)} ({key.split('_')[-1]} rule)"
     return "its accuracy cost is not measured (no training runs)"

@@ -258,14 +258,14 @@ def startup_verdict(row: dict[str, Any]) -> str | None:
     """'start-up (launch to first step) 4.1 s longer than on 1 node x 2 devices; for a run
     shorter than 9,000 images (...) 1 node x 2 devices finishes first'."""
     extra, reference = row.get("startup_extra_s"), row.get("startup_reference")
-    if not reference or not _known(extra):
+    if not reference or not is_known(extra):
         return None
     sense = "longer" if extra >= 0 else "shorter"
     text = f"start-up (launch to first step) {abs(extra):.1f} s {sense} than on {reference}"
     below = row.get("reference_first_below_images")
-    if _known(below) and math.isinf(below):
+    if is_known(below) and math.isinf(below):
         return f"{text}; {reference} finishes first at any run length"
-    if _known(below) and below > 0:
+    if is_known(below) and below > 0:
         steps = below / (row["batch_per_device"] * row["world_size"])
         return (
             f"{text}; for a run shorter than {below:,.0f} images ({steps:,.0f} steps) "
@@ -299,7 +299,7 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
         & (predictions["model"] == row["model"])
         & (predictions["status"] == "ok")
     ]
-    if _known(batch):
+    if is_known(batch):
         mine = mine[mine["batch_per_device"] == batch]
     if mine.empty:
         return numbers
@@ -326,7 +326,7 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     return numbers
 
 
-def _known(value: float) -> bool:
+def is_known(value: float) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -335,15 +335,15 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
     n = int(row["world_size"])
     even, speedup = row["break_even_global_batch"], row["speedup"]
     parts = []
-    if _known(even) and math.isinf(even):
+    if is_known(even) and math.isinf(even):
         parts.append(f"{n} devices never beat 1 at any global batch (fitted laws)")
-    elif _known(even) and even <= 0:
+    elif is_known(even) and even <= 0:
         parts.append(f"{n} devices beat 1 at every global batch (fitted laws)")
-    elif _known(even):
+    elif is_known(even):
         parts.append(
             f"{n} devices beat 1 from global batch {math.ceil(even)}; below that, one is faster"
         )
-    if _known(speedup):
+    if is_known(speedup):
         batch = int(row["batch_per_device"])
         slower = ", slower than one device" if speedup < 1 else ""
         parts.append(
@@ -355,7 +355,7 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
 
 def delta_words(points: float, half: float) -> str:
     """An accuracy delta (percentage points) and its 95% half-width, in words."""
-    if not _known(half):
+    if not is_known(half):
         return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
     lowest, highest = points - half, points + half
     if lowest > 0 or highest < 0:
@@ -371,12 +371,12 @@ def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:
     parts = []
     for rule in rules:
         delta = row.get(f"accuracy_delta_{rule}", math.nan)
-        if not _known(delta):
+        if not is_known(delta):
             continue
         half = row.get(f"accuracy_delta_{rule}_ci95", math.nan)
         text = delta_words(100 * delta, 100 * half)
         tta = row.get(f"tta_speedup_{rule}", math.nan)
-        if _known(tta):
+        if is_known(tta):
             text += f", reaches the target {tta:.2f}x as fast"
         parts.append(f"lr rule {rule}: {text}")
     return "; ".join(parts) if parts else None
@@ -403,13 +403,13 @@ def cost_verdict(row: dict[str, Any]) -> str | None:
     "no price given" without prices)."""
     currency = row.get("currency")
     per_epoch, per_1000 = row.get("node_hours_per_epoch"), row.get("node_hours_per_1000_images")
-    if _known(per_epoch):
+    if is_known(per_epoch):
         hours, money, unit = per_epoch, row.get("cost_per_epoch"), "per epoch"
-    elif _known(per_1000):
+    elif is_known(per_1000):
         hours, money, unit = per_1000, row.get("cost_per_1000_images"), "per 1,000 images"
     else:
         return None
-    priced = f"{money:.2g} {currency}" if _known(money) else "no price given"
+    priced = f"{money:.2g} {currency}" if is_known(money) else "no price given"
     return f"{unit} {hours:.2g} node-hours, {priced}"
 
 
@@ -417,7 +417,7 @@ def lost_to_contamination(row: dict[str, Any], cells_dir: str) -> str | None:
     """When the break-even is missing and contaminated cells were left out of its fits:
     which, and the command that measures them again."""
     ids = row.get("contaminated") or []
-    if not ids or _known(row.get("break_even_global_batch")):
+    if not ids or is_known(row.get("break_even_global_batch")):
         return None
     files = " ".join(f"{cells_dir.rstrip('/') + '/' if cells_dir else ''}{i}.json" for i in ids)
     return (
