@@ -47,6 +47,14 @@ COST_COLUMNS = [
     "cost_to_target",
     "currency",
 ]
+# read from cost.csv at the layout's largest per-device batch
+PER_LAYOUT_COST = [
+    "node_hours_per_1000_images",
+    "cost_per_1000_images",
+    "node_hours_per_epoch",
+    "cost_per_epoch",
+    "currency",
+]
 
 
 def with_network(frame: pd.DataFrame) -> pd.DataFrame:
@@ -233,7 +241,7 @@ def cost_numbers(
     mine = _cost_rows(costs, row) if not costs.empty else costs
     if not mine.empty:
         this = mine.iloc[0].to_dict()
-        for column in COST_COLUMNS[4:8] + ["currency"]:
+        for column in PER_LAYOUT_COST:
             numbers[column] = this[column]
         numbers["startup_s"] = this["startup_paid_s"]
         reference = startup_reference(this, costs)
