@@ -9,7 +9,13 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
-from dpscale.analysis.findings import delta_words, is_known, layout_words, readable_model
+from dpscale.analysis.findings import (
+    delta_words,
+    is_known,
+    layout_words,
+    matching_rows,
+    readable_model,
+)
 
 
 def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
@@ -19,13 +25,10 @@ def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
 
 
 def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | None:
-    keys = ["strategy", "model", "network", "nodes", "devices_per_node"]
-    if findings.empty:
-        return None
-    mask = pd.Series(True, index=findings.index)
-    for key in keys:
-        mask &= findings[key] == row[key]
-    return findings[mask].iloc[0].to_dict() if mask.any() else None
+    mine = matching_rows(
+        findings, row, ["strategy", "model", "network", "nodes", "devices_per_node"]
+    )
+    return mine.iloc[0].to_dict() if not mine.empty else None
 
 
 def _choice(row: dict[str, Any], finding: dict[str, Any] | None) -> str:

@@ -121,7 +121,7 @@ def quality_line(cells: pd.DataFrame) -> str:
     return line + "."
 
 
-def _match(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:
+def matching_rows(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:
     """The rows of ``frame`` that agree with ``row`` on every key the frame has (a table
     without a ``network`` column holds one network's numbers)."""
     if frame.empty:
@@ -138,7 +138,7 @@ def throughput_numbers(
 ) -> dict[str, float]:
     """Speedup and efficiency at the largest measured per-device batch, break-even and b90."""
     numbers = dict.fromkeys(THROUGHPUT_COLUMNS, math.nan)
-    points = _match(scaling[scaling["mode"] == "synthetic"], row, LAYOUT)
+    points = matching_rows(scaling[scaling["mode"] == "synthetic"], row, LAYOUT)
     if not points.empty:
         largest = points.sort_values("batch_per_device").iloc[-1]
         numbers.update(
@@ -149,7 +149,7 @@ def throughput_numbers(
             efficiency=float(largest["efficiency"]),
         )
     ok_fits = fits[(fits["status"] == "ok") & (fits["mode"] == "synthetic")]
-    fit = _match(ok_fits, row, LAYOUT)
+    fit = matching_rows(ok_fits, row, LAYOUT)
     if not fit.empty:
         numbers["b90"] = float(fit.iloc[0]["b90"])
     single = ok_fits[
@@ -159,7 +159,7 @@ def throughput_numbers(
     ]
     if not single.empty:
         numbers["b90_1"] = float(single.iloc[0]["b90"])
-    even = _match(break_even[break_even["mode"] == "synthetic"], row, LAYOUT)
+    even = matching_rows(break_even[break_even["mode"] == "synthetic"], row, LAYOUT)
     if not even.empty:
         numbers["break_even_global_batch"] = float(even.iloc[0]["break_even_global_batch"])
     return numbers
@@ -184,12 +184,12 @@ def accuracy_numbers(
         numbers[f"accuracy_delta_{rule}_ci95"] = math.nan
         numbers[f"tta_speedup_{rule}"] = math.nan
         delta = deltas if deltas.empty else deltas[deltas["lr_rule"] == rule]
-        delta = _largest_batch(_match(delta, row, keys))
+        delta = _largest_batch(matching_rows(delta, row, keys))
         if not delta.empty:
             numbers[f"accuracy_delta_{rule}"] = float(delta.iloc[0]["final_delta"])
             numbers[f"accuracy_delta_{rule}_ci95"] = float(delta.iloc[0]["final_delta_ci95"])
         times = tta if tta.empty else tta[tta["lr_rule"] == rule]
-        times = _largest_batch(_match(times, row, keys))
+        times = _largest_batch(matching_rows(times, row, keys))
         if not times.empty:
             numbers[f"tta_speedup_{rule}"] = float(times.iloc[0]["speedup"])
     return numbers
@@ -213,7 +213,7 @@ def layout_words(nodes: int, devices_per_node: int, network: str) -> str:
 
 def _cost_rows(costs: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     keys = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
-    return _largest_batch(_match(costs, row, keys))
+    return _largest_batch(matching_rows(costs, row, keys))
 
 
 def startup_reference(row: dict[str, Any], costs: pd.DataFrame) -> pd.DataFrame:
@@ -257,7 +257,7 @@ def cost_numbers(
             numbers["reference_first_below_images"] = images if longer == "b" else math.inf
     if not to_target.empty:
         keys = ["strategy", "model", "world_size", "nodes"]
-        cheapest = _largest_batch(_match(to_target, row, keys))["cost_to_target"].dropna()
+        cheapest = _largest_batch(matching_rows(to_target, row, keys))["cost_to_target"].dropna()
         numbers["cost_to_target"] = float(cheapest.min()) if not cheapest.empty else math.nan
     return numbers
 

@@ -394,12 +394,8 @@ def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
     """This process's wall time since it was started (interpreter start-up included; the
     kernel's start time has clock-tick resolution) and its peak memory and that of its
     largest child (``getrusage``: the children that have been waited for)."""
-    try:
-        start_ticks = int((proc / "self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float((proc / "uptime").read_text().split()[0])
-        wall_s: float | None = round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
-    except (OSError, ValueError, IndexError):
-        wall_s = None
+    started = startup.process_start_time(proc)
+    wall_s = round(time.time() - started, 3) if started is not None else None
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}

@@ -47,6 +47,7 @@ class RunnerFacts:
     framework_versions: dict[str, str]
     threads_used: int
     trainable_params: int
+    startup: dict[str, Any] | None = None  # launch to the first window (runner.startup)
 
 
 def _write(
@@ -69,6 +70,7 @@ def _write(
         system=describe_system(facts.framework_versions, facts.threads_used, system_extra),
         trainable_params=facts.trainable_params,
         framework=facts.framework,
+        startup=facts.startup,
         **section,
     )
     write_result(out, result)
@@ -105,18 +107,8 @@ def write_synthetic_result(
         measurement["adaptive"] = adaptive_record(cell, windows)
     if rank_param_checksums is not None:
         measurement["rank_param_checksums"] = list(rank_param_checksums)
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(
-        cell,
-        out,
-        facts,
-        status,
-        started_at,
-        reason,
-        system_extra,
-        measurement=measurement,
-        startup=startup,
-    )
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
 
@@ -184,18 +176,8 @@ def write_collectives_result(
     record = collectives_record(cell, per_rank, description, timed_span)
     if rank_param_checksums is not None:
         record["rank_param_checksums"] = list(rank_param_checksums)
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(
-        cell,
-        out,
-        facts,
-        status,
-        started_at,
-        reason,
-        system_extra,
-        collectives=record,
-        startup=startup,
-    )
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    _write(cell, out, facts, status, started_at, reason, system_extra, collectives=record)
     largest = record["sizes"][-1]
     progress(
         f"{cell.cell_id}: {largest['message_bytes']} bytes in "
@@ -220,18 +202,8 @@ def write_training_result(
     startup: dict[str, Any] | None = None,
 ) -> None:
     training = {**training, "rank_param_checksums": list(rank_param_checksums)}
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params)
-    _write(
-        cell,
-        out,
-        facts,
-        status,
-        started_at,
-        reason,
-        system_extra,
-        training=training,
-        startup=startup,
-    )
+    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    _write(cell, out, facts, status, started_at, reason, system_extra, training=training)
     progress(
         f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "
         f"{training['train_images_per_s']:.1f} train img/s"
