@@ -13,7 +13,8 @@ import pytest
 
 from dpscale.launch import launcher
 from dpscale.launch.envs import ensure_env
-from dpscale.plan.cell import Cell, Measure, ModelConfig
+from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig
+from dpscale.plan.comm import Comm, parse, wire_bytes
 from dpscale.plan.result import read_result
 from dpscale.registry import STRATEGIES, strategy
 
@@ -64,3 +65,65 @@ def test_unsupported_combination_fails_with_a_clear_reason(tmp_path):
     assert status == "failed"
     assert "MXNet runners measure precision 'fp32'" in result["reason"], result["reason"]
     assert "'channels_last'" in result["reason"]
+
+
+def declared_remedies() -> list[tuple[str, Comm]]:
+    """Every remedy each strategy declares it applies on CPU, and its bucket size if any."""
+    found = []
+    for name, declared in sorted(STRATEGIES.items()):
+        support = declared.comm
+        for remedy in support.remedies:
+            if remedy not in dict(support.cuda_only):
+                found.append((name, parse(remedy)))
+        if support.bucket:
+            found.append((name, Comm(bucket_mb=1.0)))
+    return found
+
+
+@pytest.mark.parametrize(("name", "comm"), declared_remedies(), ids=str)
+def test_every_declared_remedy_runs_and_leaves_the_ranks_identical(tmp_path, name, comm):
+    status, result = measure(tmp_path, name, 2, comm=comm)
+    assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
+    assert len(set(result["measurement"]["rank_param_checksums"])) == 1
+    applied = result["system"]["comm"]
+    assert applied["remedy"] == comm.key
+    if comm.bucket_mb is not None:
+        assert applied["bucket_mb"] == comm.bucket_mb
+    if comm.name != "none":
+        assert applied["wire_ratio"] >= 1  # recorded as applied, not as configured
+
+
+@pytest.mark.parametrize(
+    ("name", "remedy"),
+    [(n, r) for n, s in sorted(STRATEGIES.items()) for r in s.comm.collectives if r != "bf16"],
+)
+def test_collectives_time_each_remedy_s_own_path_with_its_bytes_on_the_wire(tmp_path, name, remedy):
+    comm = parse(remedy)
+    cell = Cell(
+        "test",
+        name,
+        MODEL,
+        "collectives",
+        1,
+        2,
+        0,
+        measure=MEASURE,
+        collectives=Collectives(4096, 65536, 16),
+        comm=comm,
+    )
+    out = cell.result_path(tmp_path / "results")
+    status = launcher.launch(cell, out, prefix_for(strategy(name).env), tmp_path / "cell.log")
+    result = read_result(out)
+    assert status == "ok", result["reason"]
+    assert comm.key in result["collectives"]["op"]
+    for size in result["collectives"]["sizes"]:
+        assert size["wire_bytes"] == wire_bytes(comm, size["message_bytes"])
+        assert size["wire_bytes"] < size["message_bytes"]
+
+
+def test_the_bf16_refusal_quoted_in_the_skip_reason_is_torch_s_own():
+    refusal = dict(STRATEGIES["torch-ddp"].comm.cuda_only)["bf16"]
+    quoted = refusal.split("'")[1]
+    hooks = next(prefix_for("torch").glob("lib/python*/site-packages/torch/distributed/"))
+    source = (hooks / "algorithms/ddp_comm_hooks/default_hooks.py").read_text()
+    assert quoted in source

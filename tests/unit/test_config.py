@@ -103,6 +103,31 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             lambda c: c.update(cost={**PRICES, "date": "last week"}),
             "cost.date: 'last week' is not a date; allowed: YYYY-MM-DD",
         ),
+        (
+            lambda c: c.update(comm=["none", {"name": "powersgd", "rank": 0}]),
+            "comm[1].rank: 0 is not allowed; allowed: an integer >= 1",
+        ),
+        (
+            lambda c: c.update(comm=["none", "zip"]),
+            "comm[1].name: 'zip' is not allowed; allowed: ['none', 'fp16', 'bf16', 'powersgd',",
+        ),
+        (
+            lambda c: c.update(comm=[{"name": "fp16", "bucket_mb": -1}]),
+            "comm[0].bucket_mb: -1 is not allowed; allowed: a number > 0",
+        ),
+        (
+            lambda c: c.update(comm=[{"name": "2bit", "threshold": 0}]),
+            "comm[0].threshold: 0 is not allowed; allowed: a number > 0",
+        ),
+        (
+            lambda c: c.update(comm=[{"name": "fp16", "rank": 2}]),
+            "comm[0].rank: only powersgd takes a rank; allowed: drop it",
+        ),
+        (
+            lambda c: c.update(comm=["fp16", "fp16"]),
+            "comm[1]: 'fp16' is listed twice; allowed: each remedy once",
+        ),
+        (lambda c: c.update(comm="fp16"), "comm: 'fp16' is not allowed; allowed: a non-empty"),
     ],
 )
 def test_bad_input_is_one_line_naming_field_and_allowed_values(default_config, edit, expected):
@@ -176,6 +201,49 @@ def test_study_presets_are_valid_over_the_default(default_config, preset):
     config = check(merged)
     assert config["study"] == preset.stem
     assert expand(config, STRATEGIES)
+
+
+def test_comm_remedies_are_cells_across_processes_and_none_keeps_the_ids(default_config):
+    default_config.update(strategies=["torch-ddp", "horovod-tf", "torch-dp"], nodes=[1])
+    before = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
+    default_config["comm"] = ["none", "fp16", {"name": "powersgd", "rank": 1}, {"bucket_mb": 4}]
+    after = {c.cell_id: c for c in expand(check(default_config), STRATEGIES)}
+    assert set(before) <= set(after)
+    assert all(before[k].to_json() == after[k].to_json() for k in before)
+    remedied = [c for c in after.values() if not c.comm.is_default]
+    assert remedied and all(c.world_size > 1 for c in remedied)  # one process: no traffic
+    ids = {c.cell_id for c in remedied}
+    assert "torch-ddp/resnet18-imagenet64-c10/synthetic-comm-powersgd-r1/n1-d2-b4-r0" in ids
+    assert "horovod-tf/resnet18-imagenet64-c10/synthetic-comm-none-bucket4/n1-d2-b4-r0" in ids
+    reasons = {(c.strategy, c.comm.key): c.skip_reason for c in remedied}
+    assert reasons[("torch-ddp", "fp16")] is None
+    assert reasons[("torch-ddp", "powersgd-r1")] is None
+    assert reasons[("horovod-tf", "powersgd-r1")] == (
+        "horovod-tf does not apply comm 'powersgd'; it applies: ['none', 'fp16']"
+    )
+    cell = next(c for c in remedied if c.strategy == "torch-ddp")
+    assert type(cell).from_json(cell.to_json()) == cell
+
+
+def test_bf16_compression_is_skipped_on_cpu_with_torch_s_own_words(default_config):
+    default_config.update(strategies=["torch-ddp"], nodes=[1], comm=["bf16"])
+    cells = [
+        c
+        for c in expand(check(default_config), STRATEGIES)
+        if c.world_size > 1 and c.strategy == "torch-ddp"
+    ]
+    assert cells and all(
+        "BF16 all reduce communication hook required" in c.skip_reason for c in cells
+    )
+
+
+def test_collectives_time_a_remedy_only_where_it_changes_the_message(default_config):
+    default_config.update(
+        strategies=["torch-ddp"], nodes=[1], modes=["collectives"], comm=["fp16", "delayed"]
+    )
+    cells = {c.comm.key: c for c in expand(check(default_config), STRATEGIES) if c.world_size > 1}
+    assert cells["fp16"].skip_reason is None
+    assert "collectives cells time it as comm 'none' does" in cells["delayed"].skip_reason
 
 
 def test_mxnet_servers_reach_only_mxnet_dist_cells_and_keep_cell_ids(default_config):

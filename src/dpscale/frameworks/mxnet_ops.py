@@ -249,7 +249,11 @@ class MXNetRank:
         return self._allreduce(nbytes)
 
     def allreduce_description(self) -> dict[str, str]:
-        return {"op": "kvstore.pushpull (servers sum)", "backend": "ps-lite dist_sync"}
+        if self.cell.comm.name == "2bit":
+            op = f"{self.cell.comm.key}: kvstore.push (compressed), pull (servers sum)"
+        else:
+            op = "kvstore.pushpull (servers sum)"
+        return {"op": op, "backend": "ps-lite dist_sync"}
 
     def param_checksums(self) -> list[str]:
         return [trained_param_checksum(self.net, ctx) for ctx in self.ctxs]

@@ -172,7 +172,8 @@ class TorchRank:
     """What the core loop (runner.measure.run_cell) needs from a torch process.
 
     ``distributed``: the process is one rank of a torch.distributed group (DDP); otherwise
-    it is the only process and gathering is the identity.
+    it is the only process and gathering is the identity. ``remedy``: the DDP adapter's
+    communication remedy (its collectives path, its record, its last wait).
     """
 
     framework = "torch"
@@ -187,8 +188,10 @@ class TorchRank:
         threads_used: int,
         batch: int,
         distributed: bool = False,
+        remedy: Any = None,
     ) -> None:
         self.cell, self.model, self.device = cell, model, device
+        self.remedy = remedy
         self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
         self.distributed = distributed
         self.rank = dist.get_rank() if distributed else 0
@@ -211,12 +214,18 @@ class TorchRank:
         if not self.distributed:
             raise RuntimeError("an all-reduce needs a torch.distributed group (torch-ddp)")
         buffer = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
+        remedied = self.remedy.allreduce(buffer, self.size) if self.remedy else None
+        if remedied is not None:
+            return remedied, synchronizer(self.device)
         # [distributed] sum over the ranks, in place; gloo on CPU returns when it is done,
         # nccl queues it on the stream that sync waits for
         return (lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM)), synchronizer(self.device)
 
     def allreduce_description(self) -> dict[str, str]:
-        return {"op": "torch.distributed.all_reduce(SUM)", "backend": str(dist.get_backend())}
+        op = "torch.distributed.all_reduce(SUM)"
+        if self.cell.comm.name != "none":
+            op = f"{self.cell.comm.key}: {op}"
+        return {"op": op, "backend": str(dist.get_backend())}
 
     def gather(self, value: Any) -> list[Any]:
         if not self.distributed:
@@ -239,9 +248,11 @@ class TorchRank:
         return versions()
 
     def system_extra(self) -> dict[str, Any]:
-        return {}
+        return self.remedy.record() if self.remedy else {}
 
     def finish(self) -> None:
+        if self.remedy:
+            self.remedy.flush()  # [distributed] a delayed all-reduce still running
         if self.distributed:
             dist.barrier()  # [distributed] rank 0 has written the result
             dist.destroy_process_group()

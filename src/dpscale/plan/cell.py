@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dpscale.plan.comm import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
 
@@ -171,6 +172,8 @@ class Cell:
     training: Training | None = None
     network: Network = HOST
     collectives: Collectives | None = None
+    # what the cell does to the gradients' communication (plan.comm); none keeps the ids
+    comm: Comm = NONE
     skip_reason: str | None = None
     # a drift probe: the study's reference cell measured again (``drift``), its ``repeat``
     # the probe's number; measured like a synthetic cell, kept out of the fits (mode ``drift``)
@@ -200,12 +203,15 @@ class Cell:
     def mode_key(self) -> str:
         """``synthetic``, ``collectives``, ``drift`` for drift probes, or
         ``train-<dataset>-<lr rule>`` for training cells; cells across nodes on a network
-        other than the host's end in ``-net-<network>``."""
+        other than the host's end in ``-net-<network>``, cells with a communication remedy
+        in ``-comm-<remedy>``."""
         key = "drift" if self.drift_probe else self.mode
         if self.training is not None:
             key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
         if self.network.name != HOST.name:
             key += f"-net-{self.network.name}"
+        if not self.comm.is_default:
+            key += f"-comm-{self.comm.key}"
         return key
 
     @property
@@ -218,6 +224,8 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(data.pop("options"))
+        if self.comm.is_default:  # a cell without a remedy reads as it did before comm
+            del data["comm"]
         data["model"]["key"] = self.model.key
         data["world_size"] = self.world_size
         data["global_batch"] = self.global_batch
@@ -237,6 +245,7 @@ class Cell:
         measure = data.pop("measure", {})
         training = data.pop("training", None)
         collectives = data.pop("collectives", None)
+        comm = data.pop("comm", None) or {}
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
         own = {f.name for f in fields(cls)}
@@ -248,6 +257,7 @@ class Cell:
             training=Training(**training) if training else None,
             network=Network(**network),
             collectives=Collectives(**collectives) if collectives else None,
+            comm=Comm(**comm),
             **data,
         )
 

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dpscale.plan import comm
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
@@ -98,6 +99,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     config = _dates_as_text(config)
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
+    _check_comm(config.get("comm", ["none"]))
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(config)
     )
@@ -112,6 +114,14 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_drift(filled, strategies)
     _check_cost(filled)
     return filled
+
+
+def _check_comm(entries: Any) -> None:
+    """``comm``: each remedy's name and parameters, in one line naming the entry."""
+    try:
+        comm.parse_all(entries)
+    except comm.CommError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _dates_as_text(config: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dpscale.plan import comm as comm_config
 from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
 from dpscale.plan.config import ConfigError
 from dpscale.plan.ring import gradient_bytes
@@ -50,7 +51,13 @@ def drift_reference(config: dict[str, Any], cells: list[Cell]) -> Cell:
     middle = batches[len(batches) // 2]
     return min(
         candidates,
-        key=lambda c: (c.nodes, c.devices_per_node, c.batch_per_device != middle, c.repeat),
+        key=lambda c: (
+            c.nodes,
+            c.devices_per_node,
+            not c.comm.is_default,
+            c.batch_per_device != middle,
+            c.repeat,
+        ),
     )
 
 
@@ -89,7 +96,11 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
         precision=config["precision"],
         memory_format=config["memory_format"],
         skip_reason=strategy.skip_reason(
-            config["accelerator"], fields["nodes"], fields["devices_per_node"], fields["mode"]
+            config["accelerator"],
+            fields["nodes"],
+            fields["devices_per_node"],
+            fields["mode"],
+            fields.get("comm", comm_config.NONE),
         ),
         # only the cells that use a strategy's option carry it: changing it reruns only those
         options=options,
@@ -102,6 +113,14 @@ def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
     if nodes == 1:
         return [HOST]
     return [Network.from_config(entry) for entry in config["networks"]]
+
+
+def _comms(config: dict[str, Any], processes: int) -> list[comm_config.Comm]:
+    """The remedies of cells whose gradients travel between processes; a one-process cell
+    has no such traffic and is measured once, as the baseline of every remedy."""
+    if processes == 1:
+        return [comm_config.NONE]
+    return comm_config.parse_all(config["comm"])
 
 
 def _measure(config: dict[str, Any]) -> Measure:
@@ -128,6 +147,7 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             measure=measure,
             seed=config["seed"],
             network=network,
+            comm=comm,
         )
         for name, model, nodes, devices, batch, repeat in itertools.product(
             config["strategies"],
@@ -138,6 +158,7 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             range(config["measure"]["repeats"]),
         )
         for network in _networks(config, nodes)
+        for comm in _comms(config, nodes * devices)
     ]
 
 
@@ -180,11 +201,13 @@ def _collective_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]
             seed=config["seed"],
             network=network,
             collectives=settings,
+            comm=comm,
         )
         for name, nodes, devices in itertools.product(
             config["strategies"], sorted(config["nodes"]), sorted(config["devices_per_node"])
         )
         for network in _networks(config, nodes)
+        for comm in _comms(config, nodes * devices)
     ]
 
 
@@ -240,7 +263,9 @@ def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) 
                 seed=seed,
                 training=training,
                 network=network,
+                comm=comm,
             )
             for network in _networks(config, nodes)
+            for comm in _comms(config, nodes * devices)
         ]
     return cells

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from dpscale.plan.comm import NONE, Comm
+
 if TYPE_CHECKING:
     from dpscale.plan.cell import Cell
 
@@ -65,6 +67,57 @@ class CellOption:
 
 
 @dataclass(frozen=True)
+class CommSupport:
+    """The communication remedies (plan.comm) an adapter applies; ``none`` always.
+
+    ``remedies``: names it applies in synthetic and training cells; ``collectives``: those
+    whose own path its collectives mode times; ``bucket``: what ``bucket_mb`` sets (None: it
+    cannot); ``cuda_only``: remedy -> the framework's own refusal on CPU, quoted in the
+    skip reason (an integration test checks the framework still says so).
+    """
+
+    remedies: tuple[str, ...] = ()
+    collectives: tuple[str, ...] = ()
+    bucket: str | None = None
+    cuda_only: tuple[tuple[str, str], ...] = ()
+    # remedy -> why training cells cannot use it
+    not_in_training: tuple[tuple[str, str], ...] = ()
+
+    def skip_reason(self, strategy: str, comm: Comm, accelerator: str, mode: str) -> str | None:
+        if comm.is_default:
+            return None
+        if comm.name != "none" and comm.name not in self.remedies:
+            return (
+                f"{strategy} does not apply comm {comm.name!r}; it applies: "
+                f"{['none', *self.remedies]}"
+            )
+        refusal = dict(self.cuda_only).get(comm.name)
+        if refusal and accelerator != "cuda":
+            return f"{strategy} applies comm {comm.name!r} on cuda only; on cpu: {refusal}"
+        if comm.bucket_mb is not None and self.bucket is None:
+            return f"{strategy} has no bucket or fusion size to set (comm bucket_mb)"
+        if mode == "collectives":
+            return self.collectives_skip_reason(comm)
+        untrainable = dict(self.not_in_training).get(comm.name)
+        if untrainable and mode == "train":
+            return f"{strategy} measures comm {comm.name!r} in synthetic cells only: {untrainable}"
+        return None
+
+    def collectives_skip_reason(self, comm: Comm) -> str | None:
+        if comm.bucket_mb is not None:
+            return (
+                "bucket_mb cuts a gradient into messages; collectives cells time one message "
+                "per size, as the cell without it does"
+            )
+        if comm.name != "none" and comm.name not in self.collectives:
+            return (
+                f"comm {comm.name!r} does not change the all-reduce of one message; "
+                "collectives cells time it as comm 'none' does"
+            )
+        return None
+
+
+@dataclass(frozen=True)
 class Strategy:
     """A strategy as the matrix, the launcher and the SLURM resources see it.
 
@@ -76,6 +129,7 @@ class Strategy:
     ``runner``: the module run as ``python -m`` (the adapter itself).
     ``requires``: the framework versions it drives, ``module>=X,<Y`` (the module's
     ``__version__``), checked when a site interpreter is probed (launch.interpreters).
+    ``comm``: the communication remedies it applies (config ``comm``).
     """
 
     name: str
@@ -88,6 +142,7 @@ class Strategy:
     cell_options: tuple[CellOption, ...] = ()
     oom_patterns: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    comm: CommSupport = CommSupport()
 
     def option(self, cell: Cell, name: str) -> Any:
         """The cell's value of one of this strategy's own config keys, or the declared default
@@ -98,9 +153,20 @@ class Strategy:
         return dict(cell.options).get(name, declared[name].default)
 
     def skip_reason(
-        self, accelerator: str, nodes: int, devices_per_node: int, mode: str = "synthetic"
+        self,
+        accelerator: str,
+        nodes: int,
+        devices_per_node: int,
+        mode: str = "synthetic",
+        comm: Comm = NONE,
     ) -> str | None:
         """Why a cell of this strategy cannot be measured at all, decided at plan time."""
+        reason = self._layout_skip_reason(accelerator, nodes, devices_per_node, mode)
+        return reason or self.comm.skip_reason(self.name, comm, accelerator, mode)
+
+    def _layout_skip_reason(
+        self, accelerator: str, nodes: int, devices_per_node: int, mode: str
+    ) -> str | None:
         if mode == "collectives":
             reason = self.collectives_skip_reason(nodes * devices_per_node)
             if reason:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import Cell
+from dpscale.plan.comm import wire_bytes
 from dpscale.plan.result import make_result, write_result
 from dpscale.plan.ring import algorithm_bandwidth, bus_bandwidth
 from dpscale.runner.support import progress
@@ -130,6 +131,8 @@ def collectives_record(
         per_call = [seconds / calls for seconds in windows]
         summary = summarise(per_call)
         algbw = algorithm_bandwidth(nbytes, summary.median)
+        on_wire = wire_bytes(cell.comm, nbytes)
+        wire_algbw = algorithm_bandwidth(on_wire, summary.median)
         sizes.append(
             {
                 "message_bytes": nbytes,
@@ -139,6 +142,9 @@ def collectives_record(
                 "summary": summary.as_dict(),
                 "algbw_GB_s": algbw / 1e9,
                 "busbw_GB_s": bus_bandwidth(algbw, cell.world_size) / 1e9,
+                # what the remedy sent (plan.comm.wire_bytes): the link's own bus bandwidth
+                "wire_bytes": on_wire,
+                "wire_busbw_GB_s": bus_bandwidth(wire_algbw, cell.world_size) / 1e9,
             }
         )
     record: dict[str, Any] = {

@@ -6,15 +6,20 @@ optimizer state are broadcast before the first step, and ``hvd.DistributedGradie
 averages the gradients in every step. Each rank times its windows; rank 0 gathers them (the
 slowest rank's time is the window's time) and every rank's parameter checksum. The
 TensorFlow side (threads, model, SGD, step, training backend) is dpscale.frameworks.tf_ops.
+
+Communication remedies (config ``comm``): ``fp16`` is Horovod's own ``hvd.Compression.fp16``
+on the tape (and on the collectives mode's all-reduce); ``bucket_mb`` is Horovod's fusion
+buffer (``HOROVOD_FUSION_THRESHOLD``, default 64 MiB).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
@@ -37,7 +42,23 @@ STRATEGY = Strategy(
     one_process=False,
     multi_node=True,
     oom_patterns=("ResourceExhaustedError", "CUDNN_STATUS_ALLOC_FAILED"),
+    comm=CommSupport(remedies=("fp16",), collectives=("fp16",), bucket="HOROVOD_FUSION_THRESHOLD"),
 )
+# Horovod's default fusion buffer (HOROVOD_FUSION_THRESHOLD), in MiB
+DEFAULT_FUSION_MB = 64.0
+
+
+def set_fusion_buffer(cell: Cell) -> float:
+    """Before hvd.init(): the cell's fusion buffer, in MiB (Horovod reads it at init)."""
+    if cell.comm.bucket_mb is not None:
+        os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(cell.comm.bucket_mb * 1024 * 1024))
+    threshold = os.environ.get("HOROVOD_FUSION_THRESHOLD")
+    return int(threshold) / 1024 / 1024 if threshold else DEFAULT_FUSION_MB
+
+
+def compression(cell: Cell) -> Any:
+    """Horovod's compressor for the cell's remedy (hvd.Compression.none without one)."""
+    return hvd.Compression.fp16 if cell.comm.name == "fp16" else hvd.Compression.none
 
 
 def broadcast_initial_state(model: tf.keras.Model, optimizer: tf_ops.SGDOptimizer) -> None:
@@ -70,22 +91,27 @@ class HorovodRank:
     times_out_collectives = True  # HOROVOD_GLOO_TIMEOUT_SECONDS, set in main()
 
     def __init__(
-        self, cell: Cell, model: tf.keras.Model, optimizer: tf_ops.SGDOptimizer, params: int
+        self,
+        cell: Cell,
+        model: tf.keras.Model,
+        optimizer: tf_ops.SGDOptimizer,
+        params: int,
+        fusion_mb: float,
     ) -> None:
         self.cell, self.model, self.optimizer = cell, model, optimizer
         self.trainable_params, self.threads_used = params, cell.threads_per_device
         self.rank, self.size, self.batch = hvd.rank(), hvd.size(), cell.batch_per_device
+        self.compression, self.fusion_mb = compression(cell), fusion_mb
+        # [distributed] averages the gradients over the ranks, compressed by the remedy
+        self.tape = functools.partial(hvd.DistributedGradientTape, compression=self.compression)
 
     def synthetic_step(self) -> tuple[Step, Sync]:
-        # [distributed] DistributedGradientTape averages the gradients over the ranks
-        return tf_ops.make_train_step(
-            self.cell, self.model, self.optimizer, self.batch, hvd.DistributedGradientTape
-        )
+        return tf_ops.make_train_step(self.cell, self.model, self.optimizer, self.batch, self.tape)
 
     def training_backend(self) -> tf_ops.KerasTrainingBackend:
         # [distributed] gradients averaged as above; sums and maxima by allreduce_floats
         return tf_ops.KerasTrainingBackend(
-            self.cell, self.model, self.optimizer, hvd.DistributedGradientTape, allreduce_floats
+            self.cell, self.model, self.optimizer, self.tape, allreduce_floats
         )
 
     def matmul(self, n: int, dtype: str) -> tuple[Step, Sync]:
@@ -97,7 +123,9 @@ class HorovodRank:
         last: list[tf.Tensor] = []
 
         def step() -> None:
-            last[:] = [hvd.allreduce(buffer, op=hvd.Sum, name=name)]  # [distributed]
+            last[:] = [
+                hvd.allreduce(buffer, op=hvd.Sum, name=name, compression=self.compression)
+            ]  # [distributed]
 
         return step, lambda: last[0].numpy()
 
@@ -106,7 +134,10 @@ class HorovodRank:
             backend = "nccl"
         else:
             backend = "gloo" if hvd.gloo_enabled() else "mpi"
-        return {"op": "horovod.tensorflow.allreduce(Sum)", "backend": backend}
+        op = "horovod.tensorflow.allreduce(Sum)"
+        if self.cell.comm.name != "none":
+            op = f"{self.cell.comm.key}: {op}"
+        return {"op": op, "backend": backend}
 
     def gather(self, value: Any) -> list[Any]:
         return hvd.allgather_object(value)  # [distributed] every rank's value, rank order
@@ -121,7 +152,13 @@ class HorovodRank:
         return tf_ops.versions(horovod=horovod.__version__)
 
     def system_extra(self) -> dict[str, Any]:
-        return tf_ops.system_extra(self.cell)
+        applied = {
+            "remedy": self.cell.comm.key,
+            "hook": f"horovod hvd.Compression.{self.cell.comm.name}",
+            "bucket_mb": self.fusion_mb,
+            "wire_ratio": self.cell.comm.nominal_ratio,
+        }
+        return {**tf_ops.system_extra(self.cell), "comm": applied}
 
     def finish(self) -> None:
         hvd.join()  # [distributed] rank 0 has written the result
@@ -137,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault(
         "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)
     )
+    fusion_mb = set_fusion_buffer(cell)
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if os.environ.get("HOROVOD_CONTROLLER") == "gloo" and not hvd.gloo_enabled():
         # horovodrun's own check before the launch is left to this (dpscale.launch.horovodrun)
@@ -152,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     broadcast_initial_state(model, optimizer)  # [distributed] rank 0's weights to every rank
     startup.mark("broadcast")
 
-    run_cell(cell, out, HorovodRank(cell, model, optimizer, params))
+    run_cell(cell, out, HorovodRank(cell, model, optimizer, params, fusion_mb))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from dpscale.plan.comm import parameter_server_ratio
 from dpscale.plan.result import write_json_atomic
-from dpscale.plan.strategy import CellOption, Strategy, framework_imports
+from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
@@ -69,7 +70,54 @@ STRATEGY = Strategy(
             },
         ),
     ),
+    comm=CommSupport(
+        remedies=("2bit",),
+        collectives=("2bit",),
+        not_in_training=(
+            (
+                "2bit",
+                "MXNet compresses every key a worker pushes, and the training mode's epoch "
+                "sums and maxima travel through the same kvstore",
+            ),
+        ),
+    ),
 )
+
+
+def compression_params(cell: Any) -> dict[str, Any] | None:
+    """MXNet's 2-bit gradient compression (worker to server traffic) for comm ``2bit``."""
+    if cell.comm.name != "2bit":
+        return None
+    return {"type": "2bit", "threshold": cell.comm.threshold}
+
+
+def applied(cell: Any) -> dict[str, Any]:
+    hook = "kvstore.set_gradient_compression(2bit), push then pull"
+    return {
+        "remedy": cell.comm.key,
+        "hook": hook if cell.comm.name == "2bit" else "kvstore pushpull",
+        "threshold": cell.comm.threshold,
+        # only the workers' pushes are compressed; the servers' replies are float32
+        "wire_ratio": parameter_server_ratio(cell.comm.nominal_ratio or 1.0),
+    }
+
+
+def push_then_pull(trainer: gluon.Trainer) -> None:
+    """Gluon's Trainer pushpulls dense gradients, which a compressing kvstore refuses
+    ("Compression not supported with PushPull"): this Trainer's gradients go as a push,
+    then a pull, as Gluon sends sparse ones."""
+
+    def allreduce_grads() -> None:
+        kv = trainer._kvstore
+        for i, param in enumerate(trainer._params):
+            if param.grad_req == "null":
+                continue
+            kv.push(i, param.list_grad(), priority=-i)  # [distributed] compressed
+            pulled = param.list_data() if trainer._update_on_kvstore else param.list_grad()
+            kv.pull(i, pulled, priority=-i)  # [distributed]
+
+    trainer._allreduce_grads = allreduce_grads  # private: Gluon has no hook for this
+
 
 # First kvstore key of the collectives mode's buffers: above the parameters' indices and the
 # few keys KVStoreGather adds after them.
@@ -108,8 +156,11 @@ class KVStoreAllreduce:
     pulls the sum (one pushpull). One key per message size, from ``first_key`` on, clear of
     the Trainer's and :class:`KVStoreGather`'s keys; every worker calls in the same order."""
 
-    def __init__(self, kv: mx.kvstore.KVStore, first_key: int, ctx: mx.Context) -> None:
+    def __init__(
+        self, kv: mx.kvstore.KVStore, first_key: int, ctx: mx.Context, compressed: bool
+    ) -> None:
         self.kv, self.keys, self.ctx = kv, itertools.count(first_key), ctx
+        self.compressed = compressed
 
     def __call__(self, nbytes: int) -> tuple[Any, Any]:
         key, shape = next(self.keys), (nbytes // 4,)
@@ -118,7 +169,11 @@ class KVStoreAllreduce:
         summed = mx.nd.zeros(shape, ctx=self.ctx, dtype="float32")
 
         def step() -> None:
-            self.kv.pushpull(key, buffer, out=summed)  # [distributed]
+            if self.compressed:  # a compressing kvstore refuses pushpull
+                self.kv.push(key, buffer)  # [distributed] 2-bit to the servers
+                self.kv.pull(key, out=summed)  # [distributed]
+            else:
+                self.kv.pushpull(key, buffer, out=summed)  # [distributed]
 
         return step, mxnet_ops.synchronize
 
@@ -170,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     mxnet_ops.check_supported(cell)
 
     kv = mx.kv.create("dist_sync")  # [distributed] join the ps-lite job as a worker
+    compression = compression_params(cell)
+    if compression and cell.mode == "collectives":  # the Trainer sets it in the other modes
+        kv.set_gradient_compression(compression)
     if kv.num_workers != cell.world_size:
         raise RuntimeError(f"{kv.num_workers} workers != cell's world size {cell.world_size}")
     require_devices(cell, mx.context.num_gpus() if cell.accelerator == "cuda" else 1)
@@ -188,7 +246,10 @@ def main(argv: list[str] | None = None) -> None:
         # synthetic mode only: collectives time the servers' sum, which an optimizer on
         # the servers would turn into an update
         update_on_kvstore=cell.mode == "synthetic",
+        compression_params=compression,
     )
+    if cell.comm.name == "2bit":
+        push_then_pull(trainer)
     if cell.mode == "train":
         broadcast_initial_parameters(trainer)
         startup.mark("broadcast")  # synthetic mode: inside the first step (Gluon's lazy init)
@@ -202,9 +263,14 @@ def main(argv: list[str] | None = None) -> None:
         size=kv.num_workers,
         gather=FileGather(kv, out.resolve()),
         reduce=KVStoreGather(kv, first_key=len(net.collect_params().keys())),
-        allreduce=KVStoreAllreduce(kv, first_key=COLLECTIVE_KEYS, ctx=ctxs[0]),
+        allreduce=KVStoreAllreduce(
+            kv, first_key=COLLECTIVE_KEYS, ctx=ctxs[0], compressed=compression is not None
+        ),
         finish=kv._barrier,  # [distributed] rank 0 has written the result
-        system_extra={"mxnet_servers": STRATEGY.option(cell, "mxnet_servers")},
+        system_extra={
+            "mxnet_servers": STRATEGY.option(cell, "mxnet_servers"),
+            "comm": applied(cell),
+        },
     )
     run_cell(cell, out, rank)
 

@@ -1,0 +1,166 @@
+"""What a cell does to its gradients' communication when the network is too slow (config
+``comm``): compress them (fp16, bf16, PowerSGD, MXNet's 2-bit), delay the all-reduce by one
+step (ChainerMN's double buffering), or change the bucket (fusion) size. ``none`` is the
+frameworks' own all-reduce; its cells keep their ids.
+
+Each adapter declares which remedies it supports (plan.strategy.CommSupport); the runner
+records what it applied. The names, the config's shapes and the one-line errors live here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# name -> nominal compression of the gradient's bytes on the wire (PowerSGD's depends on the
+# layers' shapes and its rank; the runner records the real one)
+REMEDIES: dict[str, float | None] = {
+    "none": 1.0,
+    "fp16": 2.0,
+    "bf16": 2.0,
+    "powersgd": None,
+    "2bit": 16.0,
+    "delayed": 1.0,
+}
+DEFAULT_POWERSGD_RANK = 2
+DEFAULT_2BIT_THRESHOLD = 0.5
+KEYS = ("name", "rank", "threshold", "bucket_mb")
+SHAPES = (
+    "a name (none, fp16, bf16, powersgd, 2bit, delayed) or "
+    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb]}"
+)
+
+
+class CommError(ValueError):
+    """A bad ``comm`` entry; the message is one line naming the field."""
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One remedy: ``name`` with its parameter (PowerSGD's ``rank``, 2-bit's ``threshold``),
+    and ``bucket_mb``, the gradient bucket (DDP) or fusion buffer (Horovod) size in MiB
+    (None: the framework's default)."""
+
+    name: str = "none"
+    rank: int | None = None
+    threshold: float | None = None
+    bucket_mb: float | None = None
+
+    @property
+    def key(self) -> str:
+        """Path-safe: ``fp16``, ``powersgd-r2``, ``2bit-t0.5``, ``none-bucket1``, ..."""
+        key = self.name
+        if self.name == "powersgd":
+            key += f"-r{self.rank}"
+        if self.name == "2bit":
+            key += f"-t{_number(self.threshold)}"
+        if self.bucket_mb is not None:
+            key += f"-bucket{_number(self.bucket_mb)}"
+        return key
+
+    @property
+    def is_default(self) -> bool:
+        return self == NONE
+
+    @property
+    def nominal_ratio(self) -> float | None:
+        """Logical gradient bytes over bytes on the wire, as the remedy promises it."""
+        return REMEDIES[self.name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+NONE = Comm()
+
+
+def parameter_server_ratio(push_ratio: float) -> float:
+    """Compressed pushes, float32 pulls (MXNet's 2-bit on a dist kvstore): the ratio of
+    the bytes of a push and a pull together."""
+    return 2 / (1 + 1 / push_ratio)
+
+
+def wire_bytes(comm: Comm, message_bytes: int) -> int:
+    """The bytes a remedy's all-reduce of one float32 message sends per rank and direction:
+    PowerSGD views it as a square matrix and sends P and Q (side x rank each)."""
+    if comm.name == "powersgd":
+        side = math.isqrt(message_bytes // 4 - 1) + 1
+        return 2 * side * (comm.rank or 1) * 4
+    if comm.name == "2bit":
+        return round(message_bytes / parameter_server_ratio(REMEDIES["2bit"] or 1.0))
+    return round(message_bytes / (REMEDIES[comm.name] or 1.0))
+
+
+def _number(value: float | None) -> str:
+    return f"{value:g}"
+
+
+def parse(entry: Any, where: str = "comm[0]") -> Comm:
+    """A config entry (a name or a mapping) as a :class:`Comm`, or one line naming the field."""
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict):
+        raise CommError(f"{where}: {entry!r} is not allowed; allowed: {SHAPES}")
+    unknown = sorted(set(entry) - set(KEYS))
+    if unknown:
+        raise CommError(f"{where}.{unknown[0]}: not a key of a remedy; allowed keys: {list(KEYS)}")
+    name = entry.get("name", "none")
+    if name not in REMEDIES:
+        raise CommError(f"{where}.name: {name!r} is not allowed; allowed: {list(REMEDIES)}")
+    return Comm(
+        name=name,
+        rank=_rank(entry, name, where),
+        threshold=_threshold(entry, name, where),
+        bucket_mb=_bucket(entry, where),
+    )
+
+
+def _rank(entry: dict[str, Any], name: str, where: str) -> int | None:
+    if name != "powersgd":
+        _only_for(entry, "rank", "powersgd", where)
+        return None
+    rank = entry.get("rank", DEFAULT_POWERSGD_RANK)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise CommError(f"{where}.rank: {rank!r} is not allowed; allowed: an integer >= 1")
+    return rank
+
+
+def _threshold(entry: dict[str, Any], name: str, where: str) -> float | None:
+    if name != "2bit":
+        _only_for(entry, "threshold", "2bit", where)
+        return None
+    threshold = entry.get("threshold", DEFAULT_2BIT_THRESHOLD)
+    if not _positive(threshold):
+        raise CommError(f"{where}.threshold: {threshold!r} is not allowed; allowed: a number > 0")
+    return float(threshold)
+
+
+def _bucket(entry: dict[str, Any], where: str) -> float | None:
+    bucket = entry.get("bucket_mb")
+    if bucket is None:
+        return None
+    if not _positive(bucket):
+        raise CommError(f"{where}.bucket_mb: {bucket!r} is not allowed; allowed: a number > 0")
+    return float(bucket)
+
+
+def _only_for(entry: dict[str, Any], key: str, remedy: str, where: str) -> None:
+    if key in entry:
+        raise CommError(f"{where}.{key}: only {remedy} takes a {key}; allowed: drop it")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def parse_all(entries: Any) -> list[Comm]:
+    """The config's ``comm`` list, each entry checked, no remedy twice."""
+    if not isinstance(entries, list) or not entries:
+        raise CommError(f"comm: {entries!r} is not allowed; allowed: a non-empty list of {SHAPES}")
+    remedies = [parse(entry, f"comm[{index}]") for index, entry in enumerate(entries)]
+    keys = [remedy.key for remedy in remedies]
+    for index, key in enumerate(keys):
+        if key in keys[:index]:
+            raise CommError(f"comm[{index}]: {key!r} is listed twice; allowed: each remedy once")
+    return remedies

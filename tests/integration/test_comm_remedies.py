@@ -1,0 +1,131 @@
+"""torch-ddp's delayed all-reduce and PowerSGD take the steps a numpy reference takes.
+
+tests/comm_steps.py runs three steps (PowerSGD: its two plain all-reduces, then three
+compressed steps) of softmax regression on two gloo ranks with the adapter's own hooks; the
+reference below computes the same update from the algorithms' definitions: ChainerMN's
+double buffering (step k applies the mean gradient of step k-1, the first step zeros) and
+PowerSGD with error feedback and warm start (Vogels et al. 2019, as torch's hook applies it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from dpscale.launch.envs import ensure_env, env_python
+from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = REPO_ROOT / "tests" / "comm_steps.py"
+POWERSGD_PLAIN_STEPS = 2  # torch_ddp.POWERSGD_START_ITER
+
+
+def run_steps(remedy: str, steps: int) -> dict:
+    done = subprocess.run(
+        [str(env_python(ensure_env("torch"))), str(SCRIPT), remedy, str(steps)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=f"{SRC_DIR}:{REPO_ROOT / 'tests'}", OMP_NUM_THREADS="1"),
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def local_gradient(kernel, bias, x, y):
+    """Mean softmax cross-entropy over the batch: d/dkernel, d/dbias."""
+    logits = x @ kernel.T + bias
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(y)), y] -= 1
+    p /= len(y)
+    return p.T @ x, p.sum(axis=0)
+
+
+class SGD:
+    """torch.optim.SGD: L2 weight decay added to the gradient, then momentum."""
+
+    def __init__(self, lr, momentum, weight_decay):
+        self.lr, self.momentum, self.wd, self.buffers = lr, momentum, weight_decay, {}
+
+    def step(self, name, weight, grad):
+        grad = grad + self.wd * weight
+        buffer = self.buffers.get(name)
+        buffer = grad if buffer is None else self.momentum * buffer + grad
+        self.buffers[name] = buffer
+        return weight - self.lr * buffer
+
+
+def orthogonalise(matrix):
+    """Gram-Schmidt over the columns (torch's hook, epsilon 0)."""
+    matrix = matrix.copy()
+    for i in range(matrix.shape[1]):
+        matrix[:, i] /= np.linalg.norm(matrix[:, i])
+        rest = matrix[:, i + 1 :]
+        rest -= (matrix[:, i : i + 1] * rest).sum(axis=0) * matrix[:, i : i + 1]
+    return matrix
+
+
+def reference(data: dict, steps: int, averaged) -> tuple[np.ndarray, np.ndarray]:
+    kernel, bias = np.asarray(data["kernel"], np.float64), np.asarray(data["bias"], np.float64)
+    x, y = np.asarray(data["x"], np.float64), np.asarray(data["y"])
+    sgd = SGD(*data["sgd"])
+    for step in range(steps):
+        grads = [local_gradient(kernel, bias, x[r], y[r]) for r in range(len(x))]
+        g_kernel, g_bias = averaged(step, grads)
+        kernel, bias = sgd.step("kernel", kernel, g_kernel), sgd.step("bias", bias, g_bias)
+    return kernel, bias
+
+
+def plain(step, grads):
+    """The frameworks' own all-reduce: the mean of the ranks' gradients."""
+    return tuple(np.mean([g[i] for g in grads], axis=0) for i in range(2))
+
+
+def delayed(step, grads, previous=[]):  # noqa: B006 (the reference's one buffer)
+    if step == 0:
+        previous.clear()
+    applied = previous[0] if previous else tuple(np.zeros_like(g) for g in grads[0])
+    previous[:] = [plain(step, grads)]
+    return applied
+
+
+class PowerSGD:
+    """Rank-r PowerSGD of the kernel, the bias all-reduced; error feedback on both (torch
+    keeps one error per bucket: every element's local remainder), Q warm-started."""
+
+    def __init__(self, q0):
+        self.q, self.errors = np.asarray(q0, np.float64), None
+
+    def __call__(self, step, grads):
+        if step < POWERSGD_PLAIN_STEPS:
+            return plain(step, grads)
+        if self.errors is None:
+            self.errors = [tuple(np.zeros_like(part) for part in g) for g in grads]
+        m = [tuple(g[i] + e[i] for i in range(2)) for g, e in zip(grads, self.errors, strict=True)]
+        self.q = orthogonalise(self.q)
+        p = orthogonalise(sum(mk[0] @ self.q for mk in m))
+        self.q = np.mean([mk[0].T @ p for mk in m], axis=0)
+        kernel, bias = p @ self.q.T, np.mean([mk[1] for mk in m], axis=0)
+        self.errors = [(mk[0] - kernel, mk[1] - bias) for mk in m]
+        return kernel, bias
+
+
+@pytest.mark.parametrize(("remedy", "steps"), [("delayed", 3), ("powersgd", 5)])
+def test_the_remedy_takes_the_reference_steps(remedy, steps):
+    data = run_steps(remedy, steps)
+    averaged = delayed if remedy == "delayed" else PowerSGD(data["q0"])
+    kernel, bias = reference(data, steps, averaged)
+    first, second = data["ranks"]
+    assert first == second  # every rank holds the same weights, bit for bit
+    np.testing.assert_allclose(first["kernel"], kernel, rtol=0, atol=2e-6)
+    np.testing.assert_allclose(first["bias"], bias, rtol=0, atol=2e-6)
+    # and the remedy did change the steps: the plain all-reduce's reference differs
+    plain_kernel, _ = reference(data, steps, plain)
+    assert np.abs(plain_kernel - kernel).max() > 1e-4
