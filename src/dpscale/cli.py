@@ -68,8 +68,8 @@ def figures(args: argparse.Namespace) -> None:
     from dpscale.render import plots
 
     known = list(STRATEGIES)
-    cells, fit_table = pd.read_csv(args.cells), pd.read_csv(args.fits)
-    windows, scaling = pd.read_csv(args.windows), pd.read_csv(args.scaling)
+    cells, fit_table = _plain(args.cells), _plain(args.fits)
+    windows, scaling = _plain(args.windows), _plain(args.scaling)
     kinds = {
         "throughput": lambda p: plots.throughput_figure(cells, fit_table, p, known),
         "speedup": lambda p: plots.speedup_figure(scaling, p, known),
@@ -189,6 +189,14 @@ def accuracy(args: argparse.Namespace) -> None:
     print(f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok")
 
 
+def _plain(path: str | Path) -> pd.DataFrame:
+    """A table without the rows of cells with a communication remedy (those have their own
+    table and page, ``dpscale remedies``): the analyses of layouts and networks read these."""
+    from dpscale.analysis.tables import without_remedies
+
+    return without_remedies(pd.read_csv(path))
+
+
 def _read_optional(path: str | Path | None) -> pd.DataFrame:
     """A table the study may not have (training tables without mode train): empty if absent
     (or written without a single column)."""
@@ -209,14 +217,14 @@ def findings(args: argparse.Namespace) -> None:
     from dpscale.analysis.cost import Prices, cost_table
     from dpscale.render import findings_page
 
-    cells = pd.read_csv(args.cells)
+    cells = _plain(args.cells)
     prices = Prices.from_config(json.loads(args.prices))
     costs = fnd.with_network(_read_optional(args.cost) if args.cost else cost_table(cells, prices))
     table = fnd.findings_table(
-        pd.read_csv(args.cells),
-        pd.read_csv(args.scaling),
-        pd.read_csv(args.fits),
-        pd.read_csv(args.break_even),
+        cells,
+        _plain(args.scaling),
+        _plain(args.fits),
+        _plain(args.break_even),
         _read_optional(args.accuracy_delta),
         _read_optional(args.time_to_accuracy),
         _read_optional(args.predictions),
@@ -254,8 +262,8 @@ def interactive_figures(args: argparse.Namespace) -> None:
     """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
     from dpscale.render import interactive
 
-    cells, scaling = pd.read_csv(args.cells), pd.read_csv(args.scaling)
-    chart = interactive.throughput_chart(cells, pd.read_csv(args.fits))
+    cells, scaling = _plain(args.cells), _plain(args.scaling)
+    chart = interactive.throughput_chart(cells, _plain(args.fits))
     interactive.save_inline(chart, Path(args.throughput))
     interactive.save_inline(interactive.speedup_chart(scaling), Path(args.speedup))
 
@@ -263,7 +271,7 @@ def interactive_figures(args: argparse.Namespace) -> None:
 def mfu_figure(args: argparse.Namespace) -> None:
     from dpscale.render.mfu_plot import mfu_figure as draw
 
-    draw(pd.read_csv(args.cells), Path(args.out))
+    draw(_plain(args.cells), Path(args.out))
 
 
 def drift(args: argparse.Namespace) -> None:
@@ -282,7 +290,7 @@ def startup(args: argparse.Namespace) -> None:
     from dpscale.analysis.startup import startup_table
     from dpscale.render.startup_plot import startup_figure
 
-    table = startup_table(pd.read_csv(args.cells))
+    table = startup_table(_plain(args.cells))
     table.to_csv(args.table, index=False)
     startup_figure(table, Path(args.figure))
     print(f"[dpscale] start-up of {len(table)} layouts")
@@ -296,7 +304,7 @@ def cost(args: argparse.Namespace) -> None:
     from dpscale.render.findings_page import cost_html
 
     prices = costs.Prices.from_config(json.loads(args.prices))
-    table = costs.cost_table(pd.read_csv(args.cells), prices)
+    table = costs.cost_table(_plain(args.cells), prices)
     table.to_csv(args.table, index=False)
     to_target = costs.cost_to_target(_read_optional(args.runs), prices, args.accelerator)
     to_target.to_csv(args.to_target, index=False)
@@ -346,13 +354,14 @@ def posts(args: argparse.Namespace) -> None:
     import json
 
     from dpscale.analysis import posts as pst
+    from dpscale.analysis.tables import without_remedies
     from dpscale.render.html import write_table_html
 
     reference = json.loads(args.reference)
     tables = {}
     for item in args.table:
         name, _, path = item.partition("=")
-        tables[name] = _read_optional(path)
+        tables[name] = without_remedies(_read_optional(path))
     table = pst.post_vs_run(reference, tables)
     table.to_csv(args.csv, index=False)
     write_table_html(
@@ -426,11 +435,14 @@ def comm_model(args: argparse.Namespace) -> None:
     from dpscale.render.html import write_table_html
 
     study = json.loads(args.study_config)
-    windows, cells = _read_optional(args.windows), _read_optional(args.cells)
+    from dpscale.analysis.tables import without_remedies
+
+    windows = without_remedies(_read_optional(args.windows))
+    cells = without_remedies(_read_optional(args.cells))
     params = {}
     if "trainable_params" in cells:
         params = cells.groupby("model")["trainable_params"].first().to_dict()
-    comm_fits = _read_optional(args.comm_fits) if args.comm_fits else None
+    comm_fits = without_remedies(_read_optional(args.comm_fits)) if args.comm_fits else None
     groups, parameters, validation, summary = commmodel.analyse(
         windows, params, study["networks"], comm_fits
     )

@@ -10,8 +10,18 @@ import pandas as pd
 
 from dpscale.analysis import comm
 from dpscale.plan import ring
+from dpscale.plan.comm import NONE, Comm
 
-LAYOUT = ["study", "strategy", "framework", "network", "nodes", "devices_per_node", "world_size"]
+LAYOUT = [
+    "study",
+    "strategy",
+    "framework",
+    "network",
+    "comm",
+    "nodes",
+    "devices_per_node",
+    "world_size",
+]
 COLLECTIVES_COLUMNS = [
     *LAYOUT,
     "cell_id",
@@ -24,6 +34,8 @@ COLLECTIVES_COLUMNS = [
     "busbw_GB_s",
     "busbw_lo_GB_s",
     "busbw_hi_GB_s",
+    "wire_bytes",
+    "wire_busbw_GB_s",
     "op",
     "backend",
     "quality",
@@ -64,7 +76,15 @@ def _size_row(base: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
         "busbw_GB_s": busbw(summary["median"]),
         "busbw_lo_GB_s": busbw(summary["p90"]),  # the slower windows
         "busbw_hi_GB_s": busbw(summary["p10"]),
+        # what a remedy sent (plan.comm.wire_bytes), and the link's bandwidth on those bytes
+        "wire_bytes": size.get("wire_bytes", nbytes),
+        "wire_busbw_GB_s": size.get("wire_busbw_GB_s", busbw(summary["median"])),
     }
+
+
+def comm_key(cell: dict[str, Any]) -> str:
+    """The cell's communication remedy (plan.comm), ``none`` for cells without one."""
+    return Comm(**cell["comm"]).key if cell.get("comm") else NONE.key
 
 
 def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -79,6 +99,7 @@ def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "strategy": cell["strategy"],
             "framework": result.get("framework"),
             "network": (cell.get("network") or {}).get("name", "host"),
+            "comm": comm_key(cell),
             "nodes": cell["nodes"],
             "devices_per_node": cell["devices_per_node"],
             "world_size": cell["world_size"],

@@ -14,10 +14,20 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis import fits
+from dpscale.analysis.collectives import comm_key
 from dpscale.plan import ring
 from dpscale.plan.result import STARTUP_PHASES, read_result
 
-FIT_GROUP = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
+FIT_GROUP = [
+    "strategy",
+    "model",
+    "mode",
+    "nodes",
+    "network",
+    "comm",
+    "devices_per_node",
+    "world_size",
+]
 POINT_KEY = [*FIT_GROUP, "batch_per_device"]
 SCALING_COLUMNS = [
     *POINT_KEY,
@@ -35,6 +45,7 @@ BREAK_EVEN_COLUMNS = [
     "mode",
     "nodes",
     "network",
+    "comm",
     "devices_per_node",
     "world_size",
     "t_c_1",
@@ -128,6 +139,8 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "mode": "drift" if cell.get("drift_probe") else cell["mode"],
         "nodes": cell["nodes"],
         "network": (cell.get("network") or {}).get("name", "host"),
+        "comm": comm_key(cell),
+        **_comm_columns(system),
         "devices_per_node": cell["devices_per_node"],
         "world_size": cell["world_size"],
         "batch_per_device": cell["batch_per_device"],
@@ -163,6 +176,25 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
     row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
     row.update(mfu_columns(system, row["achieved_tflop_s"], row["world_size"]))
     return row
+
+
+def _comm_columns(system: dict[str, Any]) -> dict[str, Any]:
+    """What the runner applied of the cell's remedy (system.comm)."""
+    applied = system.get("comm") or {}
+    return {"comm_hook": applied.get("hook"), "wire_ratio": applied.get("wire_ratio", math.nan)}
+
+
+def with_comm(table: pd.DataFrame) -> pd.DataFrame:
+    """A table from before the comm dimension (or built by hand) reads as comm ``none``."""
+    return table if "comm" in table.columns else table.assign(comm="none")
+
+
+def without_remedies(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of cells without a communication remedy: for the analyses that compare
+    layouts and networks (the remedies have their own table, analysis.remedies)."""
+    if "comm" not in table.columns:
+        return table
+    return table[table["comm"].fillna("none") == "none"].reset_index(drop=True)
 
 
 def _interpreter_columns(system: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +267,7 @@ def mfu_columns(system: dict[str, Any], achieved_tflop_s: float, world_size: int
 def add_fit_mfu(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     """MFU at the throughput ceiling: v0 (per device) x training FLOPs per sample over the
     measured peak of the group's cells (their median); NaN without a measured peak."""
+    cells = with_comm(cells)
     table = fit_table.copy()
     table["peak_tflop_s"] = math.nan
     table["mfu_ceiling"] = math.nan
@@ -298,6 +331,7 @@ def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One throughput-law fit per (strategy, model, mode, layout), over every timed window
     except those of contaminated cells (other work took CPU from them); ``excluded_points``
     counts the windows left out. Drift probes' windows trace the machine, not the law."""
+    windows = with_comm(windows)
     rows = []
     if "mode" in windows:
         windows = windows[windows["mode"] != "drift"]
@@ -347,6 +381,7 @@ REPEATABILITY_COLUMNS = [
 def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Run-to-run variation: per configuration measured ``measure.repeats`` > 1 times (ok
     throughput cells), the mean, sd and coefficient of variation of the repeats' mean img/s."""
+    cells = with_comm(cells)
     if cells.empty:
         return pd.DataFrame(columns=REPEATABILITY_COLUMNS)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
@@ -371,6 +406,7 @@ def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def point_means(cells: pd.DataFrame) -> pd.DataFrame:
     """Mean img/s per configuration over repeats (ok throughput cells), with a 95% half-width."""
+    cells = with_comm(cells)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
         return pd.DataFrame(columns=[*POINT_KEY, "img_s", "img_s_ci95"])
@@ -435,6 +471,7 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
                     "mode": mode,
                     "nodes": multi.nodes,
                     "network": multi.network,
+                    "comm": multi.comm,
                     "devices_per_node": multi.devices_per_node,
                     "world_size": multi.world_size,
                     "t_c_1": one["t_c"],
