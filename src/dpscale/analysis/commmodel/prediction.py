@@ -4,7 +4,7 @@ and speedup with 95% intervals, and the break-even global batch."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,9 +220,15 @@ def _row(rows: Design, index: int) -> Design:
     return Design(**{k: getattr(rows, k)[index : index + 1] for k in rows.__dataclass_fields__})
 
 
-def break_even(values: dict[str, Any], multi: Design, single: Design) -> float:
+def break_even(
+    values: dict[str, Any],
+    multi: Design,
+    single: Design,
+    step: Callable[[dict[str, Any], Design], np.ndarray] = step_seconds,
+) -> float:
     """Smallest global batch B at which the N-rank configuration finishes a step sooner
-    than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8)."""
+    than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8).
+    ``step``: the step-time model (a remedy's, commmodel.remedies)."""
     ranks = float(multi.ranks[0])
 
     def gain(global_batch: np.ndarray) -> np.ndarray:
@@ -234,7 +240,7 @@ def break_even(values: dict[str, Any], multi: Design, single: Design) -> float:
             **{k: np.repeat(getattr(single, k)[:1], size) for k in single.__dataclass_fields__}
         )
         m.batch, one.batch = global_batch / ranks, global_batch
-        return step_seconds(values, one) - step_seconds(values, m)
+        return step(values, one) - step(values, m)
 
     grid = np.geomspace(ranks * 1e-3, 1e8, 400)
     gains = gain(grid)
