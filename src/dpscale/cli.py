@@ -9,6 +9,7 @@ import pandas as pd
 
 CELL_COLUMNS = [
     "cell_id",
+    "comm",
     "status",
     "reason",
     "quality",
@@ -167,8 +168,9 @@ def accuracy(args: argparse.Namespace) -> None:
         _csv(frame, path)
     for path in (args.curves, args.epoch_time):
         path.parent.mkdir(parents=True, exist_ok=True)
-    training_plots.accuracy_curves(epochs, args.curves)
-    training_plots.epoch_time_figure(runs, args.epoch_time)
+    # the remedies' runs are in the tables and on their own page (dpscale remedies)
+    training_plots.accuracy_curves(analysis.without_remedies(epochs), args.curves)
+    training_plots.epoch_time_figure(analysis.without_remedies(runs), args.epoch_time)
     write_table_html(
         deltas,
         args.deltas_html,
@@ -213,8 +215,10 @@ def findings(args: argparse.Namespace) -> None:
     import json
 
     from dpscale.analysis import findings as fnd
+    from dpscale.analysis import remedies
     from dpscale.analysis.answer import answer_paragraph
     from dpscale.analysis.cost import Prices, cost_table
+    from dpscale.analysis.tables import without_remedies
     from dpscale.render import findings_page
 
     cells = _plain(args.cells)
@@ -225,17 +229,22 @@ def findings(args: argparse.Namespace) -> None:
         _plain(args.scaling),
         _plain(args.fits),
         _plain(args.break_even),
-        _read_optional(args.accuracy_delta),
-        _read_optional(args.time_to_accuracy),
+        without_remedies(_read_optional(args.accuracy_delta)),
+        without_remedies(_read_optional(args.time_to_accuracy)),
         _read_optional(args.predictions),
         cells_dir=args.cells_dir,
         costs=costs,
-        to_target=_read_optional(args.cost_to_target),
+        to_target=without_remedies(_read_optional(args.cost_to_target)),
     )
+    if args.remedies:
+        table = remedies.findings_columns(
+            table, _read_optional(args.remedies), _read_optional(args.remedies_accuracy)
+        )
     table.drop(columns=["contaminated"], errors="ignore").to_csv(args.findings, index=False)
     Path(args.html).write_text(findings_page.findings_html(table, args.title), encoding="utf-8")
     answer = answer_paragraph(table, costs, prices, fnd.quality_line(cells))
-    top = [answer, *fnd.top_findings(table)]
+    remedy_lines = json.loads(Path(args.remedies_top).read_text()) if args.remedies_top else []
+    top = [answer, *remedy_lines, *fnd.top_findings(table)]
     Path(args.top).write_text(json.dumps(top, indent=1) + "\n", encoding="utf-8")
     print(f"[dpscale] {len(table)} findings rows")
 
@@ -251,6 +260,9 @@ def add_findings_parser(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--cost", help="cost.csv (start-up, node-hours and money per layout)")
     cmd.add_argument("--cost-to-target", help="cost_to_target.csv (training studies)")
     cmd.add_argument("--prices", default="null", help="the config's cost section (JSON)")
+    cmd.add_argument("--remedies", help="remedies.csv (comm remedies beside none)")
+    cmd.add_argument("--remedies-accuracy", help="remedies_accuracy.csv")
+    cmd.add_argument("--remedies-top", help="remedies_top.json (the remedies in words)")
     cmd.add_argument("--findings", required=True, help="output: findings.csv")
     cmd.add_argument("--html", required=True, help="output: findings.html")
     cmd.add_argument("--top", required=True, help="output: top findings, a JSON list")
@@ -296,17 +308,39 @@ def startup(args: argparse.Namespace) -> None:
     print(f"[dpscale] start-up of {len(table)} layouts")
 
 
+def remedies(args: argparse.Namespace) -> None:
+    """scaling + cells + break-even (+ training runs) -> each remedy beside no remedy, its
+    accuracy cost, the page and the findings in words."""
+    import json
+
+    from dpscale.analysis import remedies as rem
+    from dpscale.render.findings_page import remedies_html
+
+    table = rem.remedies_table(
+        pd.read_csv(args.scaling), pd.read_csv(args.cells), pd.read_csv(args.break_even)
+    )
+    accuracy = rem.accuracy_table(_read_optional(args.runs))
+    lines = rem.finding_lines(table, accuracy)
+    _csv(table, args.table)
+    _csv(accuracy, args.accuracy)
+    Path(args.top).write_text(json.dumps(lines, indent=1) + "\n", encoding="utf-8")
+    Path(args.html).write_text(remedies_html(table, accuracy, lines, args.title), encoding="utf-8")
+    print(f"[dpscale] {len(table)} remedy points, {len(accuracy)} with training runs")
+
+
 def cost(args: argparse.Namespace) -> None:
     """cells.csv (and training runs) + the config's prices -> cost tables and page."""
     import json
 
     from dpscale.analysis import cost as costs
+    from dpscale.analysis.tables import without_remedies
     from dpscale.render.findings_page import cost_html
 
     prices = costs.Prices.from_config(json.loads(args.prices))
     table = costs.cost_table(_plain(args.cells), prices)
     table.to_csv(args.table, index=False)
-    to_target = costs.cost_to_target(_read_optional(args.runs), prices, args.accelerator)
+    runs = without_remedies(_read_optional(args.runs))
+    to_target = costs.cost_to_target(runs, prices, args.accelerator)
     to_target.to_csv(args.to_target, index=False)
     page = cost_html(table, prices, args.title, to_target)
     Path(args.html).write_text(page, encoding="utf-8")
@@ -329,6 +363,17 @@ def add_cost_parsers(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--html", required=True, help="output: cost page")
     cmd.add_argument("--title", default="Cost")
     cmd.set_defaults(func=cost)
+
+
+def add_remedies_parser(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("remedies", help="tables -> each comm remedy beside none")
+    for name in ("scaling", "cells", "break-even"):
+        cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
+    cmd.add_argument("--runs", help="training_runs.csv (training studies)")
+    for name in ("table", "accuracy", "top", "html"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    cmd.add_argument("--title", default="Remedies")
+    cmd.set_defaults(func=remedies)
 
 
 def add_figure_parsers(commands: argparse._SubParsersAction) -> None:
@@ -361,7 +406,8 @@ def posts(args: argparse.Namespace) -> None:
     tables = {}
     for item in args.table:
         name, _, path = item.partition("=")
-        tables[name] = without_remedies(_read_optional(path))
+        table = _read_optional(path)
+        tables[name] = table if name.startswith("remedies") else without_remedies(table)
     table = pst.post_vs_run(reference, tables)
     table.to_csv(args.csv, index=False)
     write_table_html(
@@ -431,14 +477,14 @@ def comm_model(args: argparse.Namespace) -> None:
     import json
 
     from dpscale.analysis import commmodel
+    from dpscale.analysis.commmodel import remedies
+    from dpscale.analysis.tables import without_remedies
     from dpscale.render import commmodel_plots
     from dpscale.render.html import write_table_html
 
     study = json.loads(args.study_config)
-    from dpscale.analysis.tables import without_remedies
-
-    windows = without_remedies(_read_optional(args.windows))
-    cells = without_remedies(_read_optional(args.cells))
+    all_windows, all_cells = _read_optional(args.windows), _read_optional(args.cells)
+    windows, cells = without_remedies(all_windows), without_remedies(all_cells)
     params = {}
     if "trainable_params" in cells:
         params = cells.groupby("model")["trainable_params"].first().to_dict()
@@ -449,14 +495,32 @@ def comm_model(args: argparse.Namespace) -> None:
     table = commmodel.predictions(
         groups, study["predict"], study["devices_per_node"], study["batch_sizes"]
     )
+    fitted, remedy_table, remedy_validation = remedies.fit_remedies(
+        groups, all_windows, all_cells, params
+    )
+    remedy_table_ = remedies.remedy_predictions(
+        fitted, study["predict"], study["devices_per_node"], study["batch_sizes"]
+    )
     for frame, path in (
         (parameters, args.parameters),
         (validation, args.validation),
         (summary, args.summary),
         (table, args.predictions),
+        (remedy_table, args.remedies),
+        (remedy_validation, args.remedy_validation),
+        (remedy_table_, args.remedy_predictions),
     ):
         _csv(frame, path)
-    lines = commmodel.summary_lines(groups, summary)
+    remedy_lines = remedies.remedy_lines(remedy_table_, remedy_table)
+    write_table_html(
+        remedy_table if not remedy_table.empty else pd.DataFrame({"remedies": ["no remedy cells"]}),
+        args.remedies_html,
+        "Communication model: remedies",
+        " ".join(remedy_lines) + " Rows: per remedy, the fitted encode time per step, the "
+        "recorded wire ratio, and the held-out median error (each cell held out; the remedy "
+        "left out: predicted from its bytes alone). Predictions: remedy_predictions.csv.",
+    )
+    lines = commmodel.summary_lines(groups, summary) + remedy_lines
     Path(args.top).write_text(json.dumps(lines, indent=1) + "\n", encoding="utf-8")
     for path in (args.validation_figure, args.throughput_figure):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -507,6 +571,8 @@ def add_comm_model_parser(commands: argparse._SubParsersAction) -> None:
         help="JSON: networks, predict, devices_per_node, batch_sizes",
     )
     for name in ("parameters", "validation", "summary", "predictions", "top"):
+        cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
+    for name in ("remedies", "remedy-validation", "remedy-predictions", "remedies-html"):
         cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
     for name in ("validation-html", "parameters-html", "predictions-html"):
         cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
@@ -565,6 +631,7 @@ def main(argv: list[str] | None = None) -> None:
     add_findings_parser(commands)
     add_figure_parsers(commands)
     add_cost_parsers(commands)
+    add_remedies_parser(commands)
     add_posts_parser(commands)
     add_collectives_parser(commands)
 

@@ -295,6 +295,10 @@ def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(
             ("validation-html", "html"),
             ("parameters-html", "html"),
             ("predictions-html", "html"),
+            ("remedies", "csv"),
+            ("remedy-validation", "csv"),
+            ("remedy-predictions", "csv"),
+            ("remedies-html", "html"),
             ("validation-figure", "png"),
             ("throughput-figure", "png"),
         )

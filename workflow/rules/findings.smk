@@ -33,6 +33,41 @@ rule cost:
         " --title {params.title:q} > {log} 2>&1"
 
 
+rule remedies:
+    input:
+        **{
+            k: v
+            for k, v in training_tables(with_runs=True).items()
+            if k == "training_runs"
+        },
+        scaling=f"{TABLES}/scaling.csv",
+        cells=f"{TABLES}/cells.csv",
+        break_even=f"{TABLES}/break_even.csv",
+    output:
+        table=f"{TABLES}/remedies.csv",
+        accuracy=f"{TABLES}/remedies_accuracy.csv",
+        top=f"{TABLES}/remedies_top.json",
+        html=report(
+            f"{TABLES}/remedies.html",
+            caption="../../report/remedies.rst",
+            category="0. Findings",
+            labels={"table": "what helps when the network is too slow"},
+        ),
+    log:
+        f"{LOGS}/remedies.log",
+    localrule: True
+    params:
+        runs=lambda wildcards, input: (
+            f"--runs {input.training_runs}" if "training_runs" in input.keys() else ""
+        ),
+        title=f"Communication remedies: study {config['study']}",
+    shell:
+        "$DPSCALE_PYTHON -m dpscale.cli remedies --scaling {input.scaling} --cells {input.cells}"
+        " --break-even {input.break_even} {params.runs} --table {output.table}"
+        " --accuracy {output.accuracy} --top {output.top} --html {output.html}"
+        " --title {params.title:q} > {log} 2>&1"
+
+
 rule findings:
     input:
         **training_tables(),
@@ -43,6 +78,9 @@ rule findings:
         predictions=f"{TABLES}/predictions.csv",
         cost=f"{TABLES}/cost.csv",
         cost_to_target=f"{TABLES}/cost_to_target.csv",
+        remedies=rules.remedies.output.table,
+        remedies_accuracy=rules.remedies.output.accuracy,
+        remedies_top=rules.remedies.output.top,
     output:
         csv=f"{TABLES}/findings.csv",
         top=f"{TABLES}/findings_top.json",
@@ -65,7 +103,8 @@ rule findings:
         " --fits {input.fits} --break-even {input.break_even} {params.training}"
         " --predictions {input.predictions} --cells-dir {params.cells_dir:q}"
         " --cost {input.cost} --cost-to-target {input.cost_to_target}"
-        " --prices {params.prices:q}"
+        " --prices {params.prices:q} --remedies {input.remedies}"
+        " --remedies-accuracy {input.remedies_accuracy} --remedies-top {input.remedies_top}"
         " --findings {output.csv} --html {output.html} --top {output.top}"
         " --title {params.title:q} > {log} 2>&1"
 
@@ -77,6 +116,8 @@ rule post_vs_run:
         fits=f"{TABLES}/fits.csv",
         scaling=f"{TABLES}/scaling.csv",
         break_even=f"{TABLES}/break_even.csv",
+        remedies=rules.remedies.output.table,
+        remedies_accuracy=rules.remedies.output.accuracy,
     output:
         csv=f"{TABLES}/post_vs_run.csv",
         html=report(

@@ -13,6 +13,15 @@ rule comm_model:
         validation=f"{TABLES}/model_validation.csv",
         summary=f"{TABLES}/model_validation_summary.csv",
         predictions=f"{TABLES}/predictions.csv",
+        remedies=f"{TABLES}/remedy_model.csv",
+        remedy_validation=f"{TABLES}/remedy_validation.csv",
+        remedy_predictions=f"{TABLES}/remedy_predictions.csv",
+        remedies_html=report(
+            f"{TABLES}/remedy_model.html",
+            caption="../../report/remedy_model.rst",
+            category="5. Network model",
+            labels={"table": "remedies in the model"},
+        ),
         top=f"{TABLES}/model_validation_top.json",
         validation_html=report(
             f"{TABLES}/model_validation.html",
@@ -62,5 +71,8 @@ rule comm_model:
         " --validation-html {output.validation_html}"
         " --parameters-html {output.parameters_html}"
         " --predictions-html {output.predictions_html}"
+        " --remedies {output.remedies} --remedy-validation {output.remedy_validation}"
+        " --remedy-predictions {output.remedy_predictions}"
+        " --remedies-html {output.remedies_html}"
         " --validation-figure {output.validation_figure}"
         " --throughput-figure {output.throughput_figure} > {log} 2>&1"

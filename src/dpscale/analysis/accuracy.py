@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dpscale.analysis.collectives import comm_key
+
 CONFIG_KEY = [
     "strategy",
     "model",
@@ -24,6 +26,7 @@ CONFIG_KEY = [
     "global_batch",
     "lr_rule",
     "network",
+    "comm",
 ]
 RUN_COLUMNS = [
     "cell_id",
@@ -73,6 +76,7 @@ def _config(result: dict[str, Any]) -> dict[str, Any]:
         "global_batch": cell["global_batch"],
         "lr_rule": training["lr_rule"],
         "network": (cell.get("network") or {}).get("name", "host"),
+        "comm": comm_key(cell),
         "nodes": cell["nodes"],
         "devices_per_node": cell["devices_per_node"],
         "seed": cell["seed"],

@@ -111,6 +111,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_combinations(filled)
     _check_collectives(filled)
     _check_paths(filled)
+    _check_train_nodes(filled)
     _check_drift(filled, strategies)
     _check_cost(filled)
     return filled
@@ -294,6 +295,15 @@ def _check_predict(predict: Any, networks: list[Any]) -> None:
             )
     if len(set(names)) != len(names):
         raise ConfigError(f"predict.networks: names must be unique; got {names}")
+
+
+def _check_train_nodes(config: dict[str, Any]) -> None:
+    for index, nodes in enumerate(config["train"]["nodes"] or []):
+        if nodes not in config["nodes"]:
+            raise ConfigError(
+                f"train.nodes[{index}]: {nodes} is not one of the study's nodes; "
+                f"allowed: {sorted(config['nodes'])}"
+            )
 
 
 def _check_paths(config: dict[str, Any]) -> None:

@@ -225,7 +225,7 @@ def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) 
     for name, model_cfg, nodes, devices, batch, rule, (index, seed) in itertools.product(
         train["strategies"] or config["strategies"],
         train["models"],
-        sorted(config["nodes"]),
+        sorted(train["nodes"] or config["nodes"]),
         sorted(config["devices_per_node"]),
         sorted(train["batch_sizes"]),
         train["lr_rules"],

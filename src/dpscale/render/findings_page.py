@@ -137,3 +137,23 @@ def cost_html(
     shown = cost_display(to_target, prices).to_html(index=False, border=0)
     heading = "<h2>Cost to the target accuracy (time to accuracy x nodes x price)</h2>"
     return page.replace("</body>", f"{heading}{shown}</body>", 1)
+
+
+def remedies_html(table: pd.DataFrame, accuracy: pd.DataFrame, lines: list[str], title: str) -> str:
+    """The remedies beside no remedy, the findings in words first; their accuracy cost after."""
+    note = (
+        " ".join(lines)
+        or "No remedy cell across processes was measured (config comm: its default is none)."
+    ) + (
+        " Rows: per remedy and layout across processes, img/s (95% CI), speedup over 1 device, "
+        "gain over the same cell without a remedy, the fraction of the slow network's cost it "
+        "recovers against the fastest network measured (ChainerMN's measure; empty on the "
+        "fastest network), the wire ratio the runners recorded and the break-even global batch "
+        "with the remedy and without."
+    )
+    page = table_html(table, title, note)
+    if accuracy.empty:
+        return page
+    shown = accuracy.to_html(index=False, border=0)
+    heading = "<h2>Accuracy cost: final accuracy against the same training without a remedy</h2>"
+    return page.replace("</body>", f"{heading}{shown}</body>", 1)

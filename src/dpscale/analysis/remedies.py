@@ -1,0 +1,292 @@
+"""What helps when the network is too slow: each communication remedy (plan.comm) beside the
+same layout without one, measured, with its price in accuracy.
+
+Per remedy cell group (strategy, model, network, layout, per-device batch): its img/s, its
+speedup over one device, its gain over the same layout without a remedy, the fraction of the
+slow network's cost it recovers, and its break-even global batch. The fraction recovered is
+ChainerMN's measure (post 003): with time per image t, on the slow network N and the fastest
+network F of the same layout,
+
+    recovered = (t_none,N - t_remedy,N) / (t_none,N - t_none,F)
+
+(1: as fast as on F; 0: no help; their published remedy: (21.3 h - 7.71 h) / (21.3 h - 6.96 h)
+= 95%). The accuracy cost is each remedy's training runs against the same configuration's
+runs without a remedy: the difference of mean final accuracy with its Welch 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis import fits
+from dpscale.analysis.accuracy import welch_interval
+
+LAYOUT = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
+POINT = [*LAYOUT, "batch_per_device"]
+REMEDY_COLUMNS = [
+    *POINT,
+    "comm",
+    "img_s",
+    "img_s_ci95",
+    "speedup",
+    "speedup_ci95",
+    "img_s_none",
+    "gain_vs_none",
+    "gain_vs_none_ci95",
+    "fastest_network",
+    "fraction_recovered",
+    "wire_ratio",
+    "break_even_global_batch",
+    "break_even_none",
+]
+ACCURACY_KEY = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
+ACCURACY_COLUMNS = [
+    *ACCURACY_KEY,
+    "batch_per_device",
+    "lr_rule",
+    "comm",
+    "seeds",
+    "final_mean",
+    "final_none",
+    "accuracy_delta_vs_none",
+    "accuracy_delta_vs_none_ci95",
+    "time_to_target_s",
+    "time_to_target_none_s",
+]
+# ChainerMN's published run (post 003): 10 GbE with double buffering and fp16 all-reduce
+# recovered this fraction of the time 10 GbE cost against InfiniBand FDR.
+CHAINERMN_RECOVERED = (21.3 - 7.71) / (21.3 - 6.96)
+
+
+def remedies_table(
+    scaling: pd.DataFrame, cells: pd.DataFrame, break_even: pd.DataFrame
+) -> pd.DataFrame:
+    """One row per remedy and measured point across processes (module docstring)."""
+    if scaling.empty or "comm" not in scaling:
+        return pd.DataFrame(columns=REMEDY_COLUMNS)
+    multi = scaling[scaling["world_size"] > 1]
+    none = multi[multi["comm"] == "none"].set_index(POINT)
+    ratios = _wire_ratios(cells)
+    rows = []
+    for row in multi[multi["comm"] != "none"].to_dict("records"):
+        key = tuple(row[k] for k in POINT)
+        if key not in none.index:
+            continue
+        plain = none.loc[key]
+        fastest, fast_img_s = _fastest_network(none, row)
+        rows.append(
+            {
+                **{k: row[k] for k in POINT},
+                "comm": row["comm"],
+                "img_s": row["img_s"],
+                "img_s_ci95": row["img_s_ci95"],
+                "speedup": row["speedup"],
+                "speedup_ci95": row["speedup_ci95"],
+                "img_s_none": plain["img_s"],
+                "gain_vs_none": row["img_s"] / plain["img_s"],
+                "gain_vs_none_ci95": fits.ratio_ci95(
+                    row["img_s"], row["img_s_ci95"], plain["img_s"], plain["img_s_ci95"]
+                ),
+                "fastest_network": fastest,
+                "fraction_recovered": fraction_recovered(
+                    plain["img_s"], row["img_s"], fast_img_s, row["network"] == fastest
+                ),
+                "wire_ratio": ratios.get((row["strategy"], row["comm"]), math.nan),
+                "break_even_global_batch": _break_even(break_even, row, row["comm"]),
+                "break_even_none": _break_even(break_even, row, "none"),
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=REMEDY_COLUMNS)
+
+
+def fraction_recovered(
+    none_img_s: float, remedy_img_s: float, fast_img_s: float, is_fastest: bool
+) -> float:
+    """ChainerMN's fraction (module docstring); NaN on the fastest network itself or where
+    the slow network cost nothing."""
+    if is_fastest or not np.isfinite(fast_img_s):
+        return math.nan
+    cost = 1 / none_img_s - 1 / fast_img_s
+    if cost <= 0:
+        return math.nan
+    return (1 / none_img_s - 1 / remedy_img_s) / cost
+
+
+def _fastest_network(none: pd.DataFrame, row: dict[str, Any]) -> tuple[str | None, float]:
+    """The network on which the same layout and batch ran fastest without a remedy."""
+    if row["nodes"] == 1:
+        return None, math.nan
+    same = none.reset_index()
+    same = same[
+        (same["strategy"] == row["strategy"])
+        & (same["model"] == row["model"])
+        & (same["mode"] == row["mode"])
+        & (same["nodes"] == row["nodes"])
+        & (same["devices_per_node"] == row["devices_per_node"])
+        & (same["batch_per_device"] == row["batch_per_device"])
+    ]
+    if same.empty:
+        return None, math.nan
+    best = same.loc[same["img_s"].idxmax()]
+    return best["network"], float(best["img_s"])
+
+
+def _wire_ratios(cells: pd.DataFrame) -> dict[tuple[str, str], float]:
+    if cells.empty or "wire_ratio" not in cells:
+        return {}
+    ok = cells[cells["status"] == "ok"]
+    return ok.groupby(["strategy", "comm"])["wire_ratio"].median().to_dict()
+
+
+def _break_even(table: pd.DataFrame, row: dict[str, Any], comm: str) -> float:
+    if table.empty or "comm" not in table:
+        return math.nan
+    found = table[
+        (table["comm"] == comm) & np.logical_and.reduce([table[k] == row[k] for k in LAYOUT])
+    ]
+    return float(found["break_even_global_batch"].iloc[0]) if len(found) else math.nan
+
+
+def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each remedy's training runs against the same configuration's runs without one."""
+    if runs.empty or "comm" not in runs:
+        return pd.DataFrame(columns=ACCURACY_COLUMNS)
+    ok = runs[runs["status"] == "ok"]
+    config = [*ACCURACY_KEY, "batch_per_device", "lr_rule", "dataset"]
+    rows = []
+    for key, group in ok[ok["comm"] != "none"].groupby([*config, "comm"], sort=True):
+        named = dict(zip([*config, "comm"], key, strict=True))
+        plain = ok[
+            (ok["comm"] == "none") & np.logical_and.reduce([ok[k] == named[k] for k in config])
+        ]
+        if plain.empty:
+            continue
+        delta, half = welch_interval(
+            group["final_val_accuracy"].to_numpy(), plain["final_val_accuracy"].to_numpy()
+        )
+        rows.append(
+            {
+                **named,
+                "seeds": group["seed"].nunique(),
+                "final_mean": group["final_val_accuracy"].mean(),
+                "final_none": plain["final_val_accuracy"].mean(),
+                "accuracy_delta_vs_none": delta,
+                "accuracy_delta_vs_none_ci95": half,
+                "time_to_target_s": _all_reached(group),
+                "time_to_target_none_s": _all_reached(plain),
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=ACCURACY_COLUMNS)
+
+
+def _all_reached(runs: pd.DataFrame) -> float:
+    """Mean time to the target accuracy, only when every seed reached it."""
+    times = runs["time_to_target_s"].astype(float)
+    return float(times.mean()) if times.notna().all() else math.nan
+
+
+def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, model, slow network and layout: the remedy that makes distribution pay
+    soonest (smallest break-even global batch; then the largest gain at the largest batch)."""
+    if table.empty:
+        return table
+    slow = table[table["network"] != table["fastest_network"]]
+    largest = slow[
+        slow["batch_per_device"] == slow.groupby(LAYOUT)["batch_per_device"].transform("max")
+    ]
+    ranked = largest.assign(
+        _even=largest["break_even_global_batch"].fillna(math.inf),
+    ).sort_values(["_even", "gain_vs_none"], ascending=[True, False])
+    return ranked.groupby(LAYOUT, sort=True).head(1).drop(columns="_even").reset_index(drop=True)
+
+
+def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
+    """In words, per slow network and layout: the best remedy, its speedup, what it
+    recovers, and its accuracy cost (or that it was not measured)."""
+    lines = []
+    for row in best_remedies(table).to_dict("records"):
+        layout = f"{row['nodes']} nodes x {row['devices_per_node']} devices"
+        recovered = row["fraction_recovered"]
+        recovers = (
+            f", recovering {recovered:.0%} of what {row['network']} cost against "
+            f"{row['fastest_network']} (ChainerMN's published remedy: {CHAINERMN_RECOVERED:.0%})"
+            if np.isfinite(recovered)
+            else ""
+        )
+        lines.append(
+            f"Over {row['network']}, {row['strategy']} {row['model']} on {layout}: "
+            f"{row['comm']} helps most: {row['img_s']:.1f} img/s (±{row['img_s_ci95']:.1f}) at "
+            f"per-device batch {row['batch_per_device']}, {row['gain_vs_none']:.2f}x (±"
+            f"{row['gain_vs_none_ci95']:.2f}) the cell without a remedy, speedup "
+            f"{row['speedup']:.2f} over 1 device; it beats 1 device from global batch "
+            f"{_batch(row['break_even_global_batch'])} (without: "
+            f"{_batch(row['break_even_none'])}){recovers}; {_accuracy_words(row, accuracy)}."
+        )
+    return lines
+
+
+def _batch(value: float) -> str:
+    if not np.isfinite(value):
+        return "never"
+    return "any batch" if value == 0 else f"{value:,.0f}"
+
+
+def _accuracy_words(row: dict[str, Any], accuracy: pd.DataFrame) -> str:
+    if accuracy.empty:
+        return "accuracy cost not measured (no training runs with it)"
+    same = accuracy[
+        (accuracy["strategy"] == row["strategy"])
+        & (accuracy["comm"] == row["comm"])
+        & (accuracy["network"] == row["network"])
+        & (accuracy["world_size"] == row["world_size"])
+    ]
+    if same.empty:
+        return "accuracy cost not measured (no training runs with it on this layout)"
+    best = same.iloc[0]
+    half = best["accuracy_delta_vs_none_ci95"]
+    interval = f" (±{half * 100:.1f})" if np.isfinite(half) else " (one seed: no interval)"
+    return (
+        f"accuracy {best['accuracy_delta_vs_none'] * 100:+.1f} points{interval} against the "
+        f"same training without it ({best['seeds']} seeds)"
+    )
+
+
+def findings_columns(
+    findings: pd.DataFrame, table: pd.DataFrame, accuracy: pd.DataFrame
+) -> pd.DataFrame:
+    """findings.csv's remedy columns: per finding row (strategy, model, network, layout),
+    the best remedy, its gain over no remedy and its accuracy delta."""
+    best = best_remedies(table)
+    out = findings.copy()
+    for column in (
+        "best_remedy",
+        "best_remedy_gain",
+        "best_remedy_recovered",
+        "best_remedy_accuracy_delta",
+    ):
+        out[column] = math.nan if column != "best_remedy" else None
+    if best.empty or findings.empty:
+        return out
+    keys = [
+        k for k in ("strategy", "model", "nodes", "network", "devices_per_node") if k in findings
+    ]
+    for index, row in out.iterrows():
+        match = best[np.logical_and.reduce([best[k] == row[k] for k in keys])]
+        if match.empty:
+            continue
+        top = match.iloc[0]
+        out.at[index, "best_remedy"] = top["comm"]
+        out.at[index, "best_remedy_gain"] = top["gain_vs_none"]
+        out.at[index, "best_remedy_recovered"] = top["fraction_recovered"]
+        delta = (
+            accuracy[(accuracy["strategy"] == top["strategy"]) & (accuracy["comm"] == top["comm"])]
+            if not accuracy.empty
+            else accuracy
+        )
+        if len(delta):
+            out.at[index, "best_remedy_accuracy_delta"] = delta["accuracy_delta_vs_none"].iloc[0]
+    return out
