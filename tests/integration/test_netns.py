@@ -224,8 +224,9 @@ def test_a_network_cell_on_a_quiet_machine_is_ok(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     """studies/post003_interconnect_mini.yaml, shrunk: 2 processes on one node and on 2 emulated
-    nodes over 1 GbE and 10 GbE; every 2-node cell measured, every rank in step; the
-    all-reduce per message size on each network."""
+    nodes over 1 GbE and 10 GbE, without and with fp16 compression; every 2-node cell
+    measured, every rank in step; the all-reduce per message size on each network; the
+    remedy beside no remedy, with the fraction of the slow link's cost it recovers."""
     import pandas as pd
 
     from conftest import REPO
@@ -235,6 +236,8 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
         "batch_sizes: [8, 16]\n"
         "measure: {warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300}\n"
         "collectives: {max_bytes: 4194304, factor: 32, windows: 2}\n"
+        "modes: [synthetic, collectives]\n"
+        "comm: [none, fp16]\n"
     )
     command = [sys.executable, "-m", "snakemake", "--configfile"]
     command += ["studies/post003_interconnect_mini.yaml", str(shrink)]
@@ -255,6 +258,14 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     assert set(sizes["network"]) == {"1gbe", "10gbe", "host"}
     assert set(sizes["message_bytes"]) == {4, 128, 4096, 131072, 4194304}
     assert set(pd.read_csv(tables / "comm_fits.csv")["network"]) == {"1gbe", "10gbe", "host"}
+    fp16 = sizes[sizes["comm"] == "fp16"]
+    assert set(fp16["network"]) == {"1gbe", "10gbe", "host"}
+    assert (fp16["wire_bytes"] * 2 == fp16["message_bytes"]).all()
+    remedies = pd.read_csv(tables / "remedies.csv")
+    slow = remedies[(remedies["network"] == "1gbe") & (remedies["comm"] == "fp16")]
+    assert len(slow) == 2 and (slow["fastest_network"] == "10gbe").all()
+    assert slow["fraction_recovered"].notna().all() and slow["gain_vs_none"].notna().all()
+    assert (remedies["wire_ratio"] == 2.0).all()
     assert set(netns.leftover()) == set()
 
 

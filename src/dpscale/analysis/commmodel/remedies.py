@@ -307,8 +307,16 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     beat one without a remedy and with each; and the model's held-out error per remedy."""
     lines = []
     if not predictions.empty:
+        # per network, its smallest layout across nodes: the first step off one machine
+        smallest = predictions.sort_values(["world_size", "nodes"]).groupby(
+            ["strategy", "model", "network"], sort=True
+        )
+        first_layouts = smallest.head(1)[
+            ["strategy", "model", "network", "nodes", "devices_per_node"]
+        ]
         keys = ["strategy", "model", "network", "nodes", "devices_per_node"]
-        for key, rows in predictions.groupby(keys, sort=True):
+        shown = predictions.merge(first_layouts, on=keys)
+        for key, rows in shown.groupby(keys, sort=True):
             strategy, model, network, nodes, devices = key
             first = rows.iloc[0]
             parts_ = [
@@ -316,8 +324,8 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
                 for r in rows.drop_duplicates("comm").itertuples(index=False)
             ]
             lines.append(
-                f"{strategy} {model} over {network} ({first.bandwidth_Gbit_s:g} Gbit/s), "
-                f"{nodes} nodes x {devices} devices beat 1 device from global batch "
+                f"{strategy} {model} over {network} ({first.bandwidth_Gbit_s:.3g} Gbit/s), "
+                f"{nodes} nodes x {devices} device(s) beat 1 device from global batch "
                 f"{_batch(first.break_even_none)}; " + "; ".join(parts_) + " (model)."
             )
     for row in table[table["status"] == "ok"].itertuples(index=False):
