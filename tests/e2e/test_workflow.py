@@ -140,6 +140,7 @@ def test_report_is_one_self_contained_html(study):
     text = report.read_text()
     assert "throughput.png" in text and "fits.html" in text and "cells.html" in text
     assert "frameworks.png" in text and "drift.png" in text and "startup.png" in text
+    assert "remedies.html" in text  # what helps on a slow network (none measured here)
     assert "cost.html" in text
     assert "dpscale study" in text
 
@@ -159,7 +160,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
     downstream += ["interactive_figures", "mfu_figure", "comm_model", "drift", "all"]
-    downstream += ["cost", "startup"]
+    downstream += ["cost", "startup", "remedies"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
     others = {
         p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json") if p != cell
