@@ -81,12 +81,19 @@ def parameter_server_ratio(push_ratio: float) -> float:
     return 2 / (1 + 1 / push_ratio)
 
 
+def powersgd_matrix(message_bytes: int, rank: int) -> tuple[int, int]:
+    """(side, rank) of the square matrix PowerSGD's collectives path views a float32 message
+    as (zero-padded), its rank at most the side, as torch's hook caps it."""
+    side = math.isqrt(max(message_bytes // 4, 1) - 1) + 1
+    return side, min(rank, side)
+
+
 def wire_bytes(comm: Comm, message_bytes: int) -> int:
     """The bytes a remedy's all-reduce of one float32 message sends per rank and direction:
     PowerSGD views it as a square matrix and sends P and Q (side x rank each)."""
     if comm.name == "powersgd":
-        side = math.isqrt(message_bytes // 4 - 1) + 1
-        return 2 * side * (comm.rank or 1) * 4
+        side, rank = powersgd_matrix(message_bytes, comm.rank or 1)
+        return 2 * side * rank * 4
     if comm.name == "2bit":
         return round(message_bytes / parameter_server_ratio(REMEDIES["2bit"] or 1.0))
     return round(message_bytes / (REMEDIES[comm.name] or 1.0))

@@ -12,13 +12,12 @@ Communication remedies (config ``comm``) are DDP communication hooks: torch's ow
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from dpscale.plan.comm import Comm
+from dpscale.plan.comm import Comm, powersgd_matrix
 from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
@@ -127,7 +126,7 @@ def wire_ratio(comm: Comm, state: Any) -> float:
 def powersgd_allreduce(buffer: torch.Tensor, rank: int, world_size: int) -> Callable[[], None]:
     """PowerSGD's own path for one message viewed as a square matrix (torch's batched
     variant): P = MQ, all-reduce P, orthogonalise, Q = M^T P, all-reduce Q, M = PQ^T."""
-    side = math.isqrt(buffer.numel() - 1) + 1
+    side, rank = powersgd_matrix(buffer.numel() * 4, rank)
     matrix = torch.zeros(side * side, dtype=buffer.dtype, device=buffer.device)
     matrix[: buffer.numel()] = buffer
     matrix = matrix.view(side, side)

@@ -1,0 +1,35 @@
+"""plan.comm: the remedies' keys and the bytes their collectives send."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpscale.plan.comm import NONE, Comm, parse, powersgd_matrix, wire_bytes
+
+
+def test_keys_name_the_remedy_and_its_parameters():
+    assert NONE.key == "none" and NONE.is_default
+    assert parse("powersgd").key == "powersgd-r2"
+    assert parse({"name": "2bit", "threshold": 0.25}).key == "2bit-t0.25"
+    assert parse({"name": "fp16", "bucket_mb": 4}).key == "fp16-bucket4"
+    assert not Comm(bucket_mb=25.0).is_default  # a bucket size is a remedy of its own
+
+
+@pytest.mark.parametrize(
+    ("comm", "message", "sent"),
+    [
+        (NONE, 4096, 4096),
+        (parse("fp16"), 4096, 2048),
+        (parse("delayed"), 4096, 4096),  # the same bytes, later
+        (parse("2bit"), 1700, 903),  # 2-bit pushes, float32 pulls: 1700 (1 + 1/16) / 2
+        (parse({"name": "powersgd", "rank": 2}), 4096, 2 * 32 * 2 * 4),  # 1024 = 32 x 32
+        (parse({"name": "powersgd", "rank": 2}), 4, 2 * 1 * 1 * 4),  # a 1 x 1 matrix, rank 1
+    ],
+)
+def test_wire_bytes(comm, message, sent):
+    assert wire_bytes(comm, message) == sent
+
+
+def test_powersgd_pads_to_a_square_and_caps_its_rank():
+    assert powersgd_matrix(4 * 1000, 4) == (32, 4)  # 1000 elements in 32 x 32
+    assert powersgd_matrix(4 * 3, 4) == (2, 2)
