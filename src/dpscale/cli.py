@@ -317,7 +317,10 @@ def remedies(args: argparse.Namespace) -> None:
     from dpscale.render.findings_page import remedies_html
 
     table = rem.remedies_table(
-        pd.read_csv(args.scaling), pd.read_csv(args.cells), pd.read_csv(args.break_even)
+        pd.read_csv(args.scaling),
+        pd.read_csv(args.cells),
+        pd.read_csv(args.break_even),
+        _read_optional(args.collectives),
     )
     accuracy = rem.accuracy_table(_read_optional(args.runs))
     lines = rem.finding_lines(table, accuracy)
@@ -370,6 +373,7 @@ def add_remedies_parser(commands: argparse._SubParsersAction) -> None:
     for name in ("scaling", "cells", "break-even"):
         cmd.add_argument(f"--{name}", required=True, help=f"{name}.csv")
     cmd.add_argument("--runs", help="training_runs.csv (training studies)")
+    cmd.add_argument("--collectives", help="collectives.csv (the remedies' own all-reduce)")
     for name in ("table", "accuracy", "top", "html"):
         cmd.add_argument(f"--{name}", type=Path, required=True, help=f"output: {name}")
     cmd.add_argument("--title", default="Remedies")

@@ -43,6 +43,7 @@ rule remedies:
         scaling=f"{TABLES}/scaling.csv",
         cells=f"{TABLES}/cells.csv",
         break_even=f"{TABLES}/break_even.csv",
+        collectives=rules.collectives.output.table,
     output:
         table=f"{TABLES}/remedies.csv",
         accuracy=f"{TABLES}/remedies_accuracy.csv",
@@ -64,6 +65,7 @@ rule remedies:
     shell:
         "$DPSCALE_PYTHON -m dpscale.cli remedies --scaling {input.scaling} --cells {input.cells}"
         " --break-even {input.break_even} {params.runs} --table {output.table}"
+        " --collectives {input.collectives}"
         " --accuracy {output.accuracy} --top {output.top} --html {output.html}"
         " --title {params.title:q} > {log} 2>&1"
 

@@ -41,9 +41,16 @@ REMEDY_COLUMNS = [
     "fastest_network",
     "fraction_recovered",
     "wire_ratio",
+    "collective_bytes",
+    "collective_wire_bytes",
+    "collective_busbw_GB_s",
+    "collective_wire_busbw_GB_s",
+    "collective_busbw_none_GB_s",
     "break_even_global_batch",
     "break_even_none",
 ]
+# the collectives table's layout columns a remedy row is matched on
+COLLECTIVE_KEY = ["strategy", "network", "nodes", "devices_per_node", "world_size"]
 ACCURACY_KEY = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
 ACCURACY_COLUMNS = [
     *ACCURACY_KEY,
@@ -64,9 +71,15 @@ CHAINERMN_RECOVERED = (21.3 - 7.71) / (21.3 - 6.96)
 
 
 def remedies_table(
-    scaling: pd.DataFrame, cells: pd.DataFrame, break_even: pd.DataFrame
+    scaling: pd.DataFrame,
+    cells: pd.DataFrame,
+    break_even: pd.DataFrame,
+    collectives: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per remedy and measured point across processes (module docstring)."""
+    """One row per remedy and measured point across processes (module docstring), with the
+    remedy's all-reduce of the largest message where collectives cells measured it: its bytes
+    on the wire and bus bandwidth, on the logical message (what training gets) and on the
+    bytes sent (what the link carried)."""
     if scaling.empty or "comm" not in scaling:
         return pd.DataFrame(columns=REMEDY_COLUMNS)
     multi = scaling[scaling["world_size"] > 1]
@@ -97,6 +110,7 @@ def remedies_table(
                     plain["img_s"], row["img_s"], fast_img_s, row["network"] == fastest
                 ),
                 "wire_ratio": ratios.get((row["strategy"], row["comm"]), math.nan),
+                **_largest_collective(collectives, row),
                 "break_even_global_batch": _break_even(break_even, row, row["comm"]),
                 "break_even_none": _break_even(break_even, row, "none"),
             }
@@ -134,6 +148,24 @@ def _fastest_network(none: pd.DataFrame, row: dict[str, Any]) -> tuple[str | Non
         return None, math.nan
     best = same.loc[same["img_s"].idxmax()]
     return best["network"], float(best["img_s"])
+
+
+def _largest_collective(collectives: pd.DataFrame | None, row: dict[str, Any]) -> dict[str, Any]:
+    if collectives is None or collectives.empty or "comm" not in collectives:
+        return {}
+    same = collectives[np.logical_and.reduce([collectives[k] == row[k] for k in COLLECTIVE_KEY])]
+    same = same[same["message_bytes"] == same["message_bytes"].max()]
+    mine, plain = same[same["comm"] == row["comm"]], same[same["comm"] == "none"]
+    if mine.empty:
+        return {}
+    first = mine.iloc[0]
+    return {
+        "collective_bytes": first["message_bytes"],
+        "collective_wire_bytes": first["wire_bytes"],
+        "collective_busbw_GB_s": first["busbw_GB_s"],
+        "collective_wire_busbw_GB_s": first["wire_busbw_GB_s"],
+        "collective_busbw_none_GB_s": plain["busbw_GB_s"].iloc[0] if len(plain) else math.nan,
+    }
 
 
 def _wire_ratios(cells: pd.DataFrame) -> dict[tuple[str, str], float]:

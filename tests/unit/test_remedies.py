@@ -1,0 +1,119 @@
+"""analysis.remedies: each remedy beside the same cell without one, ChainerMN's fraction
+recovered, the accuracy cost with its Welch interval, and the finding in words."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dpscale.analysis import remedies
+
+LAYOUT = {"strategy": "torch-ddp", "model": "resnet18-imagenet64-c10", "mode": "synthetic"}
+
+
+def point(network: str, comm: str, img_s: float, batch: int = 64) -> dict:
+    return {
+        **LAYOUT,
+        "nodes": 2,
+        "network": network,
+        "devices_per_node": 1,
+        "world_size": 2,
+        "batch_per_device": batch,
+        "comm": comm,
+        "img_s": img_s,
+        "img_s_ci95": img_s / 100,
+        "speedup": img_s / 100,
+        "speedup_ci95": 0.01,
+    }
+
+
+SCALING = pd.DataFrame(
+    [
+        point("1gbe", "none", 50.0),
+        point("1gbe", "fp16", 80.0),
+        point("1gbe", "powersgd-r2", 90.0),
+        point("10gbe", "none", 100.0),
+        point("10gbe", "fp16", 100.0),
+    ]
+)
+CELLS = pd.DataFrame(
+    [
+        {"strategy": "torch-ddp", "comm": "fp16", "status": "ok", "wire_ratio": 2.0},
+        {"strategy": "torch-ddp", "comm": "powersgd-r2", "status": "ok", "wire_ratio": 100.0},
+    ]
+)
+
+
+def test_fraction_recovered_is_chainermn_s_measure():
+    # their run: 21.3 h on 10 GbE, 7.71 h with the remedy, 6.96 h on InfiniBand
+    per_hour = remedies.fraction_recovered(1 / 21.3, 1 / 7.71, 1 / 6.96, is_fastest=False)
+    assert per_hour == pytest.approx(remedies.CHAINERMN_RECOVERED)
+    assert abs(remedies.CHAINERMN_RECOVERED - 0.948) < 1e-3
+    assert math.isnan(remedies.fraction_recovered(50, 80, 100, is_fastest=True))
+    assert math.isnan(remedies.fraction_recovered(100, 120, 90, is_fastest=False))  # no cost
+
+
+def test_each_remedy_is_set_beside_the_same_cell_without_one():
+    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame()).set_index(["network", "comm"])
+    fp16 = table.loc[("1gbe", "fp16")]
+    assert fp16["gain_vs_none"] == pytest.approx(1.6)
+    assert fp16["fastest_network"] == "10gbe" and fp16["wire_ratio"] == 2.0
+    # time per image 1/50 without, 1/80 with, 1/100 on 10gbe: (1/50 - 1/80) / (1/50 - 1/100)
+    assert fp16["fraction_recovered"] == pytest.approx(0.75)
+    assert math.isnan(table.loc[("10gbe", "fp16"), "fraction_recovered"])  # the fast network
+
+
+def test_the_finding_names_the_best_remedy_with_its_accuracy_cost():
+    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame())
+    runs = pd.DataFrame(
+        [
+            {
+                "strategy": "torch-ddp",
+                "model": "resnet18-cifar8-c10",
+                "dataset": "digits",
+                "network": "host",
+                "nodes": 1,
+                "devices_per_node": 2,
+                "world_size": 2,
+                "batch_per_device": 32,
+                "lr_rule": "linear",
+                "comm": comm,
+                "seed": seed,
+                "status": "ok",
+                "final_val_accuracy": accuracy,
+                "time_to_target_s": 5.0,
+            }
+            for comm, seed, accuracy in [
+                ("none", 0, 0.90),
+                ("none", 1, 0.92),
+                ("powersgd-r2", 0, 0.85),
+                ("powersgd-r2", 1, 0.89),
+            ]
+        ]
+    )
+    accuracy = remedies.accuracy_table(runs)
+    assert accuracy.iloc[0]["accuracy_delta_vs_none"] == pytest.approx(-0.04)
+    assert accuracy.iloc[0]["accuracy_delta_vs_none_ci95"] > 0
+    lines = remedies.finding_lines(table, accuracy)
+    assert len(lines) == 1  # 1gbe is slow; 10gbe is the fastest network
+    assert "What helps on 1gbe" in lines[0] and "powersgd-r2 helps most" in lines[0]
+    assert "recovering 89% of what 1gbe cost against 10gbe" in lines[0]
+    assert "final accuracy -4.0 points" in lines[0] and "1 node x 2 devices" in lines[0]
+    without = remedies.finding_lines(table, pd.DataFrame())
+    assert "its accuracy cost is not measured" in without[0]
+
+
+def test_findings_csv_gets_the_best_remedy_per_layout():
+    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame())
+    findings = pd.DataFrame(
+        [
+            {**{k: v for k, v in point(n, "none", 1).items() if k in remedies.ACCURACY_KEY}}
+            for n in ("1gbe", "10gbe")
+        ]
+    )
+    out = remedies.findings_columns(findings, table, pd.DataFrame()).set_index("network")
+    assert out.loc["1gbe", "best_remedy"] == "powersgd-r2"
+    assert out.loc["1gbe", "best_remedy_gain"] == pytest.approx(1.8)
+    assert pd.isna(out.loc["10gbe", "best_remedy"])
