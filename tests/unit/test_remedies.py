@@ -117,3 +117,10 @@ def test_findings_csv_gets_the_best_remedy_per_layout():
     assert out.loc["1gbe", "best_remedy"] == "powersgd-r2"
     assert out.loc["1gbe", "best_remedy_gain"] == pytest.approx(1.8)
     assert pd.isna(out.loc["10gbe", "best_remedy"])
+
+
+def test_the_page_says_why_it_has_no_rows():
+    from dpscale.render.findings_page import remedies_html
+
+    page = remedies_html(pd.DataFrame(columns=remedies.REMEDY_COLUMNS), pd.DataFrame(), [], "t")
+    assert "<tbody><tr" in page and "no remedy cell across processes was measured" in page

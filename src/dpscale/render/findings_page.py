@@ -151,6 +151,8 @@ def remedies_html(table: pd.DataFrame, accuracy: pd.DataFrame, lines: list[str],
         "fastest network), the wire ratio the runners recorded and the break-even global batch "
         "with the remedy and without."
     )
+    if table.empty:  # the report says why, not "No rows"
+        table = pd.DataFrame({"remedies": ["no remedy cell across processes was measured"]})
     page = table_html(table, title, note)
     if accuracy.empty:
         return page
