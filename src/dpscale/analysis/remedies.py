@@ -24,6 +24,8 @@ import pandas as pd
 
 from dpscale.analysis import fits
 from dpscale.analysis.accuracy import welch_interval
+from dpscale.analysis.commmodel.remedies import batch_words, remedy_ratios
+from dpscale.analysis.findings import LAYOUT as FINDINGS_LAYOUT
 from dpscale.analysis.findings import layout_words, readable_model
 
 LAYOUT = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
@@ -51,7 +53,7 @@ REMEDY_COLUMNS = [
 ]
 # the collectives table's layout columns a remedy row is matched on
 COLLECTIVE_KEY = ["strategy", "network", "nodes", "devices_per_node", "world_size"]
-ACCURACY_KEY = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
+ACCURACY_KEY = FINDINGS_LAYOUT
 ACCURACY_COLUMNS = [
     *ACCURACY_KEY,
     "batch_per_device",
@@ -84,7 +86,7 @@ def remedies_table(
         return pd.DataFrame(columns=REMEDY_COLUMNS)
     multi = scaling[scaling["world_size"] > 1]
     none = multi[multi["comm"] == "none"].set_index(POINT)
-    ratios = _wire_ratios(cells)
+    ratios = remedy_ratios(cells)
     rows = []
     for row in multi[multi["comm"] != "none"].to_dict("records"):
         key = tuple(row[k] for k in POINT)
@@ -166,13 +168,6 @@ def _largest_collective(collectives: pd.DataFrame | None, row: dict[str, Any]) -
         "collective_wire_busbw_GB_s": first["wire_busbw_GB_s"],
         "collective_busbw_none_GB_s": plain["busbw_GB_s"].iloc[0] if len(plain) else math.nan,
     }
-
-
-def _wire_ratios(cells: pd.DataFrame) -> dict[tuple[str, str], float]:
-    if cells.empty or "wire_ratio" not in cells:
-        return {}
-    ok = cells[cells["status"] == "ok"]
-    return ok.groupby(["strategy", "comm"])["wire_ratio"].median().to_dict()
 
 
 def _break_even(table: pd.DataFrame, row: dict[str, Any], comm: str) -> float:
@@ -258,16 +253,10 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
             f"per-device batch {row['batch_per_device']}, {row['gain_vs_none']:.2f}x (±"
             f"{row['gain_vs_none_ci95']:.2f}) the cell without a remedy, speedup "
             f"{row['speedup']:.2f} over 1 device; it beats 1 device from global batch "
-            f"{_batch(row['break_even_global_batch'])} (without: "
-            f"{_batch(row['break_even_none'])}){recovers}; {_accuracy_words(row, accuracy)}."
+            f"{batch_words(row['break_even_global_batch'])} (without: "
+            f"{batch_words(row['break_even_none'])}){recovers}; {_accuracy_words(row, accuracy)}."
         )
     return lines
-
-
-def _batch(value: float) -> str:
-    if not np.isfinite(value):
-        return "never"
-    return "any batch" if value == 0 else f"{value:,.0f}"
 
 
 def _accuracy_words(row: dict[str, Any], accuracy: pd.DataFrame) -> str:

@@ -40,14 +40,7 @@ SCALING_COLUMNS = [
     "scaling",
 ]
 BREAK_EVEN_COLUMNS = [
-    "strategy",
-    "model",
-    "mode",
-    "nodes",
-    "network",
-    "comm",
-    "devices_per_node",
-    "world_size",
+    *FIT_GROUP,
     "t_c_1",
     "t_c_n",
     "extra_constant_s",

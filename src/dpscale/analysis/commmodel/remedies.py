@@ -320,13 +320,13 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
             strategy, model, network, nodes, devices = key
             first = rows.iloc[0]
             parts_ = [
-                f"with {r.comm} from {_batch(r.break_even_global_batch)}"
+                f"with {r.comm} from {batch_words(r.break_even_global_batch)}"
                 for r in rows.drop_duplicates("comm").itertuples(index=False)
             ]
             lines.append(
                 f"{strategy} {model} over {network} ({first.bandwidth_Gbit_s:.3g} Gbit/s), "
                 f"{nodes} nodes x {devices} device(s) beat 1 device from global batch "
-                f"{_batch(first.break_even_none)}; " + "; ".join(parts_) + " (model)."
+                f"{batch_words(first.break_even_none)}; " + "; ".join(parts_) + " (model)."
             )
     for row in table[table["status"] == "ok"].itertuples(index=False):
         lines.append(
@@ -339,7 +339,8 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _batch(value: float) -> str:
+def batch_words(value: float) -> str:
+    """A break-even global batch in words: "any batch", "never (up to 1e8)", "1,234"."""
     if not np.isfinite(value):
         return "never (up to 1e8)"
     return "any batch" if value == 0 else f"{value:,.0f}"
@@ -350,6 +351,7 @@ __all__ = [
     "REMEDY_PREDICTION_COLUMNS",
     "REMEDY_VALIDATION_COLUMNS",
     "Remedy",
+    "batch_words",
     "fit_encode",
     "fit_remedies",
     "remedy_lines",
