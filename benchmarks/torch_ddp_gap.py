@@ -100,6 +100,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     if dist.get_rank() == 0:
         print("GAP_RESULT " + json.dumps(gathered), flush=True)
     dist.destroy_process_group()
+    os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
 
 
 def gap_rows(

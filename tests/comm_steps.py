@@ -12,6 +12,7 @@ PowerSGD, the random starting Q the hook draws (torch's generator, seeded as the
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -62,6 +63,7 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()
     dist.destroy_process_group()
+    os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
 
 
 def powersgd_start_q() -> list:

@@ -17,6 +17,7 @@ JSON line.
 
 import argparse
 import json
+import os
 import time
 import timeit
 
@@ -77,3 +78,4 @@ if dist.get_rank() == 0:
     print("RACE_RESULT " + json.dumps({"per_rank_seconds": per_rank, "span": span}), flush=True)
 dist.barrier()  # no rank tears gloo down while another still reads the gathered times
 dist.destroy_process_group()
+os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)

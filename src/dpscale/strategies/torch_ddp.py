@@ -250,9 +250,10 @@ def main(argv: list[str] | None = None) -> None:
         cell, model, device, params, threads, cell.batch_per_device, distributed=True, remedy=remedy
     )
     run_cell(cell, out, rank)  # ends with the group destroyed and rank 0's result written
-    # Leave without the interpreter's finalization: in it, a rank of a finished one-node cell
-    # was seen to abort ("terminate called without an active exception", SIGABRT; 2 of about
-    # 40 cells), which failed a complete measurement.
+    # Leave without the interpreter's finalization. There, gloo's worker thread may still be
+    # freeing the last barrier's work, whose tensors are Python's: it waits for the GIL, is
+    # ended by the finalizing interpreter and aborts ("terminate called without an active
+    # exception", SIGABRT, about 1 run in 30; see docs/decisions/gloo-exit.md).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
