@@ -124,6 +124,8 @@ def test_collectives_time_each_remedy_s_own_path_with_its_bytes_on_the_wire(tmp_
 
 
 BF16_ON_CPU = """
+import os
+import sys
 import tempfile
 import torch
 import torch.distributed as dist
@@ -136,6 +138,8 @@ try:
     print("applied")
 except Exception as error:
     print(error)
+sys.stdout.flush()
+os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
 """
 
 
