@@ -81,6 +81,8 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     import torch
     import torch.distributed as dist
 
+    from dpscale.frameworks import torch_ops
+
     torch.set_num_threads(cell.threads_per_device)
     dist.init_process_group("gloo")
     steps = {name: make_step(name, cell, dist.get_world_size()) for name in variants}
@@ -100,7 +102,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     if dist.get_rank() == 0:
         print("GAP_RESULT " + json.dumps(gathered), flush=True)
     dist.destroy_process_group()
-    os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
+    torch_ops.exit_without_finalization()
 
 
 def gap_rows(

@@ -12,7 +12,6 @@ PowerSGD, the random starting Q the hook draws (torch's generator, seeded as the
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.frameworks.torch_ops import make_sgd
+from dpscale.frameworks.torch_ops import exit_without_finalization, make_sgd
 from dpscale.plan.cell import SYNTHETIC_SGD
 from dpscale.plan.comm import parse
 from dpscale.strategies.torch_ddp import Remedy
@@ -63,7 +62,7 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()
     dist.destroy_process_group()
-    os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
+    exit_without_finalization()
 
 
 def powersgd_start_q() -> list:

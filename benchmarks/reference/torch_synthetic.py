@@ -17,7 +17,6 @@ JSON line.
 
 import argparse
 import json
-import os
 import time
 import timeit
 
@@ -27,6 +26,7 @@ import torch.nn.functional as F
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel
 
+from dpscale.frameworks.torch_ops import exit_without_finalization
 from dpscale.frameworks.torch_resnet import build_torch_resnet
 from dpscale.plan.resnet_spec import resnet_spec
 
@@ -78,4 +78,4 @@ if dist.get_rank() == 0:
     print("RACE_RESULT " + json.dumps({"per_rank_seconds": per_rank, "span": span}), flush=True)
 dist.barrier()  # no rank tears gloo down while another still reads the gathered times
 dist.destroy_process_group()
-os._exit(0)  # no interpreter finalization beside gloo's worker (docs/decisions/gloo-exit.md)
+exit_without_finalization()

@@ -8,8 +8,10 @@ only ``TorchRank.gather``/``allreduce``/``finish``, which the DDP adapter turns 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -114,6 +116,17 @@ def versions() -> dict[str, str]:
         found["cudnn"] = str(torch.backends.cudnn.version())
         found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     return found
+
+
+def exit_without_finalization() -> NoReturn:
+    """End a process that used gloo, once its results are written and its group destroyed.
+
+    In Python's finalization gloo's worker thread may still free the last barrier's work,
+    whose tensors are Python's: it waits for the GIL, is ended and aborts the process
+    ("terminate called without an active exception"; docs/decisions/gloo-exit.md)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class TorchTrainingBackend:

@@ -13,7 +13,6 @@ Communication remedies (config ``comm``) are DDP communication hooks: torch's ow
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -250,13 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         cell, model, device, params, threads, cell.batch_per_device, distributed=True, remedy=remedy
     )
     run_cell(cell, out, rank)  # ends with the group destroyed and rank 0's result written
-    # Leave without the interpreter's finalization. There, gloo's worker thread may still be
-    # freeing the last barrier's work, whose tensors are Python's: it waits for the GIL, is
-    # ended by the finalizing interpreter and aborts ("terminate called without an active
-    # exception", SIGABRT, about 1 run in 30; see docs/decisions/gloo-exit.md).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    torch_ops.exit_without_finalization()
 
 
 if __name__ == "__main__":
