@@ -85,8 +85,8 @@ TABLES = ("cells", "windows", "fits", "scaling", "break_even", "repeatability")
 
 
 def aggregate(tables: Path, paths) -> None:
-    """``dpscale aggregate`` of result files into ``tables/<name>.csv``."""
-    from dpscale.cli import main as cli
+    """The aggregate rule's step: result files into ``tables/<name>.csv``."""
+    from dpscale.steps.tables import aggregate as step
 
-    options = [f"--{n.replace('_', '-')}={tables / f'{n}.csv'}" for n in TABLES]
-    cli(["aggregate", *options, *map(str, paths)])
+    outputs = {name: tables / f"{name}.csv" for name in TABLES}
+    step({}, outputs, {"results": [str(p) for p in paths]})

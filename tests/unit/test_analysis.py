@@ -9,9 +9,9 @@ import pytest
 from conftest import aggregate, make_cell
 from dpscale.analysis import fits
 from dpscale.analysis import tables as analysis
-from dpscale.cli import main as cli
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
+from dpscale.steps import tables as steps
 
 SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11"}
 LAW = {1: (100.0, 0.02), 2: (100.0, 0.05)}  # world size -> (v0, t_c)
@@ -28,16 +28,14 @@ def measured(cell, rng):
 
 
 def figures(tables: Path, out: Path, kinds) -> None:
-    inputs = [f"--{n}={tables / f'{n}.csv'}" for n in ("cells", "windows", "fits", "scaling")]
-    cli(["figures", *inputs, *[f"--{k}={out / f'{k}.png'}" for k in kinds]])
+    inputs = {n: tables / f"{n}.csv" for n in ("cells", "windows", "fits", "scaling")}
+    steps.figures(inputs, {k: out / f"{k}.png" for k in kinds}, {})
 
 
 def html_tables(tables: Path) -> None:
-    pairs = []
-    for name in ("cells", "fits", "scaling", "break_even", "repeatability"):
-        pairs += [f"--{name.replace('_', '-')}", str(tables / f"{name}.csv")]
-        pairs.append(str(tables / f"{name}.html"))
-    cli(["html-tables", *pairs])
+    names = ("cells", "fits", "scaling", "break_even", "repeatability")
+    outputs = {name: tables / f"{name}.html" for name in (*names, "systems")}
+    steps.html_tables({name: tables / f"{name}.csv" for name in names}, outputs, {})
 
 
 @pytest.fixture

@@ -47,8 +47,10 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
         {"plan", "analysis", "render"},
         {"numpy", "pandas", "matplotlib", "seaborn", "altair"},
     ),
-    # the analysis and report command line
-    "cli": ({"plan", "analysis", "render", "registry"}, {"pandas"}),
+    # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
+    "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),
+    # what a person types
+    "cli": ({"plan", "registry"}, set()),
 }
 
 

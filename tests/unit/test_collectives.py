@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import MULTI_PROCESS, ONE_PROCESS, make_cell
-from dpscale.analysis import comm
+from dpscale.analysis import alpha_beta
 from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
     collectives_table,
@@ -37,7 +37,7 @@ def ring_times(alpha, beta, ranks, rng, noise=0.05, repeats=3):
 )
 def test_alpha_and_beta_are_recovered_from_noisy_ring_times(alpha, beta, ranks):
     sizes, seconds = ring_times(alpha, beta, ranks, np.random.default_rng(ranks))
-    fit = comm.fit_alpha_beta(sizes, seconds, ranks)
+    fit = alpha_beta.fit_alpha_beta(sizes, seconds, ranks)
     assert fit.alpha_s == pytest.approx(alpha, rel=0.1)
     assert fit.beta_bytes_s == pytest.approx(beta, rel=0.1)
     assert fit.alpha_lo <= alpha <= fit.alpha_hi
@@ -50,18 +50,18 @@ def test_latency_is_not_swamped_by_large_messages():
     of the largest (absolute errors of milliseconds against a latency of microseconds)."""
     rng = np.random.default_rng(0)
     sizes, seconds = ring_times(10e-6, 1e9, 2, rng, noise=0.1)
-    fit = comm.fit_alpha_beta(sizes, seconds, 2)
+    fit = alpha_beta.fit_alpha_beta(sizes, seconds, 2)
     assert fit.alpha_s == pytest.approx(10e-6, rel=0.15)
 
 
 def test_fit_keeps_alpha_and_beta_non_negative_and_needs_three_sizes():
     sizes = np.array([4.0, 4e3, 4e6])
-    fit = comm.fit_alpha_beta(sizes, [1e-3, 1e-3, 1e-3], 2)  # flat: no bandwidth term seen
+    fit = alpha_beta.fit_alpha_beta(sizes, [1e-3, 1e-3, 1e-3], 2)  # flat: no bandwidth term seen
     assert fit.alpha_s >= 0 and fit.beta_bytes_s > 0
     with pytest.raises(ValueError, match="3 distinct message sizes"):
-        comm.fit_alpha_beta([4, 8, 8], [1e-5, 1e-5, 1e-5], 2)
+        alpha_beta.fit_alpha_beta([4, 8, 8], [1e-5, 1e-5, 1e-5], 2)
     with pytest.raises(ValueError, match="2 ranks"):
-        comm.fit_alpha_beta(sizes, [1e-5, 1e-5, 1e-5], 1)
+        alpha_beta.fit_alpha_beta(sizes, [1e-5, 1e-5, 1e-5], 1)
 
 
 def test_bus_bandwidth_follows_nccl_tests():
@@ -197,13 +197,11 @@ def test_contaminated_cells_are_left_out_of_the_fit_with_the_reason():
 
 
 def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
-    from dpscale.cli import main as cli
+    from dpscale.steps.tables import collectives
 
     outputs = {n: tmp_path / n for n in ("c.csv", "f.csv", "f.html", "b.png")}
-    cli(
-        ["collectives", "--table", str(outputs["c.csv"]), "--fits", str(outputs["f.csv"])]
-        + ["--fits-html", str(outputs["f.html"]), "--figure", str(outputs["b.png"])]
-    )
+    named = dict(zip(("table", "fits", "fits_html", "figure"), outputs.values(), strict=True))
+    collectives({"results": []}, named, {})
     assert list(pd.read_csv(outputs["f.csv"]).columns) == COMM_FITS_COLUMNS
     assert pd.read_csv(outputs["c.csv"]).empty
     assert "no collective cells" in outputs["f.html"].read_text()

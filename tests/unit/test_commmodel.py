@@ -272,10 +272,10 @@ def test_parse_quantity_names_the_field():
         commmodel.parse_quantity("10GB", "predict.x")
 
 
-def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):
+def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):
     import json
 
-    from dpscale import cli
+    from dpscale.steps.model import comm_model
 
     windows = synthetic_windows(1.0)
     windows = windows[windows["world_size"] == 1].assign(img_s=1.0)
@@ -292,29 +292,25 @@ def test_the_cli_writes_every_output_with_headers_when_there_is_not_enough_data(
             ("summary", "csv"),
             ("predictions", "csv"),
             ("top", "json"),
-            ("validation-html", "html"),
-            ("parameters-html", "html"),
-            ("predictions-html", "html"),
+            ("validation_html", "html"),
+            ("parameters_html", "html"),
+            ("predictions_html", "html"),
             ("remedies", "csv"),
-            ("remedy-validation", "csv"),
-            ("remedy-predictions", "csv"),
-            ("remedies-html", "html"),
-            ("validation-figure", "png"),
-            ("throughput-figure", "png"),
+            ("remedy_validation", "csv"),
+            ("remedy_predictions", "csv"),
+            ("remedies_html", "html"),
+            ("validation_figure", "png"),
+            ("throughput_figure", "png"),
         )
     }
-    argv = ["comm-model", "--windows", str(tmp_path / "windows.csv")]
-    argv += ["--cells", str(tmp_path / "cells.csv"), "--study-config", json.dumps(study)]
-    argv += ["--comm-fits", str(tmp_path / "absent.csv")]
-    for name, path in out.items():
-        argv += [f"--{name}", str(path)]
-    cli.main(argv)
+    inputs = {name: tmp_path / f"{name}.csv" for name in ("windows", "cells")}
+    comm_model({**inputs, "comm_fits": tmp_path / "absent.csv"}, out, {"study": json.dumps(study)})
     assert all(path.is_file() for path in out.values())
     assert list(pd.read_csv(out["validation"]).columns) == commmodel.VALIDATION_COLUMNS
     assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS
     lines = json.loads(out["top"].read_text())
     assert len(lines) == 1 and "not enough data" in lines[0] and "multi-rank" in lines[0]
-    for name in ("validation-html", "parameters-html", "predictions-html"):
+    for name in ("validation_html", "parameters_html", "predictions_html"):
         page = out[name].read_text()
         assert "<tbody><tr" in page and "not enough data" in page  # a row that says why
 

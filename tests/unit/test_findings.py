@@ -9,9 +9,9 @@ import pytest
 
 from conftest import aggregate, make_cell
 from dpscale.analysis import findings, fits
-from dpscale.cli import main as cli
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
+from dpscale.steps.findings import findings as findings_step
 
 PEAK = {"tflop_s": 0.5, "ci95": 0.01, "n": 5, "dtype": "fp32", "framework": "torch"}
 SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11", "matmul_peak": PEAK}
@@ -68,18 +68,17 @@ def tables(tmp_path):
     return out
 
 
-def run_findings(tables, *extra):
-    cli(
-        [
-            "findings",
-            *("--cells", str(tables / "cells.csv"), "--scaling", str(tables / "scaling.csv")),
-            *("--fits", str(tables / "fits.csv"), "--break-even", str(tables / "break_even.csv")),
-            *("--findings", str(tables / "findings.csv"), "--html", str(tables / "findings.html")),
-            *("--top", str(tables / "findings_top.json")),
-            *extra,
-        ]
-    )
-    return pd.read_csv(tables / "findings.csv")
+def run_findings(tables, inputs=(), cells_dir=""):
+    """The findings rule's step on the tables, with the extra inputs named."""
+    names = ("cells", "scaling", "fits", "break_even", *inputs)
+    outputs = {
+        "csv": tables / "findings.csv",
+        "html": tables / "findings.html",
+        "top": tables / "findings_top.json",
+    }
+    params = {"title": "Findings", "cells_dir": cells_dir, "prices": "null"}
+    findings_step({name: tables / f"{name}.csv" for name in names}, outputs, params)
+    return pd.read_csv(outputs["csv"])
 
 
 def test_findings_one_row_per_layout_with_break_even_verdict(tables):
@@ -135,11 +134,7 @@ def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
     tta = deltas[keys].assign(speedup=[1.5, 9.0, math.nan])
     deltas.to_csv(tables / "accuracy_delta.csv", index=False)
     tta.to_csv(tables / "time_to_accuracy.csv", index=False)
-    table = run_findings(
-        tables,
-        *("--accuracy-delta", str(tables / "accuracy_delta.csv")),
-        *("--time-to-accuracy", str(tables / "time_to_accuracy.csv")),
-    ).set_index("strategy")
+    table = run_findings(tables, ("accuracy_delta", "time_to_accuracy")).set_index("strategy")
     ddp = table.loc["torch-ddp"]
     assert ddp["accuracy_delta_linear"] == pytest.approx(-0.002)
     assert ddp["accuracy_delta_none_ci95"] == pytest.approx(0.02)
@@ -241,7 +236,7 @@ def test_the_landing_page_gives_the_quality_and_a_finding_lost_to_contamination_
 ):
     tables = tmp_path / "tables"
     aggregate(tables, write_results(tmp_path, contaminated_world=2))
-    table = run_findings(tables, "--cells-dir", "results/s/cells").set_index("strategy")
+    table = run_findings(tables, cells_dir="results/s/cells").set_index("strategy")
     top = json.loads((tables / "findings_top.json").read_text())
     two = make_cell(devices=2, batch=4).cell_id
     assert (

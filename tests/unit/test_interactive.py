@@ -8,7 +8,7 @@ import pytest
 from test_findings import write_results
 
 from conftest import aggregate
-from dpscale.cli import main as cli
+from dpscale.steps.findings import interactive_figures
 
 
 @pytest.fixture(scope="module")
@@ -17,14 +17,8 @@ def pages(tmp_path_factory):
     tables = root / "tables"
     aggregate(tables, write_results(root))
     out = {"throughput": root / "throughput.html", "speedup": root / "speedup.html"}
-    cli(
-        [
-            "interactive-figures",
-            *("--cells", str(tables / "cells.csv"), "--fits", str(tables / "fits.csv")),
-            *("--scaling", str(tables / "scaling.csv")),
-            *("--throughput", str(out["throughput"]), "--speedup", str(out["speedup"])),
-        ]
-    )
+    inputs = {name: tables / f"{name}.csv" for name in ("cells", "fits", "scaling")}
+    interactive_figures(inputs, out, {})
     return {name: path.read_text() for name, path in out.items()}
 
 

@@ -18,15 +18,13 @@ rule aggregate:
     localrule: True
     params:
         results=cell_results(exclude=("collectives",)),
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli aggregate --cells {output.cells} --windows {output.windows}"
-        " --fits {output.fits} --scaling {output.scaling} --break-even {output.break_even}"
-        " --repeatability {output.repeatability} {params.results} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule accuracy:
     input:
-        cell_results("train"),
+        results=cell_results("train"),
     output:
         runs=f"{TABLES}/training_runs.csv",
         epochs=f"{TABLES}/training_epochs.csv",
@@ -62,11 +60,8 @@ rule accuracy:
     localrule: True
     resources:
         bench_slot=1,  # it can start while cells measure: never beside one
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli accuracy --runs {output.runs} --epochs {output.epochs}"
-        " --summary {output.summary} --deltas {output.deltas} --tta {output.tta}"
-        " --deltas-html {output.deltas_html} --tta-html {output.tta_html}"
-        " --curves {output.curves} --epoch-time {output.epoch_time} {input} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 # The machine's drift through the run: the reference cell measured at intervals (config drift;
@@ -85,9 +80,8 @@ rule drift:
     log:
         f"{LOGS}/drift.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli drift --cells {input.cells} --table {output.table}"
-        " --figure {output.figure} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule startup:
@@ -104,6 +98,5 @@ rule startup:
     log:
         f"{LOGS}/startup.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli startup --cells {input.cells} --table {output.table}"
-        " --figure {output.figure} > {log} 2>&1"
+    script:
+        "../scripts/step.py"

@@ -5,7 +5,7 @@
 
 rule collectives:
     input:
-        cell_results("collectives"),
+        results=cell_results("collectives"),
     output:
         table=f"{TABLES}/collectives.csv",
         fits=f"{TABLES}/comm_fits.csv",
@@ -26,7 +26,5 @@ rule collectives:
     localrule: True
     resources:
         bench_slot=1,  # it can start while cells measure: never beside one
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli collectives --table {output.table}"
-        " --fits {output.fits} --fits-html {output.fits_html} --figure {output.figure}"
-        " {input} > {log} 2>&1"
+    script:
+        "../scripts/step.py"

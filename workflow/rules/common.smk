@@ -169,20 +169,6 @@ def training_tables(with_runs=False):
     return {name: f"{TABLES}/{name}.csv" for name in names}
 
 
-def training_args(wildcards, input):
-    names = {
-        "accuracy_delta": "--accuracy-delta",
-        "time_to_accuracy": "--time-to-accuracy",
-    }
-    return " ".join(
-        f"{flag} {input[name]}" for name, flag in names.items() if name in input.keys()
-    )
-
-
-def post_table_args(wildcards, input):
-    return " ".join(f"--table {name}={path}" for name, path in input.items())
-
-
 def rst_text(line):
     """Plain text for reStructuredText: markup characters escaped."""
     return re.sub(r"([\\*`_|])", r"\\\1", line)

@@ -22,15 +22,9 @@ rule cost:
     params:
         prices=json.dumps(config["cost"]),
         accelerator=config["accelerator"],
-        runs=lambda wildcards, input: (
-            f"--runs {input.training_runs}" if "training_runs" in input.keys() else ""
-        ),
         title=f"Cost: study {config['study']}",
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli cost --cells {input.cells} {params.runs}"
-        " --prices {params.prices:q} --accelerator {params.accelerator}"
-        " --table {output.table} --to-target {output.to_target} --html {output.html}"
-        " --title {params.title:q} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule remedies:
@@ -58,16 +52,9 @@ rule remedies:
         f"{LOGS}/remedies.log",
     localrule: True
     params:
-        runs=lambda wildcards, input: (
-            f"--runs {input.training_runs}" if "training_runs" in input.keys() else ""
-        ),
         title=f"Communication remedies: study {config['study']}",
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli remedies --scaling {input.scaling} --cells {input.cells}"
-        " --break-even {input.break_even} {params.runs} --table {output.table}"
-        " --collectives {input.collectives}"
-        " --accuracy {output.accuracy} --top {output.top} --html {output.html}"
-        " --title {params.title:q} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule findings:
@@ -96,19 +83,11 @@ rule findings:
         f"{LOGS}/findings.log",
     localrule: True
     params:
-        training=training_args,
         title=f"Findings: study {config['study']}",
         cells_dir=CELLS_DIR,
         prices=json.dumps(config["cost"]),
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli findings --cells {input.cells} --scaling {input.scaling}"
-        " --fits {input.fits} --break-even {input.break_even} {params.training}"
-        " --predictions {input.predictions} --cells-dir {params.cells_dir:q}"
-        " --cost {input.cost} --cost-to-target {input.cost_to_target}"
-        " --prices {params.prices:q} --remedies {input.remedies}"
-        " --remedies-accuracy {input.remedies_accuracy} --remedies-top {input.remedies_top}"
-        " --findings {output.csv} --html {output.html} --top {output.top}"
-        " --title {params.title:q} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule post_vs_run:
@@ -132,11 +111,10 @@ rule post_vs_run:
         f"{LOGS}/post_vs_run.log",
     localrule: True
     params:
-        tables=post_table_args,
         reference=json.dumps(config["reference"]),
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli posts --reference {params.reference:q} {params.tables}"
-        " --csv {output.csv} --html {output.html} > {log} 2>&1"
+        title="The post vs this run",
+    script:
+        "../scripts/step.py"
 
 
 rule interactive_figures:
@@ -160,17 +138,15 @@ rule interactive_figures:
     log:
         f"{LOGS}/interactive_figures.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli interactive-figures --cells {input.cells} --fits {input.fits}"
-        " --scaling {input.scaling} --throughput {output.throughput}"
-        " --speedup {output.speedup} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule mfu_figure:
     input:
         cells=f"{TABLES}/cells.csv",
     output:
-        report(
+        figure=report(
             f"{FIGURES}/mfu.png",
             caption="../../report/mfu.rst",
             category="1. Throughput",
@@ -179,5 +155,5 @@ rule mfu_figure:
     log:
         f"{LOGS}/mfu_figure.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli mfu-figure --cells {input.cells} --out {output} > {log} 2>&1"
+    script:
+        "../scripts/step.py"

@@ -63,16 +63,5 @@ rule comm_model:
                 for key in ("networks", "predict", "devices_per_node", "batch_sizes")
             }
         ),
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli comm-model --windows {input.windows} --cells {input.cells}"
-        " --comm-fits {input.comm_fits} --study-config {params.study:q}"
-        " --parameters {output.parameters} --validation {output.validation}"
-        " --summary {output.summary} --predictions {output.predictions} --top {output.top}"
-        " --validation-html {output.validation_html}"
-        " --parameters-html {output.parameters_html}"
-        " --predictions-html {output.predictions_html}"
-        " --remedies {output.remedies} --remedy-validation {output.remedy_validation}"
-        " --remedy-predictions {output.remedy_predictions}"
-        " --remedies-html {output.remedies_html}"
-        " --validation-figure {output.validation_figure}"
-        " --throughput-figure {output.throughput_figure} > {log} 2>&1"
+    script:
+        "../scripts/step.py"

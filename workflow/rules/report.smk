@@ -35,11 +35,8 @@ rule figures:
     log:
         f"{LOGS}/figures.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli figures --cells {input.cells} --windows {input.windows}"
-        " --fits {input.fits} --scaling {input.scaling} --throughput {output.throughput}"
-        " --speedup {output.speedup} --residuals {output.residuals}"
-        " --frameworks {output.frameworks} > {log} 2>&1"
+    script:
+        "../scripts/step.py"
 
 
 rule html_tables:
@@ -89,9 +86,5 @@ rule html_tables:
     log:
         f"{LOGS}/html_tables.log",
     localrule: True
-    shell:
-        "$DPSCALE_PYTHON -m dpscale.cli html-tables --cells {input.cells} {output.cells}"
-        " --fits {input.fits} {output.fits} --scaling {input.scaling} {output.scaling}"
-        " --break-even {input.break_even} {output.break_even}"
-        " --repeatability {input.repeatability} {output.repeatability}"
-        " --systems {output.systems} > {log} 2>&1"
+    script:
+        "../scripts/step.py"

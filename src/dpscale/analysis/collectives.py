@@ -1,5 +1,5 @@
 """Tidy tables of collectives cells: one row per (cell, message size), and the alpha-beta
-fit per strategy, network and layout (analysis.comm)."""
+fit per strategy, network and layout (analysis.alpha_beta)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis import comm
+from dpscale.analysis import alpha_beta
 from dpscale.plan import ring
 from dpscale.plan.comm import NONE, Comm
 
@@ -128,7 +128,9 @@ def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
                     "every cell of this group is contaminated (other work took CPU from it): "
                     "left out, as from the throughput fits; measure it on a quiet machine"
                 )
-            fit = comm.fit_alpha_beta(points["message_bytes"], points["time_s"], row["world_size"])
+            fit = alpha_beta.fit_alpha_beta(
+                points["message_bytes"], points["time_s"], row["world_size"]
+            )
         except (ValueError, RuntimeError) as error:
             row.update(status="not fitted", reason=str(error), points=len(points))
         else:

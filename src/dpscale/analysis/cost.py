@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import LAYOUT, crossover_images, mean_rate
 
 NO_PRICE = "no price given"
@@ -128,6 +129,7 @@ def _against_one_device(row: dict[str, Any], rates: pd.DataFrame) -> dict[str, f
 
 def cost_table(cells: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
     """One row per layout and per-device batch (ok synthetic cells, repeats averaged)."""
+    cells = without_remedies(cells)
     rates = mean_rate(cells)
     if rates.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -142,6 +144,7 @@ def cost_table(cells: pd.DataFrame, prices: Prices | None) -> pd.DataFrame:
 def cost_to_target(runs: pd.DataFrame, prices: Prices | None, accelerator: str) -> pd.DataFrame:
     """DAWNBench's cost per training configuration: mean time to the target accuracy over
     its seeds (NaN unless every seed reached it) x nodes x price per node-hour."""
+    runs = without_remedies(runs)
     keys = ["strategy", "model", "network", "nodes", "world_size", "batch_per_device", "lr_rule"]
     columns = [*keys, "time_to_target_s", "node_hours_to_target", "cost_to_target"]
     if runs.empty or "time_to_target_s" not in runs.columns:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images
 
 NOT_MEASURED = "not measured"
@@ -102,6 +103,7 @@ def contaminated_cells(cells: pd.DataFrame, layout: dict[str, Any], group: pd.Da
 
 def quality_line(cells: pd.DataFrame) -> str:
     """The study's measurement quality in one sentence, for the landing page."""
+    cells = without_remedies(cells)
     measured = cells[cells["status"] == "ok"] if "status" in cells.columns else cells.iloc[:0]
     if measured.empty or "quality" not in measured.columns:
         return "Measurement quality: no cell was measured."
@@ -454,11 +456,15 @@ def findings_table(
     to_target: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per strategy x model x network x multi-device layout, with a verdict."""
+    cells, scaling, fits, break_even = (
+        without_remedies(table) for table in (cells, scaling, fits, break_even)
+    )
     predictions = predictions if predictions is not None else pd.DataFrame()
     costs = with_network(costs) if costs is not None and not costs.empty else pd.DataFrame()
-    to_target = to_target if to_target is not None else pd.DataFrame()
-    deltas = deltas if deltas is not None else pd.DataFrame()
-    tta = tta if tta is not None else pd.DataFrame()
+    to_target, deltas, tta = (
+        without_remedies(table) if table is not None else pd.DataFrame()
+        for table in (to_target, deltas, tta)
+    )
     rules = lr_rules(deltas)
     rows = []
     for layout in layouts(cells).to_dict("records"):

@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from dpscale.analysis.rows import without_remedies
+
 COLUMNS = [
     "quantity",
     "unit",
@@ -95,7 +97,12 @@ def comparison_rows(
 
 
 def post_vs_run(reference: dict[str, Any] | None, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The post's numbers beside this run's, one row per comparison and matching strategy."""
+    """The post's numbers beside this run's, one row per comparison and matching strategy.
+    The remedies' tables are read whole, every other table without the remedies' rows."""
+    tables = {
+        name: table if name.startswith("remedies") else without_remedies(table)
+        for name, table in tables.items()
+    }
     rows = []
     for comparison in (reference or {}).get("comparisons", []):
         rows += comparison_rows(comparison, tables)

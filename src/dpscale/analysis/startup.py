@@ -8,6 +8,7 @@ import math
 import pandas as pd
 from scipy import stats
 
+from dpscale.analysis.rows import without_remedies
 from dpscale.plan.result import STARTUP_PHASES
 
 LAYOUT = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
@@ -38,6 +39,7 @@ def _ci95(values: pd.Series) -> float:
 def startup_table(cells: pd.DataFrame) -> pd.DataFrame:
     """One row per layout: its cells' mean phases, the mean time to the first window and to
     the end of the first step, with 95% intervals over the cells (batch sizes and repeats)."""
+    cells = without_remedies(cells)
     ok = measured(cells)
     ok = ok[ok["startup_s"].notna()]
     columns = [*LAYOUT, "cells", *PHASE_COLUMNS, "startup_s", "startup_s_ci95"]

@@ -177,17 +177,42 @@ def _comm_columns(system: dict[str, Any]) -> dict[str, Any]:
     return {"comm_hook": applied.get("hook"), "wire_ratio": applied.get("wire_ratio", math.nan)}
 
 
+# The columns of the report's page of every cell (cells.csv has them all)
+CELL_COLUMNS = [
+    "strategy",
+    "model",
+    "cell_id",
+    "comm",
+    "status",
+    "reason",
+    "quality",
+    "foreign_cpu_cores_mean",
+    "world_size",
+    "batch_per_device",
+    "global_batch",
+    "img_s_mean",
+    "img_s_ci95",
+    "img_s_median",
+    "img_s_p10",
+    "img_s_p90",
+    "img_s_cv",
+    "img_s_per_device_mean",
+    "step_time_s_mean",
+    "achieved_tflop_s",
+    "peak_tflop_s",
+    "mfu",
+    "host",
+]
+
+
+def cell_columns(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells as the report's page shows them."""
+    return cells.reindex(columns=CELL_COLUMNS)
+
+
 def with_comm(table: pd.DataFrame) -> pd.DataFrame:
     """A table from before the comm dimension (or built by hand) reads as comm ``none``."""
     return table if "comm" in table.columns else table.assign(comm="none")
-
-
-def without_remedies(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of cells without a communication remedy: for the analyses that compare
-    layouts and networks (the remedies have their own table, analysis.remedies)."""
-    if "comm" not in table.columns:
-        return table
-    return table[table["comm"].fillna("none") == "none"].reset_index(drop=True)
 
 
 def _interpreter_columns(system: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis import fits
+from dpscale.analysis.rows import without_remedies
 
 EMBED_OPTIONS = {"actions": False, "renderer": "svg"}
 WIDTH, HEIGHT = 420, 300
@@ -129,6 +130,7 @@ def _throughput_panel(points: pd.DataFrame, curves: pd.DataFrame, model: str) ->
 
 
 def throughput_chart(cells: pd.DataFrame, fit_table: pd.DataFrame) -> alt.TopLevelMixin:
+    cells, fit_table = without_remedies(cells), without_remedies(fit_table)
     points = throughput_points(cells)
     if points.empty:
         return _message_chart("No successful throughput cells to plot.")
@@ -165,6 +167,7 @@ def _speedup_panel(data: pd.DataFrame, model: str, top: int) -> alt.LayerChart:
 
 def speedup_chart(scaling: pd.DataFrame) -> alt.TopLevelMixin:
     """Weak-scaling speedup vs devices, one line per strategy and per-device batch."""
+    scaling = without_remedies(scaling)
     data = scaling[scaling["world_size"] > 1]
     if data.empty:
         return _message_chart("No multi-device cells with a 1-device baseline.")

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from dpscale.analysis.rows import without_remedies  # noqa: E402
+
 NO_PEAK = (
     "MFU not measured: these results carry no matmul peak (system.matmul_peak);\n"
     "rerun the cells with a dpscale that measures it."
@@ -37,6 +39,7 @@ def mfu_points(cells: pd.DataFrame) -> pd.DataFrame:
 def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
     """MFU (%) against per-device batch: one panel per model, colour = strategy, marker =
     device count."""
+    cells = without_remedies(cells)
     points = mfu_points(cells)
     if points.empty:
         _message(path, NO_PEAK)

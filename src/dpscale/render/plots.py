@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dpscale.analysis import fits  # noqa: E402
+from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
@@ -67,6 +68,7 @@ def throughput_figure(
     cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path, known: Sequence[str] = ()
 ) -> None:
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
+    cells, fit_table = without_remedies(cells), without_remedies(fit_table)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
         empty_figure(path, "No successful throughput cells to plot.")
@@ -118,6 +120,7 @@ def throughput_figure(
 
 def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Weak-scaling speedup vs device count with the ideal line."""
+    scaling = without_remedies(scaling)
     layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
     scaling = scaling[layouts > 1]
     if scaling.empty:
@@ -159,6 +162,7 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
 
 def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
     """Measured step time relative to the fitted law, per window."""
+    windows, fit_table = without_remedies(windows), without_remedies(fit_table)
     fitted = fit_table[fit_table["status"] == "ok"]
     if windows.empty or fitted.empty:
         empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
@@ -193,6 +197,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
 def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Global img/s of every strategy on the same cells: one panel per model and device
     layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
+    cells = without_remedies(cells)
     from dpscale.analysis.tables import point_means
 
     points = point_means(cells[cells["mode"] == "synthetic"])
@@ -251,6 +256,7 @@ def collectives_figure(
     """All-reduce bus bandwidth vs message size (log-log): a panel per network, a colour per
     strategy, a line style per layout; bars from the 10th to the 90th percentile window, the
     fitted ring model (alpha, beta) as a thin line."""
+    table, comm_fits = without_remedies(table), without_remedies(comm_fits)
     if table.empty:
         empty_figure(path, "No collective cells in this study (mode collectives).")
         return

@@ -12,11 +12,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
 
 def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:
     """Validation accuracy per epoch: mean over seeds with its range, 1 vs N devices per rule."""
+    epochs = without_remedies(epochs)
     if epochs.empty:
         empty_figure(path, "No training cells in this study (add 'train' to modes).")
         return
@@ -50,6 +52,7 @@ def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:
 
 def epoch_time_figure(runs: pd.DataFrame, path: Path) -> None:
     """Mean training time per epoch against device count, one line per per-device batch."""
+    runs = without_remedies(runs)
     ok = runs[runs["status"] == "ok"]
     if ok.empty:
         empty_figure(path, "No training cells in this study (add 'train' to modes).")

@@ -228,7 +228,7 @@ def break_even(
 ) -> float:
     """Smallest global batch B at which the N-rank configuration finishes a step sooner
     than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8).
-    ``step``: the step-time model (a remedy's, commmodel.remedies)."""
+    ``step``: the step-time model (a remedy's, commmodel.remedy_fit)."""
     ranks = float(multi.ranks[0])
 
     def gain(global_batch: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Remedies in the communication model (analysis.commmodel.remedies): the encode time and
+"""Remedies in the communication model (analysis.commmodel.remedy_fit): the encode time and
 the overlap recovered from synthetic remedy cells, held-out predictions that hold out, and
 predictions in which fewer bytes make distribution pay sooner."""
 
@@ -12,7 +12,7 @@ import pytest
 from test_commmodel import PARAMS, TRUE, analyse, synthetic_windows
 
 from dpscale.analysis import commmodel
-from dpscale.analysis.commmodel import remedies
+from dpscale.analysis.commmodel import remedy_fit
 
 ENCODE = 0.05  # s per step
 REMEDY_LAYOUTS = [(2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]
@@ -61,7 +61,7 @@ def cells_with(comm: str, ratio: float) -> pd.DataFrame:
 def test_the_encode_time_and_overlap_are_recovered(comm, ratio, g):
     groups, *_ = analyse(synthetic_windows(1.0))
     windows = remedy_windows(comm, ratio, g)
-    fitted, table, validation = remedies.fit_remedies(
+    fitted, table, validation = remedy_fit.fit_remedies(
         groups, windows, cells_with(comm, ratio), {"m": PARAMS}
     )
     row = table.iloc[0]
@@ -77,7 +77,7 @@ def test_a_held_out_remedy_cell_does_not_inform_its_own_prediction():
     groups, *_ = analyse(synthetic_windows(1.0))
     windows = remedy_windows("fp16", 2.0, 1.0)
     windows.loc[0, "step_time_s"] *= 3  # one wild cell
-    _, _, validation = remedies.fit_remedies(
+    _, _, validation = remedy_fit.fit_remedies(
         groups, windows, cells_with("fp16", 2.0), {"m": PARAMS}
     )
     held = validation[validation["scheme"] == "leave one cell out"].set_index(
@@ -89,22 +89,22 @@ def test_a_held_out_remedy_cell_does_not_inform_its_own_prediction():
 
 def test_fewer_bytes_make_distribution_pay_from_a_smaller_batch():
     groups, *_ = analyse(synthetic_windows(1.0))
-    fitted, table, _ = remedies.fit_remedies(
+    fitted, table, _ = remedy_fit.fit_remedies(
         groups, remedy_windows("fp16", 2.0, 1.0), cells_with("fp16", 2.0), {"m": PARAMS}
     )
     predict = {"networks": [{"name": "eth", "bandwidth": "1gbit"}], "nodes": [2]}
-    table_ = remedies.remedy_predictions(fitted, predict, [1], [8, 64])
+    table_ = remedy_fit.remedy_predictions(fitted, predict, [1], [8, 64])
     eth = table_[table_["network"] == "eth"]
     assert not eth.empty
     assert (eth["break_even_global_batch"] < eth["break_even_none"]).all()
     assert (eth["speedup"] > eth["speedup_none"]).all()
-    lines = remedies.remedy_lines(table_, table)
+    lines = remedy_fit.remedy_lines(table_, table)
     assert any("with fp16 from" in line and "over eth" in line for line in lines)
 
 
 def test_a_remedy_without_a_recorded_ratio_is_not_fitted_and_says_why():
     groups, *_ = analyse(synthetic_windows(1.0))
-    _, table, _ = remedies.fit_remedies(
+    _, table, _ = remedy_fit.fit_remedies(
         groups, remedy_windows("fp16", 2.0, 1.0), pd.DataFrame(), {"m": PARAMS}
     )
     assert table.iloc[0]["status"] == "not fitted"

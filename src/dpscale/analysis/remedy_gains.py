@@ -24,7 +24,7 @@ import pandas as pd
 
 from dpscale.analysis import fits
 from dpscale.analysis.accuracy import welch_interval
-from dpscale.analysis.commmodel.remedies import batch_words, remedy_ratios
+from dpscale.analysis.commmodel.remedy_fit import batch_words, remedy_ratios
 from dpscale.analysis.findings import LAYOUT as FINDINGS_LAYOUT
 from dpscale.analysis.findings import layout_words, readable_model
 

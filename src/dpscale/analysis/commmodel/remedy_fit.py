@@ -75,7 +75,7 @@ REMEDY_PREDICTION_COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Remedy:
+class RemedyTerms:
     """What the model knows of a remedy before fitting, and its encode time once fitted."""
 
     comm: str
@@ -84,7 +84,7 @@ class Remedy:
     encode_s: float = 0.0
 
 
-def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: Remedy) -> np.ndarray:
+def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: RemedyTerms) -> np.ndarray:
     """The step times of ``rows`` with the remedy applied (module docstring)."""
     sent = dataclasses.replace(rows, message=rows.message / remedy.ratio)
     compute, network = parts(values, sent)
@@ -92,12 +92,14 @@ def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: Remedy) ->
     return combine(compute, network, math.inf if remedy.hidden else values["g"])
 
 
-def _log_error(values: dict[str, Any], rows: Design, remedy: Remedy, measured: np.ndarray):
+def _log_error(values: dict[str, Any], rows: Design, remedy: RemedyTerms, measured: np.ndarray):
     predicted = np.maximum(remedy_step_seconds(values, rows, remedy), MIN_STEP)
     return np.log(predicted) - np.log(measured)
 
 
-def fit_encode(values: dict[str, Any], rows: Design, remedy: Remedy, measured: np.ndarray) -> float:
+def fit_encode(
+    values: dict[str, Any], rows: Design, remedy: RemedyTerms, measured: np.ndarray
+) -> float:
     """The encode time e (s) that fits the remedy's cells best on the log scale."""
     result = optimize.minimize_scalar(
         lambda e: float(
@@ -122,7 +124,7 @@ def fit_remedies(
     windows: pd.DataFrame,
     cells: pd.DataFrame,
     trainable_params: dict[str, int],
-) -> tuple[list[tuple[GroupModel, Remedy]], pd.DataFrame, pd.DataFrame]:
+) -> tuple[list[tuple[GroupModel, RemedyTerms]], pd.DataFrame, pd.DataFrame]:
     """Each remedy of each strategy and model with a fitted model without one: (fitted
     remedies, their parameter rows, their held-out validation)."""
     if windows.empty or "comm" not in windows:
@@ -142,7 +144,7 @@ def fit_remedies(
             rows.append(dict(base, status="not fitted", reason=reason))
             continue
         assert group is not None and group.chosen is not None
-        remedy = Remedy(comm, ratio, comm.split("-")[0] in HIDDEN)
+        remedy = RemedyTerms(comm, ratio, comm.split("-")[0] in HIDDEN)
         fit = group.fits[group.chosen]
         design_rows = design(obs, group.links, fit.parameters.free_links, emulation=True)
         measured = obs["step_time_s"].to_numpy(dtype=float)
@@ -179,7 +181,7 @@ def _unfit_reason(group: GroupModel | None, ratio: float, obs: pd.DataFrame) -> 
 
 
 def _validate(
-    values: dict[str, Any], obs: pd.DataFrame, rows: Design, remedy: Remedy, base: dict
+    values: dict[str, Any], obs: pd.DataFrame, rows: Design, remedy: RemedyTerms, base: dict
 ) -> pd.DataFrame:
     """Each cell held out (e refitted on the others; alone, e = 0), and every cell
     predicted from the remedy's bytes alone (e = 0)."""
@@ -223,7 +225,7 @@ def _empty_validation() -> pd.DataFrame:
 
 
 def remedy_predictions(
-    fitted: Sequence[tuple[GroupModel, Remedy]],
+    fitted: Sequence[tuple[GroupModel, RemedyTerms]],
     predict: dict[str, Any],
     default_devices: Sequence[int],
     default_batches: Sequence[int],
@@ -269,7 +271,7 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
         return []
     multi, single = _subset(rows, [0]), _subset(rows, [1])
     values = fit.values
-    none = Remedy("none", 1.0, False)
+    none = RemedyTerms("none", 1.0, False)
     base = {
         "strategy": group.strategy,
         "model": group.model,
@@ -296,7 +298,9 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
     return out
 
 
-def _break_even(values: dict[str, Any], multi: Design, single: Design, remedy: Remedy) -> float:
+def _break_even(
+    values: dict[str, Any], multi: Design, single: Design, remedy: RemedyTerms
+) -> float:
     return break_even(
         values, multi, single, step=lambda v, rows: remedy_step_seconds(v, rows, remedy)
     )
@@ -350,7 +354,7 @@ __all__ = [
     "REMEDY_COLUMNS",
     "REMEDY_PREDICTION_COLUMNS",
     "REMEDY_VALIDATION_COLUMNS",
-    "Remedy",
+    "RemedyTerms",
     "batch_words",
     "fit_encode",
     "fit_remedies",

@@ -1,4 +1,4 @@
-"""analysis.remedies: each remedy beside the same cell without one, ChainerMN's fraction
+"""analysis.remedy_gains: each remedy beside the same cell without one, ChainerMN's fraction
 recovered, the accuracy cost with its Welch interval, and the finding in words."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from dpscale.analysis import remedies
+from dpscale.analysis import remedy_gains
 
 LAYOUT = {"strategy": "torch-ddp", "model": "resnet18-imagenet64-c10", "mode": "synthetic"}
 
@@ -48,15 +48,17 @@ CELLS = pd.DataFrame(
 
 def test_fraction_recovered_is_chainermn_s_measure():
     # their run: 21.3 h on 10 GbE, 7.71 h with the remedy, 6.96 h on InfiniBand
-    per_hour = remedies.fraction_recovered(1 / 21.3, 1 / 7.71, 1 / 6.96, is_fastest=False)
-    assert per_hour == pytest.approx(remedies.CHAINERMN_RECOVERED)
-    assert abs(remedies.CHAINERMN_RECOVERED - 0.948) < 1e-3
-    assert math.isnan(remedies.fraction_recovered(50, 80, 100, is_fastest=True))
-    assert math.isnan(remedies.fraction_recovered(100, 120, 90, is_fastest=False))  # no cost
+    per_hour = remedy_gains.fraction_recovered(1 / 21.3, 1 / 7.71, 1 / 6.96, is_fastest=False)
+    assert per_hour == pytest.approx(remedy_gains.CHAINERMN_RECOVERED)
+    assert abs(remedy_gains.CHAINERMN_RECOVERED - 0.948) < 1e-3
+    assert math.isnan(remedy_gains.fraction_recovered(50, 80, 100, is_fastest=True))
+    assert math.isnan(remedy_gains.fraction_recovered(100, 120, 90, is_fastest=False))  # no cost
 
 
 def test_each_remedy_is_set_beside_the_same_cell_without_one():
-    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame()).set_index(["network", "comm"])
+    table = remedy_gains.remedies_table(SCALING, CELLS, pd.DataFrame()).set_index(
+        ["network", "comm"]
+    )
     fp16 = table.loc[("1gbe", "fp16")]
     assert fp16["gain_vs_none"] == pytest.approx(1.6)
     assert fp16["fastest_network"] == "10gbe" and fp16["wire_ratio"] == 2.0
@@ -66,7 +68,7 @@ def test_each_remedy_is_set_beside_the_same_cell_without_one():
 
 
 def test_the_finding_names_the_best_remedy_with_its_accuracy_cost():
-    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame())
+    table = remedy_gains.remedies_table(SCALING, CELLS, pd.DataFrame())
     runs = pd.DataFrame(
         [
             {
@@ -93,27 +95,27 @@ def test_the_finding_names_the_best_remedy_with_its_accuracy_cost():
             ]
         ]
     )
-    accuracy = remedies.accuracy_table(runs)
+    accuracy = remedy_gains.accuracy_table(runs)
     assert accuracy.iloc[0]["accuracy_delta_vs_none"] == pytest.approx(-0.04)
     assert accuracy.iloc[0]["accuracy_delta_vs_none_ci95"] > 0
-    lines = remedies.finding_lines(table, accuracy)
+    lines = remedy_gains.finding_lines(table, accuracy)
     assert len(lines) == 1  # 1gbe is slow; 10gbe is the fastest network
     assert "What helps on 1gbe" in lines[0] and "powersgd-r2 helps most" in lines[0]
     assert "recovering 89% of what 1gbe cost against 10gbe" in lines[0]
     assert "final accuracy -4.0 points" in lines[0] and "1 node x 2 devices" in lines[0]
-    without = remedies.finding_lines(table, pd.DataFrame())
+    without = remedy_gains.finding_lines(table, pd.DataFrame())
     assert "its accuracy cost is not measured" in without[0]
 
 
 def test_findings_csv_gets_the_best_remedy_per_layout():
-    table = remedies.remedies_table(SCALING, CELLS, pd.DataFrame())
+    table = remedy_gains.remedies_table(SCALING, CELLS, pd.DataFrame())
     findings = pd.DataFrame(
         [
-            {**{k: v for k, v in point(n, "none", 1).items() if k in remedies.ACCURACY_KEY}}
+            {**{k: v for k, v in point(n, "none", 1).items() if k in remedy_gains.ACCURACY_KEY}}
             for n in ("1gbe", "10gbe")
         ]
     )
-    out = remedies.findings_columns(findings, table, pd.DataFrame()).set_index("network")
+    out = remedy_gains.findings_columns(findings, table, pd.DataFrame()).set_index("network")
     assert out.loc["1gbe", "best_remedy"] == "powersgd-r2"
     assert out.loc["1gbe", "best_remedy_gain"] == pytest.approx(1.8)
     assert pd.isna(out.loc["10gbe", "best_remedy"])
@@ -122,5 +124,5 @@ def test_findings_csv_gets_the_best_remedy_per_layout():
 def test_the_page_says_why_it_has_no_rows():
     from dpscale.render.findings_page import remedies_html
 
-    page = remedies_html(pd.DataFrame(columns=remedies.REMEDY_COLUMNS), pd.DataFrame(), [], "t")
+    page = remedies_html(pd.DataFrame(columns=remedy_gains.REMEDY_COLUMNS), pd.DataFrame(), [], "t")
     assert "<tbody><tr" in page and "no remedy cell across processes was measured" in page

@@ -1,0 +1,55 @@
+"""The bodies of the workflow's analysis and report rules, one function per rule.
+
+Every such rule runs ``workflow/scripts/step.py`` (Snakemake's ``script:`` directive), which
+calls :func:`run_rule`: the rule's name picks its function here, and the function gets the
+rule's named inputs, outputs and params as plain mappings, so each file name is written once,
+in its rule. A step reads its inputs, calls ``analysis`` for the numbers and ``render`` for
+the pages and figures, writes its outputs and returns one line for the rule's log. Which rows
+an analysis reads (with or without the communication remedies) is the analysis' own business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dpscale.steps import findings, model, tables
+
+Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
+
+STEPS: dict[str, Step] = {
+    "aggregate": tables.aggregate,
+    "html_tables": tables.html_tables,
+    "figures": tables.figures,
+    "accuracy": tables.accuracy,
+    "collectives": tables.collectives,
+    "drift": tables.drift,
+    "startup": tables.startup,
+    "cost": findings.cost,
+    "remedies": findings.remedies,
+    "findings": findings.findings,
+    "post_vs_run": findings.post_vs_run,
+    "interactive_figures": findings.interactive_figures,
+    "mfu_figure": findings.mfu_figure,
+    "comm_model": model.comm_model,
+}
+
+
+def named(items: Any) -> dict[str, Any]:
+    """A Snakemake Namedlist's named entries as a plain dict (lists stay lists)."""
+    return {name: (list(value) if isinstance(value, list) else value) for name, value in items}
+
+
+def run_rule(smk: Any) -> None:
+    """Run the step of rule ``smk.rule`` with the rule's files; its output goes to the log."""
+    step = STEPS[smk.rule]
+    log = Path(smk.log[0]) if smk.log else None
+    with contextlib.ExitStack() as stack:
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(log.open("w", encoding="utf-8"))
+            stack.enter_context(contextlib.redirect_stdout(handle))
+            stack.enter_context(contextlib.redirect_stderr(handle))
+        print(step(named(smk.input.items()), named(smk.output.items()), named(smk.params.items())))

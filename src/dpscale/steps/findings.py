@@ -1,0 +1,111 @@
+"""Steps that answer the study's question: cost, remedies, findings, the post beside this
+run, interactive and MFU figures (rules in workflow/rules/findings.smk)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dpscale.analysis import cost as costs
+from dpscale.analysis import findings as fnd
+from dpscale.analysis import posts as pst
+from dpscale.analysis import remedy_gains as rem
+from dpscale.analysis.answer import answer_paragraph
+from dpscale.render import findings_page, interactive
+from dpscale.render.html import write_table_html
+from dpscale.render.mfu_plot import mfu_figure as draw_mfu
+from dpscale.steps.io import figure_path, read, read_lines, read_optional, write, write_lines
+
+Files = Mapping[str, Any]
+
+
+def cost(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells.csv (and training runs) + the config's prices -> cost tables and page."""
+    prices = costs.Prices.from_config(json.loads(params["prices"]))
+    table = costs.cost_table(read(inputs["cells"]), prices)
+    write(table, outputs["table"])
+    runs = read_optional(inputs.get("training_runs"))
+    to_target = costs.cost_to_target(runs, prices, params["accelerator"])
+    write(to_target, outputs["to_target"])
+    page = findings_page.cost_html(table, prices, params["title"], to_target)
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    return f"[dpscale] cost of {len(table)} layouts and batches"
+
+
+def remedies(inputs: Files, outputs: Files, params: Files) -> str:
+    """Each communication remedy beside no remedy, its accuracy cost, its page and the
+    findings in words."""
+    table = rem.remedies_table(
+        read(inputs["scaling"]),
+        read(inputs["cells"]),
+        read(inputs["break_even"]),
+        read_optional(inputs["collectives"]),
+    )
+    accuracy = rem.accuracy_table(read_optional(inputs.get("training_runs")))
+    lines = rem.finding_lines(table, accuracy)
+    write(table, outputs["table"])
+    write(accuracy, outputs["accuracy"])
+    write_lines(lines, outputs["top"])
+    page = findings_page.remedies_html(table, accuracy, lines, params["title"])
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    return f"[dpscale] {len(table)} remedy points, {len(accuracy)} with training runs"
+
+
+def findings(inputs: Files, outputs: Files, params: Files) -> str:
+    """Tables -> findings.csv, its HTML page and the top findings (the answer first)."""
+    cells = read(inputs["cells"])
+    prices = costs.Prices.from_config(json.loads(params.get("prices", "null")))
+    given = read_optional(inputs.get("cost"))
+    layout_costs = fnd.with_network(given if "cost" in inputs else costs.cost_table(cells, prices))
+    table = fnd.findings_table(
+        cells,
+        read(inputs["scaling"]),
+        read(inputs["fits"]),
+        read(inputs["break_even"]),
+        read_optional(inputs.get("accuracy_delta")),
+        read_optional(inputs.get("time_to_accuracy")),
+        read_optional(inputs.get("predictions")),
+        cells_dir=params.get("cells_dir", ""),
+        costs=layout_costs,
+        to_target=read_optional(inputs.get("cost_to_target")),
+    )
+    if "remedies" in inputs:
+        remedies = read_optional(inputs["remedies"])
+        table = rem.findings_columns(
+            table, remedies, read_optional(inputs.get("remedies_accuracy"))
+        )
+    table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
+    page = findings_page.findings_html(table, params.get("title", "Findings"))
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    answer = answer_paragraph(table, layout_costs, prices, fnd.quality_line(cells))
+    top = [answer, *read_lines(inputs.get("remedies_top")), *fnd.top_findings(table)]
+    write_lines(top, outputs["top"])
+    return f"[dpscale] {len(table)} findings rows"
+
+
+def post_vs_run(inputs: Files, outputs: Files, params: Files) -> str:
+    """The study's reference section (the post's numbers) beside this run's tables."""
+    reference = json.loads(params["reference"])
+    tables = {name: read_optional(path) for name, path in inputs.items()}
+    table = pst.post_vs_run(reference, tables)
+    write(table, outputs["csv"])
+    write_table_html(
+        pst.display_table(table), outputs["html"], params["title"], pst.page_note(reference)
+    )
+    return f"[dpscale] {len(table)} post-vs-run rows"
+
+
+def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
+    """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
+    chart = interactive.throughput_chart(read(inputs["cells"]), read(inputs["fits"]))
+    interactive.save_inline(chart, Path(outputs["throughput"]))
+    speedup = interactive.speedup_chart(read(inputs["scaling"]))
+    interactive.save_inline(speedup, Path(outputs["speedup"]))
+    return "[dpscale] interactive figures written"
+
+
+def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
+    draw_mfu(read(inputs["cells"]), figure_path(outputs["figure"]))
+    return "[dpscale] MFU figure drawn"

@@ -1,0 +1,56 @@
+"""The communication model's step: fitted, validated on held-out cells, used for predictions
+(rule comm_model in workflow/rules/model.smk)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dpscale.analysis.commmodel.study import study_model
+from dpscale.render import commmodel_plots
+from dpscale.render.html import write_table_html
+from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
+
+Files = Mapping[str, Any]
+
+TABLES = (
+    "parameters",
+    "validation",
+    "summary",
+    "predictions",
+    "remedies",
+    "remedy_validation",
+    "remedy_predictions",
+)
+
+
+def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
+    """windows + cells (+ comm_fits) -> the model's parameters, held-out validation,
+    predictions, their HTML pages and figures."""
+    model = study_model(
+        read_optional(inputs["windows"]),
+        read_optional(inputs["cells"]),
+        read_optional(inputs["comm_fits"]),
+        json.loads(params["study"]),
+    )
+    for name in TABLES:
+        write(getattr(model, name), outputs[name])
+    write_lines(model.lines, outputs["top"])
+    remedies = or_message(model.remedies, "remedies", "no remedy cells")
+    write_table_html(remedies, outputs["remedies_html"], "Communication model: remedies")
+    validation = model.validation
+    chosen = validation[validation["chosen"].astype(bool)] if not validation.empty else validation
+    pages = {
+        "validation_html": (chosen, "held-out prediction errors"),
+        "parameters_html": (model.parameters, "fitted parameters"),
+        "predictions_html": (model.predictions, "predictions"),
+    }
+    for name, (frame, title) in pages.items():
+        shown = or_message(frame, "communication model", model.lines)
+        write_table_html(shown, outputs[name], f"Communication model: {title}")
+    commmodel_plots.validation_figure(validation, figure_path(outputs["validation_figure"]))
+    commmodel_plots.throughput_figure(
+        model.windows, model.groups, figure_path(outputs["throughput_figure"])
+    )
+    return f"[dpscale] comm model: {' '.join(model.lines)}"

@@ -1,0 +1,136 @@
+"""Steps from cell results to tidy tables, their HTML pages and figures (rules in
+workflow/rules/analysis.smk, report.smk, collectives.smk)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dpscale.analysis import accuracy as acc
+from dpscale.analysis import collectives as coll
+from dpscale.analysis import tables as tbl
+from dpscale.analysis.drift import drift_sentence, drift_table
+from dpscale.analysis.startup import startup_table
+from dpscale.registry import STRATEGIES
+from dpscale.render import plots, training_plots
+from dpscale.render.drift_plot import drift_figure
+from dpscale.render.html import write_table_html
+from dpscale.render.startup_plot import startup_figure
+from dpscale.steps.io import figure_path, or_message, read, write
+
+Files = Mapping[str, Any]
+
+
+def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
+    """Throughput cells -> cells, windows, fits, scaling, break-even, repeatability."""
+    results = tbl.load_results(params["results"])
+    cells = tbl.cells_table(results)
+    windows = tbl.windows_table(results)
+    fits = tbl.add_fit_mfu(tbl.fits_table(windows), cells)
+    frames = {
+        "cells": cells,
+        "windows": windows,
+        "fits": fits,
+        "scaling": tbl.scaling_table(cells),
+        "break_even": tbl.break_even_table(fits, cells),
+        "repeatability": tbl.repeatability_table(cells),
+    }
+    for name, frame in frames.items():
+        write(frame, outputs[name])
+    counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
+    excluded = int(fits["excluded_points"].fillna(0).sum())
+    return (
+        f"[dpscale] {len(cells)} cells {counts}; {int((fits['status'] == 'ok').sum())} "
+        f"fits ({excluded} windows of contaminated cells left out)"
+    )
+
+
+def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
+    """The tidy tables as the report's HTML pages (captions: report/*.rst)."""
+    cells = read(inputs["cells"])
+    write_table_html(tbl.cell_columns(cells), outputs["cells"], "Every cell")
+    write_table_html(tbl.systems_table(cells), outputs["systems"], "Systems")
+    repeatability = or_message(
+        read(inputs["repeatability"]),
+        "repeatability",
+        "not measured: every configuration ran once (measure.repeats)",
+    )
+    write_table_html(repeatability, outputs["repeatability"], "Repeatability across repeats")
+    write_table_html(read(inputs["fits"]), outputs["fits"], "Throughput-law fits")
+    write_table_html(
+        read(inputs["break_even"]),
+        outputs["break_even"],
+        "Break-even global batch (strong scaling)",
+    )
+    write_table_html(
+        read(inputs["scaling"]), outputs["scaling"], "Weak-scaling speedup and efficiency"
+    )
+    return f"[dpscale] {len(cells)} cells as HTML"
+
+
+def figures(inputs: Files, outputs: Files, params: Files) -> str:
+    """Throughput, speedup, residuals and frameworks figures (those in ``outputs``)."""
+    known = list(STRATEGIES)
+    cells, fits = read(inputs["cells"]), read(inputs["fits"])
+    kinds = {
+        "throughput": lambda path: plots.throughput_figure(cells, fits, path, known),
+        "speedup": lambda path: plots.speedup_figure(read(inputs["scaling"]), path, known),
+        "residuals": lambda path: plots.residuals_figure(read(inputs["windows"]), fits, path),
+        "frameworks": lambda path: plots.framework_figure(cells, path, known),
+    }
+    drawn = [kind for kind in kinds if kind in outputs]
+    for kind in drawn:
+        kinds[kind](figure_path(outputs[kind]))
+    return f"[dpscale] figures: {', '.join(drawn)}"
+
+
+def accuracy(inputs: Files, outputs: Files, params: Files) -> str:
+    """Training cells -> tidy tables, accuracy and epoch-time figures, HTML tables."""
+    results = acc.training_results(tbl.load_results(inputs["results"]))
+    runs, epochs = acc.runs_table(results), acc.epochs_table(results)
+    deltas, tta = acc.delta_table(runs), acc.time_to_accuracy_table(runs)
+    frames = {
+        "runs": runs,
+        "epochs": epochs,
+        "summary": acc.summary_table(runs),
+        "deltas": deltas,
+        "tta": tta,
+    }
+    for name, frame in frames.items():
+        write(frame, outputs[name])
+    training_plots.accuracy_curves(epochs, figure_path(outputs["curves"]))
+    training_plots.epoch_time_figure(runs, figure_path(outputs["epoch_time"]))
+    write_table_html(deltas, outputs["deltas_html"], "Accuracy against the 1-device baseline")
+    write_table_html(tta, outputs["tta_html"], "Time to accuracy")
+    return f"[dpscale] {len(runs)} training cells, {int((runs['status'] == 'ok').sum())} ok"
+
+
+def collectives(inputs: Files, outputs: Files, params: Files) -> str:
+    """Collectives cells -> per-size table, alpha-beta fits, bus-bandwidth figure, HTML."""
+    sizes = coll.collectives_table(tbl.load_results(inputs["results"]))
+    comm_fits = coll.comm_fits_table(sizes)
+    write(sizes, outputs["table"])
+    write(comm_fits, outputs["fits"])
+    plots.collectives_figure(sizes, comm_fits, figure_path(outputs["figure"]), list(STRATEGIES))
+    shown = or_message(
+        comm_fits, "alpha-beta fits", "no collective cells in this study (mode collectives)"
+    )
+    write_table_html(shown, outputs["fits_html"], "All-reduce latency and bandwidth (ring model)")
+    fitted = int((comm_fits["status"] == "ok").sum())
+    return f"[dpscale] {len(sizes)} message sizes; {fitted} fits"
+
+
+def drift(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells.csv -> the drift probes' table and trace."""
+    table = drift_table(read(inputs["cells"]))
+    write(table, outputs["table"])
+    drift_figure(table, figure_path(outputs["figure"]))
+    return drift_sentence(table)
+
+
+def startup(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells.csv -> start-up per layout (table and stacked bars)."""
+    table = startup_table(read(inputs["cells"]))
+    write(table, outputs["table"])
+    startup_figure(table, figure_path(outputs["figure"]))
+    return f"[dpscale] start-up of {len(table)} layouts"
