@@ -56,31 +56,10 @@ def display_table(findings: pd.DataFrame) -> pd.DataFrame:
     return text
 
 
-PAGE_NOTE = (
-    "One row per strategy x model x network x device layout, against the same strategy on one "
-    "device. Speedup and efficiency: weak scaling at the largest per-device batch measured. "
-    "Break-even: the global batch from which N devices finish a step sooner than one (strong "
-    "scaling, from the fitted laws T(b) = b/v0 + t_c). b90 / b90_1: per-device batch from which "
-    "the N-device / 1-device configuration reaches 90% of its ceiling. Accuracy delta: final "
-    "validation accuracy minus the 1-device run at the base batch, in percentage points, with "
-    "its Welch 95% half-width, per learning-rate rule; tta_speedup: time-to-accuracy speedup. "
-    "'not measured' means the study has no measurement for it: nothing is extrapolated in the "
-    "measured columns. The two predicted columns are the communication model's (5. Network "
-    "model; its held-out errors are there), speedup vs one device at the same per-device batch "
-    "with a 95% prediction interval: with more devices (more nodes on the same network, or "
-    "more devices on one node) and on the what-if networks of the config's predict section; "
-    "'not predicted' where the model was not fitted (too few measurements). Start-up: launch "
-    "to the end of the first step, against one node with as many devices (or one device); "
-    "reference_first_below_images: the run length below which that layout finishes first. "
-    "Node-hours and cost at the largest per-device batch (cost per layout: 0. Findings); "
-    "'no price given' without a cost section in the config."
-)
-
-
 def findings_html(findings: pd.DataFrame, title: str) -> str:
     """A self-contained page: the top findings as sentences, then the full table."""
     items = "".join(f"<li>{escape(line)}</li>" for line in top_findings(findings, limit=20))
-    page = table_html(display_table(findings), title, PAGE_NOTE)
+    page = table_html(display_table(findings), title)
     page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
     return page.replace("<table>", f"<ul class='findings'>{items}</ul><table>", 1)
 
@@ -144,12 +123,6 @@ def remedies_html(table: pd.DataFrame, accuracy: pd.DataFrame, lines: list[str],
     note = (
         " ".join(lines)
         or "No remedy cell across processes was measured (config comm: its default is none)."
-    ) + (
-        " Rows: per remedy and layout across processes, img/s (95% CI), speedup over 1 device, "
-        "gain over the same cell without a remedy, the fraction of the slow network's cost it "
-        "recovers against the fastest network measured (ChainerMN's measure; empty on the "
-        "fastest network), the wire ratio the runners recorded and the break-even global batch "
-        "with the remedy and without."
     )
     if table.empty:  # the report says why, not "No rows"
         table = pd.DataFrame({"remedies": ["no remedy cell across processes was measured"]})
