@@ -9,13 +9,9 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
-from dpscale.analysis.findings import (
-    delta_words,
-    is_known,
-    layout_words,
-    matching_rows,
-    readable_model,
-)
+from dpscale.analysis.findings import matching_rows
+from dpscale.analysis.words import delta_words, is_known, layout_words, readable_model
+from dpscale.plan.columns import LAYOUT
 
 
 def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
@@ -25,9 +21,7 @@ def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
 
 
 def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | None:
-    mine = matching_rows(
-        findings, row, ["strategy", "model", "network", "nodes", "devices_per_node"]
-    )
+    mine = matching_rows(findings, row, LAYOUT)
     return mine.iloc[0].to_dict() if not mine.empty else None
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
-from dpscale.analysis.startup import LAYOUT, crossover_images, mean_rate
+from dpscale.analysis.startup import crossover_images, mean_rate
+from dpscale.plan.columns import LAYOUT, RUN
 
 NO_PRICE = "no price given"
 NO_EPOCH = "no epoch size given"
@@ -145,7 +146,7 @@ def cost_to_target(runs: pd.DataFrame, prices: Prices | None, accelerator: str) 
     """DAWNBench's cost per training configuration: mean time to the target accuracy over
     its seeds (NaN unless every seed reached it) x nodes x price per node-hour."""
     runs = without_remedies(runs)
-    keys = ["strategy", "model", "network", "nodes", "world_size", "batch_per_device", "lr_rule"]
+    keys = [*RUN, "network", "nodes", "world_size", "batch_per_device", "lr_rule"]
     columns = [*keys, "time_to_target_s", "node_hours_to_target", "cost_to_target"]
     if runs.empty or "time_to_target_s" not in runs.columns:
         return pd.DataFrame(columns=columns)

@@ -11,7 +11,6 @@ or "not predicted" where the model was not fitted.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -19,12 +18,13 @@ import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images
+from dpscale.analysis.words import delta_words, is_known, layout_words, readable_model
+from dpscale.plan.columns import LAYOUT, RUN
 
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
 MAX_PREDICTIONS_LISTED = 4
 DEFAULT_NETWORK = "host"
-LAYOUT = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
 THROUGHPUT_COLUMNS = [
     "batch_per_device",
     "global_batch",
@@ -179,7 +179,7 @@ def accuracy_numbers(
     """Final-accuracy delta (with its Welch 95% half-width) and time-to-accuracy speedup of
     this layout under every learning-rate rule, at its largest per-device training batch;
     NaN where that run does not exist. The accuracy tables key layouts by world size only."""
-    keys = ["strategy", "model", "world_size"]
+    keys = [*RUN, "world_size"]
     numbers: dict[str, float] = {}
     for rule in rules:
         numbers[f"accuracy_delta_{rule}"] = math.nan
@@ -197,25 +197,8 @@ def accuracy_numbers(
     return numbers
 
 
-def readable_model(key: str) -> str:
-    """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``."""
-    match = re.fullmatch(r"resnet(\d+)-([a-z]+?)(\d+)-c(\d+)", str(key))
-    if not match:
-        return str(key)
-    depth, _, size, classes = match.groups()
-    return f"ResNet-{depth} ({size} px, {classes} classes)"
-
-
-def layout_words(nodes: int, devices_per_node: int, network: str) -> str:
-    """``1 node x 2 devices`` or ``2 nodes x 1 device over 1gbe``."""
-    node = "1 node" if nodes == 1 else f"{nodes} nodes"
-    device = "1 device" if devices_per_node == 1 else f"{devices_per_node} devices"
-    return f"{node} x {device}" + (f" over {network}" if nodes > 1 else "")
-
-
 def _cost_rows(costs: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
-    keys = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
-    return _largest_batch(matching_rows(costs, row, keys))
+    return _largest_batch(matching_rows(costs, row, LAYOUT))
 
 
 def startup_reference(row: dict[str, Any], costs: pd.DataFrame) -> pd.DataFrame:
@@ -258,7 +241,7 @@ def cost_numbers(
             )
             numbers["reference_first_below_images"] = images if longer == "b" else math.inf
     if not to_target.empty:
-        keys = ["strategy", "model", "world_size", "nodes"]
+        keys = [*RUN, "world_size", "nodes"]
         cheapest = _largest_batch(matching_rows(to_target, row, keys))["cost_to_target"].dropna()
         numbers["cost_to_target"] = float(cheapest.min()) if not cheapest.empty else math.nan
     return numbers
@@ -336,10 +319,6 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     return numbers
 
 
-def is_known(value: float) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def throughput_verdict(row: dict[str, Any]) -> str | None:
     """What the throughput measurements say about this layout, in words (None: nothing)."""
     n = int(row["world_size"])
@@ -361,19 +340,6 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
             f"{speedup:.2f}x as fast as 1 ({100 * row['efficiency']:.0f}% efficiency{slower})"
         )
     return "; ".join(parts) if parts else None
-
-
-def delta_words(points: float, half: float) -> str:
-    """An accuracy delta (percentage points) and its 95% half-width, in words."""
-    if not is_known(half):
-        return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
-    lowest, highest = points - half, points + half
-    if lowest > 0 or highest < 0:
-        sense = "higher" if points > 0 else "lower"
-        interval = f"95% CI {lowest:+.1f} to {highest:+.1f}"
-        return f"final accuracy {abs(points):.1f} points {sense} ({interval})"
-    spread = f"{points:+.1f} ± {half:.1f} points"
-    return f"final accuracy not distinguishable from 1 device ({spread})"
 
 
 def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:

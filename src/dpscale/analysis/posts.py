@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
+from dpscale.plan.columns import RUN
 
 COLUMNS = [
     "quantity",
@@ -27,7 +28,6 @@ COLUMNS = [
     "run_rows",
     "note",
 ]
-RUN_GROUP = ["strategy", "model"]
 
 
 def _filtered(table: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
@@ -61,7 +61,7 @@ def _run_values(spec: dict[str, Any], tables: dict[str, pd.DataFrame]) -> list[d
     rows = rows.assign(_value=_converted(rows, spec)).dropna(subset=["_value"])
     if rows.empty:
         return []
-    group = [c for c in RUN_GROUP if c in rows.columns]
+    group = [c for c in RUN if c in rows.columns]
     out = []
     for key, part in rows.groupby(group, sort=True) if group else [((), rows)]:
         named = dict(zip(group, key if isinstance(key, tuple) else (key,), strict=True))

@@ -24,14 +24,13 @@ import pandas as pd
 
 from dpscale.analysis import fits
 from dpscale.analysis.accuracy import welch_interval
-from dpscale.analysis.commmodel.remedy_fit import batch_words, remedy_ratios
-from dpscale.analysis.findings import LAYOUT as FINDINGS_LAYOUT
-from dpscale.analysis.findings import layout_words, readable_model
+from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
+from dpscale.analysis.words import batch_words, layout_words, readable_model
+from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
 
-LAYOUT = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
-POINT = [*LAYOUT, "batch_per_device"]
+MODE_POINT = [*MODE_LAYOUT, "batch_per_device"]
 REMEDY_COLUMNS = [
-    *POINT,
+    *MODE_POINT,
     "comm",
     "img_s",
     "img_s_ci95",
@@ -53,7 +52,7 @@ REMEDY_COLUMNS = [
 ]
 # the collectives table's layout columns a remedy row is matched on
 COLLECTIVE_KEY = ["strategy", "network", "nodes", "devices_per_node", "world_size"]
-ACCURACY_KEY = FINDINGS_LAYOUT
+ACCURACY_KEY = LAYOUT
 ACCURACY_COLUMNS = [
     *ACCURACY_KEY,
     "batch_per_device",
@@ -85,18 +84,18 @@ def remedies_table(
     if scaling.empty or "comm" not in scaling:
         return pd.DataFrame(columns=REMEDY_COLUMNS)
     multi = scaling[scaling["world_size"] > 1]
-    none = multi[multi["comm"] == "none"].set_index(POINT)
+    none = multi[multi["comm"] == "none"].set_index(MODE_POINT)
     ratios = remedy_ratios(cells)
     rows = []
     for row in multi[multi["comm"] != "none"].to_dict("records"):
-        key = tuple(row[k] for k in POINT)
+        key = tuple(row[k] for k in MODE_POINT)
         if key not in none.index:
             continue
         plain = none.loc[key]
         fastest, fast_img_s = _fastest_network(none, row)
         rows.append(
             {
-                **{k: row[k] for k in POINT},
+                **{k: row[k] for k in MODE_POINT},
                 "comm": row["comm"],
                 "img_s": row["img_s"],
                 "img_s_ci95": row["img_s_ci95"],
@@ -174,7 +173,7 @@ def _break_even(table: pd.DataFrame, row: dict[str, Any], comm: str) -> float:
     if table.empty or "comm" not in table:
         return math.nan
     found = table[
-        (table["comm"] == comm) & np.logical_and.reduce([table[k] == row[k] for k in LAYOUT])
+        (table["comm"] == comm) & np.logical_and.reduce([table[k] == row[k] for k in MODE_LAYOUT])
     ]
     return float(found["break_even_global_batch"].iloc[0]) if len(found) else math.nan
 
@@ -225,12 +224,14 @@ def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
     between_nodes = table[table["fastest_network"].notna()]
     slow = between_nodes[between_nodes["network"] != between_nodes["fastest_network"]]
     largest = slow[
-        slow["batch_per_device"] == slow.groupby(LAYOUT)["batch_per_device"].transform("max")
+        slow["batch_per_device"] == slow.groupby(MODE_LAYOUT)["batch_per_device"].transform("max")
     ]
     ranked = largest.assign(
         _even=largest["break_even_global_batch"].fillna(math.inf),
     ).sort_values(["_even", "gain_vs_none"], ascending=[True, False])
-    return ranked.groupby(LAYOUT, sort=True).head(1).drop(columns="_even").reset_index(drop=True)
+    return (
+        ranked.groupby(MODE_LAYOUT, sort=True).head(1).drop(columns="_even").reset_index(drop=True)
+    )
 
 
 def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:

@@ -9,9 +9,9 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.rows import without_remedies
+from dpscale.plan.columns import LAYOUT
 from dpscale.plan.result import STARTUP_PHASES
 
-LAYOUT = ["strategy", "model", "network", "nodes", "devices_per_node", "world_size"]
 PHASE_COLUMNS = [f"startup_{phase}_s" for phase in STARTUP_PHASES]
 # what a real run pays before its first step has finished: every phase but dpscale's own
 # warm-up steps (a real run's later steps are steps of the run)

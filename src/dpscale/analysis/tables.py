@@ -16,21 +16,11 @@ import pandas as pd
 from dpscale.analysis import fits
 from dpscale.analysis.collectives import comm_key
 from dpscale.plan import ring
+from dpscale.plan.columns import FIT_GROUP, POINT
 from dpscale.plan.result import STARTUP_PHASES, read_result
 
-FIT_GROUP = [
-    "strategy",
-    "model",
-    "mode",
-    "nodes",
-    "network",
-    "comm",
-    "devices_per_node",
-    "world_size",
-]
-POINT_KEY = [*FIT_GROUP, "batch_per_device"]
 SCALING_COLUMNS = [
-    *POINT_KEY,
+    *POINT,
     "img_s",
     "img_s_ci95",
     "baseline_img_s",
@@ -308,7 +298,7 @@ def cells_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame([cell_row(r) for r in results])
     if table.empty:
         return table
-    return table.sort_values(POINT_KEY + ["repeat"]).reset_index(drop=True)
+    return table.sort_values(POINT + ["repeat"]).reset_index(drop=True)
 
 
 def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -317,7 +307,7 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
         measurement = result.get("measurement")
         if result["status"] != "ok" or not measurement:
             continue
-        keep = POINT_KEY + ["cell_id", "repeat", "quality"]
+        keep = POINT + ["cell_id", "repeat", "quality"]
         base = {k: v for k, v in cell_row(result).items() if k in keep}
         steps = measurement["steps_per_window"]
         for index, (seconds, rate) in enumerate(
@@ -334,7 +324,7 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
             )
     columns = [
         "cell_id",
-        *POINT_KEY,
+        *POINT,
         "repeat",
         "quality",
         "window",
@@ -387,7 +377,7 @@ def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 REPEATABILITY_COLUMNS = [
-    *POINT_KEY,
+    *POINT,
     "repeats",
     "img_s_mean",
     "img_s_sd",
@@ -404,14 +394,14 @@ def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=REPEATABILITY_COLUMNS)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     rows = []
-    for key, group in ok.groupby(POINT_KEY, sort=True):
+    for key, group in ok.groupby(POINT, sort=True):
         if len(group) < 2:
             continue
         rates = group["img_s_mean"].astype(float)
         quality = group["quality"] if "quality" in group else pd.Series(dtype=object)
         rows.append(
             {
-                **dict(zip(POINT_KEY, key, strict=True)),
+                **dict(zip(POINT, key, strict=True)),
                 "repeats": len(group),
                 "img_s_mean": rates.mean(),
                 "img_s_sd": rates.std(ddof=1),
@@ -427,8 +417,8 @@ def point_means(cells: pd.DataFrame) -> pd.DataFrame:
     cells = with_comm(cells)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
-        return pd.DataFrame(columns=[*POINT_KEY, "img_s", "img_s_ci95"])
-    grouped = ok.groupby(POINT_KEY, sort=True)
+        return pd.DataFrame(columns=[*POINT, "img_s", "img_s_ci95"])
+    grouped = ok.groupby(POINT, sort=True)
     means = grouped.agg(
         img_s=("img_s_mean", "mean"),
         img_s_ci95=("img_s_ci95", lambda s: float(np.sqrt((s**2).sum())) / len(s)),

@@ -18,6 +18,7 @@ import seaborn as sns  # noqa: E402
 from dpscale.analysis import fits  # noqa: E402
 from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
+from dpscale.plan.columns import MODE_LAYOUT  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -167,8 +168,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
     if windows.empty or fitted.empty:
         empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")
         return
-    keys = ["strategy", "model", "mode", "nodes", "network", "devices_per_node", "world_size"]
-    merged = windows.merge(fitted[[*keys, "v0", "t_c"]], on=keys)
+    merged = windows.merge(fitted[[*MODE_LAYOUT, "v0", "t_c"]], on=MODE_LAYOUT)
     predicted = fits.step_time(merged["batch_per_device"], merged["v0"], merged["t_c"])
     merged["residual_pct"] = 100 * (merged["step_time_s"] / predicted - 1)
     merged["group"] = merged["strategy"] + ", " + merged["world_size"].astype(str) + " dev"

@@ -27,6 +27,7 @@ from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.inputs import HOST, OBS_COLUMNS, Link, observations
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, combine, design, parts
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
+from dpscale.analysis.words import batch_words
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
 HIDDEN = ("delayed",)
@@ -343,19 +344,11 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def batch_words(value: float) -> str:
-    """A break-even global batch in words: "any batch", "never (up to 1e8)", "1,234"."""
-    if not np.isfinite(value):
-        return "never (up to 1e8)"
-    return "any batch" if value == 0 else f"{value:,.0f}"
-
-
 __all__ = [
     "REMEDY_COLUMNS",
     "REMEDY_PREDICTION_COLUMNS",
     "REMEDY_VALIDATION_COLUMNS",
     "RemedyTerms",
-    "batch_words",
     "fit_encode",
     "fit_remedies",
     "remedy_lines",

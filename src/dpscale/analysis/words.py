@@ -1,0 +1,48 @@
+"""Numbers and keys in words, for the sentences the report leads with."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+
+def is_known(value: float) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def readable_model(key: str) -> str:
+    """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``."""
+    match = re.fullmatch(r"resnet(\d+)-([a-z]+?)(\d+)-c(\d+)", str(key))
+    if not match:
+        return str(key)
+    depth, _, size, classes = match.groups()
+    return f"ResNet-{depth} ({size} px, {classes} classes)"
+
+
+def layout_words(nodes: int, devices_per_node: int, network: str) -> str:
+    """``1 node x 2 devices`` or ``2 nodes x 1 device over 1gbe``."""
+    node = "1 node" if nodes == 1 else f"{nodes} nodes"
+    device = "1 device" if devices_per_node == 1 else f"{devices_per_node} devices"
+    return f"{node} x {device}" + (f" over {network}" if nodes > 1 else "")
+
+
+def batch_words(value: float) -> str:
+    """A break-even global batch in words: "any batch", "never (up to 1e8)", "1,234"."""
+    if not np.isfinite(value):
+        return "never (up to 1e8)"
+    return "any batch" if value == 0 else f"{value:,.0f}"
+
+
+def delta_words(points: float, half: float) -> str:
+    """An accuracy delta (percentage points) and its 95% half-width, in words."""
+    if not is_known(half):
+        return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
+    lowest, highest = points - half, points + half
+    if lowest > 0 or highest < 0:
+        sense = "higher" if points > 0 else "lower"
+        interval = f"95% CI {lowest:+.1f} to {highest:+.1f}"
+        return f"final accuracy {abs(points):.1f} points {sense} ({interval})"
+    spread = f"{points:+.1f} ± {half:.1f} points"
+    return f"final accuracy not distinguishable from 1 device ({spread})"
