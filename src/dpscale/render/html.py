@@ -51,5 +51,5 @@ def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:
     )
 
 
-def write_table_html(frame: pd.DataFrame, path: Path, title: str, note: str = "") -> None:
-    path.write_text(table_html(frame, title, note), encoding="utf-8")
+def write_table_html(frame: pd.DataFrame, path: str | Path, title: str, note: str = "") -> None:
+    Path(path).write_text(table_html(frame, title, note), encoding="utf-8")
