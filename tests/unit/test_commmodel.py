@@ -12,6 +12,7 @@ import pytest
 
 from dpscale.analysis import commmodel
 from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.units import parse_quantity
 from dpscale.registry import STRATEGIES
 
 PARAMS = 11_000_000  # trainable parameters: 44 MB of fp32 gradients
@@ -262,14 +263,14 @@ def test_predict_defaults_are_filled_and_valid():
     filled = check_config(config, STRATEGIES)["predict"]
     assert [n["name"] for n in filled["networks"]] == ["10g", "25g", "100g"]
     for entry in filled["networks"]:
-        assert commmodel.parse_quantity(entry["bandwidth"], "bandwidth") >= 1e10
+        assert parse_quantity(entry["bandwidth"], "bandwidth") >= 1e10
 
 
 def test_parse_quantity_names_the_field():
-    assert commmodel.parse_quantity("25gbit", "f") == 25e9
-    assert commmodel.parse_quantity("50us", "f") == pytest.approx(5e-5)
+    assert parse_quantity("25gbit", "f") == 25e9
+    assert parse_quantity("50us", "f") == pytest.approx(5e-5)
     with pytest.raises(ValueError, match="^predict.x: '10GB'"):
-        commmodel.parse_quantity("10GB", "predict.x")
+        parse_quantity("10GB", "predict.x")
 
 
 def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -39,25 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from dpscale.plan.units import parse_quantity
+
 IP_TIMEOUT_S = 10
 SUBNET_PREFIX = "10.213"
 ETC_NETNS = Path("/etc/netns")  # ip netns exec NAME mounts ETC_NETNS/NAME/* over /etc/
 # Which launcher made which namespaces: on /run (tmpfs), gone at a reboot, as they are.
 OWNERS = Path("/run/dpscale/netns")
 TBF_LATENCY = "50ms"  # how long a packet may wait in the shaper's queue before it is dropped
-UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
 
 
 class NetnsError(RuntimeError):
     """An ip/tc command failed while the emulated network was being built."""
-
-
-def parse_quantity(text: str) -> float:
-    """``1gbit`` -> 1e9 (bit/s), ``100us`` -> 1e-4 (s)."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", text)
-    if not match or match.group(2) not in UNITS:
-        raise ValueError(f"{text!r}: expected a number with one of {sorted(UNITS)}")
-    return float(match.group(1)) * UNITS[match.group(2)]
 
 
 def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -21,6 +21,7 @@ from dpscale.plan import comm
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
+from dpscale.plan.units import DELAY, RATE
 
 
 class ConfigError(ValueError):
@@ -218,8 +219,6 @@ def _check_names(config: dict[str, Any], strategies: list[str]) -> None:
         )
 
 
-RATE = re.compile(r"^[0-9]+(\.[0-9]+)?(kbit|mbit|gbit)$")
-DELAY = re.compile(r"^[0-9]+(\.[0-9]+)?(us|ms)$")
 NETWORK_NAME = re.compile(r"^[a-z0-9]+$")
 NETWORK_KINDS = "'host', {name, rate[, delay]} (emulated) or {name, interface[, env]} (real)"
 

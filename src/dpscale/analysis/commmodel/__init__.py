@@ -58,11 +58,9 @@ from dpscale.analysis.commmodel.inputs import (
     HOST,
     INTRA,
     OBS_COLUMNS,
-    UNITS,
     Link,
     links_from_config,
     observations,
-    parse_quantity,
 )
 from dpscale.analysis.commmodel.model import (
     MIN_STEP,
@@ -104,7 +102,6 @@ __all__ = [
     "PARAMETER_COLUMNS",
     "PREDICTION_COLUMNS",
     "SUMMARY_COLUMNS",
-    "UNITS",
     "VALIDATION_COLUMNS",
     "Z95",
     "Design",
@@ -127,7 +124,6 @@ __all__ = [
     "model_curves",
     "observations",
     "parameter_rows",
-    "parse_quantity",
     "parts",
     "predicted_networks",
     "predictions",

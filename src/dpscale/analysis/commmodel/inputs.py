@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from dpscale.plan import ring
+from dpscale.plan.units import parse_quantity
 
 HOST = "host"  # the network column of one-node cells (and of a cluster's own network)
 INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
-UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "us": 1e-6, "ms": 1e-3}
 
 
 OBS_COLUMNS = [
@@ -28,17 +27,6 @@ OBS_COLUMNS = [
     "world_size",
     "batch_per_device",
 ]
-
-
-def parse_quantity(text: str, field_name: str) -> float:
-    """``10gbit`` -> 1e10 (bit/s), ``50us`` -> 5e-5 (s); ValueError naming the field."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", str(text))
-    if not match or match.group(2) not in UNITS:
-        raise ValueError(
-            f"{field_name}: {text!r} is not a quantity; allowed: a number with one of "
-            f"{sorted(UNITS)} (e.g. 10gbit, 50us)"
-        )
-    return float(match.group(1)) * UNITS[match.group(2)]
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from scipy import optimize
 
 from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
-from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link, parse_quantity
+from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, design, step_seconds
+from dpscale.plan.units import parse_quantity
 
 PREDICTION_COLUMNS = [
     "strategy",
