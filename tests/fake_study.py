@@ -14,9 +14,9 @@ import yaml
 from conftest import REPO
 from dpscale.analysis import fits
 from dpscale.launch.envs import READY_MARKER, env_folder_name
-from dpscale.plan.config import check_config
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, now_iso, write_result
+from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.runner.timing import throughput_measurement
 
@@ -35,7 +35,7 @@ def study_config(config_file: Path, results_dir: Path, env_dir: Path) -> dict[st
     with open(config_file, encoding="utf-8") as handle:
         config.update(yaml.safe_load(handle))
     config.update(results_dir=str(results_dir), env_dir=str(env_dir))
-    return check_config(config, STRATEGIES)
+    return plan_study(config, STRATEGIES)[0]
 
 
 def _measurement(strategy: str, world: int, batch: int, rng: np.random.Generator):

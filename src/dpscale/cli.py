@@ -8,15 +8,17 @@ from pathlib import Path
 
 def check_config_files(args: argparse.Namespace) -> None:
     """config.yaml, then each study file over it, as the workflow merges them."""
-    from dpscale.plan.config import ConfigError, check_config, load_yaml, merged
+    from dpscale.plan.config import load_yaml, merged
+    from dpscale.plan.errors import ConfigError
     from dpscale.plan.paths import REPO_ROOT
+    from dpscale.plan.study import plan_study
     from dpscale.registry import STRATEGIES
 
     config: dict = {}
     try:
         for path in [REPO_ROOT / "config.yaml", *args.files]:
             config = merged(config, load_yaml(path))
-        check_config(config, STRATEGIES)
+        plan_study(config, STRATEGIES)
     except ConfigError as error:
         raise SystemExit(f"dpscale: config error: {error}") from None
     print(f"dpscale: config ok: {', '.join(map(str, args.files)) or 'config.yaml'}")

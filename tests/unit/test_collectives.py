@@ -16,9 +16,10 @@ from dpscale.analysis.collectives import (
 )
 from dpscale.plan import ring
 from dpscale.plan.cell import Collectives, ModelConfig
-from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, validate_result
+from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.runner.records import collectives_record
 
@@ -82,7 +83,7 @@ def test_message_sizes_grow_by_the_factor_up_to_and_including_the_maximum():
 
 
 def check(config):
-    return check_config(config, STRATEGIES)
+    return plan_study(config, STRATEGIES)[0]
 
 
 @pytest.mark.parametrize(

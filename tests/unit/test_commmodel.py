@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from dpscale.analysis import commmodel
-from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.errors import ConfigError
+from dpscale.plan.study import plan_study
 from dpscale.plan.units import parse_quantity
 from dpscale.registry import STRATEGIES
 
@@ -245,7 +246,7 @@ def test_bad_predict_config_is_one_line_naming_the_field(predict, field):
         "predict": predict,
     }
     with pytest.raises(ConfigError) as error:
-        check_config(config, STRATEGIES)
+        plan_study(config, STRATEGIES)[0]
     message = str(error.value)
     assert "\n" not in message and message.startswith(field), message
 
@@ -260,7 +261,7 @@ def test_predict_defaults_are_filled_and_valid():
         "nodes": [1],
         "modes": ["synthetic"],
     }
-    filled = check_config(config, STRATEGIES)["predict"]
+    filled = plan_study(config, STRATEGIES)[0]["predict"]
     assert [n["name"] for n in filled["networks"]] == ["10g", "25g", "100g"]
     for entry in filled["networks"]:
         assert parse_quantity(entry["bandwidth"], "bandwidth") >= 1e10
@@ -346,7 +347,7 @@ def test_a_predicted_network_may_not_reuse_a_measured_networks_name():
         "predict": {"networks": [{"name": "slow", "bandwidth": "2gbit"}]},
     }
     with pytest.raises(ConfigError, match=r"^predict.networks\[0\].name: 'slow' is a measured"):
-        check_config(config, STRATEGIES)
+        plan_study(config, STRATEGIES)[0]
 
 
 def test_the_noise_floor_baseline_predicts_each_cell_from_its_own_layouts_other_batches():

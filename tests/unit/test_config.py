@@ -7,15 +7,17 @@ import yaml
 from conftest import ONE_PROCESS, REPO, make_cell
 from dpscale.cli import main as cli
 from dpscale.launch.kinds import kind
-from dpscale.plan.config import ConfigError, check_config, config_schema
+from dpscale.plan.config import config_schema
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import expand
+from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
 PRICES = {"currency": "EUR", "node_hour": {"cpu": 0.1}, "source": "a test", "date": "2026-11-01"}
 
 
 def check(config):
-    return check_config(config, STRATEGIES)
+    return plan_study(config, STRATEGIES)[0]
 
 
 def test_default_config_is_valid_and_gets_defaults(default_config):

@@ -9,7 +9,8 @@ import yaml
 
 from conftest import REPO
 from dpscale.analysis import posts
-from dpscale.plan.config import ConfigError, check_config
+from dpscale.plan.errors import ConfigError
+from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
 STUDIES = REPO / "studies"
@@ -19,7 +20,7 @@ PRESETS = sorted(p for p in STUDIES.glob("post*.yaml") if not p.stem.endswith("_
 def load_study(path: Path) -> dict:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config.update(yaml.safe_load(path.read_text()))
-    return check_config(config, STRATEGIES)
+    return plan_study(config, STRATEGIES)[0]
 
 
 def test_there_is_one_preset_per_post_each_with_a_mini_variant():
@@ -62,7 +63,7 @@ def test_a_malformed_reference_is_a_one_line_config_error():
         ],
     }
     with pytest.raises(ConfigError, match=r"reference\.comparisons\[0\]\.run\.table"):
-        check_config(config, STRATEGIES)
+        plan_study(config, STRATEGIES)[0]
 
 
 def comparison(value, run):

@@ -13,17 +13,19 @@ from dpscale.launch.interpreters import InterpreterError, probe_configured
 from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
-from dpscale.plan.config import ConfigError, check_config
-from dpscale.plan.matrix import expand as expand_matrix
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
+from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
-# strategies declare) with defaults filled in, and the rules a schema cannot express.
+# strategies declare) with defaults filled in, the rules a schema cannot express, and the
+# matrix, expanded once here (plan.study).
 try:
-    config.update(check_config(config, STRATEGIES))
+    checked, planned_cells = plan_study(config, STRATEGIES)
 except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
+config.update(checked)
 
 # Snakemake re-runs its job selector once a second per finished job while cells wait for the
 # bench slot; one pending re-evaluation at a time keeps its CPU flat (launch/scheduler_fix.py).
@@ -38,7 +40,7 @@ FIGURES = f"{RESULTS}/figures"
 LOGS = f"{RESULTS}/logs"
 CELLS_DIR = f"{RESULTS}/cells"
 DATA = config["train"]["data_dir"]
-CELLS = {cell.cell_id: cell for cell in expand_matrix(config, STRATEGIES)}
+CELLS = {cell.cell_id: cell for cell in planned_cells}
 # The order cells run in on one machine (repeats in turn, drift probes spread through it)
 RUN_PRIORITY = run_priorities(list(CELLS.values()))
 CELL_PATTERN = "{strategy}/{model}/{mode}/n{nodes}-d{devices}-b{batch}-r{repeat}"

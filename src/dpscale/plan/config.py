@@ -18,14 +18,11 @@ import jsonschema
 import yaml
 
 from dpscale.plan import comm
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.units import DELAY, RATE
-
-
-class ConfigError(ValueError):
-    """A bad study configuration; the message is one line naming the field."""
 
 
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
@@ -93,6 +90,7 @@ def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
 
 def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> dict[str, Any]:
     """Validate and return the config with defaults filled in; raise ConfigError otherwise.
+    The checks that need the matrix run in plan.study.plan_study, which calls this first.
 
     ``strategies``: the registered strategies (dpscale.registry.STRATEGIES): their names are
     the allowed ones, their own config keys are validated with the schemas they declare."""
@@ -110,10 +108,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_names(filled, sorted(strategies))
     _check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     _check_combinations(filled)
-    _check_collectives(filled)
     _check_paths(filled)
     _check_train_nodes(filled)
-    _check_drift(filled, strategies)
     _check_cost(filled)
     return filled
 
@@ -175,14 +171,6 @@ def _check_cost(config: dict[str, Any]) -> None:
                 f"cost.network_hour.{name}: {name!r} is not a network of the study between "
                 f"nodes; allowed: {networks}"
             )
-
-
-def _check_drift(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> None:
-    """drift.probes and drift.cell name a reference cell the study has (plan.matrix)."""
-    if config["drift"]["probes"]:
-        from dpscale.plan.matrix import expand  # it needs this module's checks itself
-
-        expand(config, strategies)
 
 
 def _check_interpreters(config: dict[str, Any], envs: list[str]) -> None:
@@ -330,18 +318,6 @@ def _check_combinations(config: dict[str, Any]) -> None:
         )
     if measure["max_windows"] is not None and measure["target_ci"] is None:
         raise ConfigError("measure.max_windows: only used with measure.target_ci; set both")
-
-
-def _check_collectives(config: dict[str, Any]) -> None:
-    from dpscale.plan.matrix import collectives_settings
-
-    settings = collectives_settings(config)
-    if settings.max_bytes < settings.min_bytes:
-        where = "max_bytes" if config["collectives"]["max_bytes"] is not None else "min_bytes"
-        raise ConfigError(
-            f"collectives.{where}: min_bytes ({settings.min_bytes}) must not exceed max_bytes "
-            f"({settings.max_bytes}{'' if where == 'max_bytes' else ', the largest gradient'})"
-        )
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

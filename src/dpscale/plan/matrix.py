@@ -10,7 +10,7 @@ from typing import Any
 
 from dpscale.plan import comm as comm_config
 from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
-from dpscale.plan.config import ConfigError
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.ring import gradient_bytes
 from dpscale.plan.strategy import Strategy
 
@@ -18,7 +18,8 @@ from dpscale.plan.strategy import Strategy
 def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
     """Every cell of the matrix, including those that cannot run (with ``skip_reason``).
 
-    ``config`` must already be checked (``dpscale.plan.config.check_config``);
+    ``config`` must already be checked (``dpscale.plan.config.check_config``; the workflow
+    calls both through ``dpscale.plan.study.plan_study``);
     ``strategies``: the registered strategies (dpscale.registry.STRATEGIES).
     """
     cells = []
