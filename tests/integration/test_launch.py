@@ -15,7 +15,7 @@ import pytest
 from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
-from dpscale.launch import contention, launcher
+from dpscale.launch import contention, failures, launcher
 from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
@@ -71,6 +71,7 @@ def fake_env(tmp_path, monkeypatch):
             "torch-ddp", "fake", "fake", "single", f"fake_runner_{behaviour}", False, True
         )
         monkeypatch.setattr(launcher, "strategy", lambda name: fake)
+        monkeypatch.setattr(failures, "strategy", lambda name: fake)  # its failure reasons
         return prefix
 
     return use
@@ -155,7 +156,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
         "Exit code: 1\n"
     )
-    status, reason = launcher.classify_failure(1, log, rank_prefix=kind("horovod").rank_prefix)
+    status, reason = failures.classify_failure(1, log, rank_prefix=kind("horovod").rank_prefix)
     assert status == "failed"
     assert (
         reason
