@@ -12,25 +12,22 @@ records what the job got (``system.allocation``).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import resource
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from dpscale.launch import contention, failures, netns, slurm
+from dpscale.launch import contention, failures, netns, slurm, supervise
 from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import (
     Placement,
@@ -54,7 +51,6 @@ from dpscale.runner.sysinfo import (
 )
 
 PROBE_TIMEOUT_S = 120
-TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
 
 
 def runtime_skip_reason(
@@ -117,32 +113,6 @@ def device_shortage(cell: Cell) -> str | None:
             f"(CUDA_VISIBLE_DEVICES={visible})"
         )
     return None
-
-
-@contextmanager
-def bench_lock(cell: Cell, log) -> Iterator[None]:
-    scope = (
-        "cpu"
-        if cell.accelerator == "cpu"
-        else "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "all")
-    )
-    path = (
-        Path(os.environ.get("DPSCALE_LOCK_DIR", tempfile.gettempdir()))
-        / f"dpscale-bench-{scope.replace(',', '_')}.lock"
-    )
-    with open(path, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"[dpscale] waiting for {path} (another cell is measuring)", file=log, flush=True)
-            waited = time.monotonic()
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            print(
-                f"[dpscale] lock acquired after {time.monotonic() - waited:.0f} s",
-                file=log,
-                flush=True,
-            )
-        yield
 
 
 def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -> str | None:
@@ -222,54 +192,6 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     return env
 
 
-def processes_with(token: str) -> list[int]:
-    """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
-    (every process a launch starts inherits it, whatever session or group it moves to)."""
-    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue  # gone, or not ours to read
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except OSError:
-        return "?"
-
-
-def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
-    """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
-    to their own session, such as horovodrun's, survive a kill of its group); bounded."""
-    leftovers = processes_with(token)
-    described = [f"{pid} {_cmdline(pid)[:160]}" for pid in leftovers]
-    for pid in leftovers:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while processes_with(token) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if leftovers:
-        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {described}", file=log)
-    return len(leftovers)
-
-
-def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
-    """The command as dpscale.launch.guard starts it: killed if this launcher dies (so are
-    its ranks, runner.faults.exit_with_parent), under an address-space cap when the cell sets
-    one."""
-    cap = [] if memory_limit_mb is None else [f"--memory-mb={memory_limit_mb}"]
-    return [sys.executable, "-m", "dpscale.launch.guard", *cap, "--", *command]
-
-
 def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
     """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
     prefix of a built environment). The result records the launcher's own footprint."""
@@ -279,17 +201,6 @@ def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Pat
         with open(log_path, "a") as log:
             print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
     return status
-
-
-def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
-    """This process's wall time since it was started (interpreter start-up included; the
-    kernel's start time has clock-tick resolution) and its peak memory and that of its
-    largest child (``getrusage``: the children that have been waited for)."""
-    started = startup.process_start_time(proc)
-    wall_s = round(time.time() - started, 3) if started is not None else None
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}
 
 
 def finish_result(
@@ -303,7 +214,7 @@ def finish_result(
     except (OSError, ValueError):
         return None
     quality = contention.annotate(result, sampler, cell) if sampler else None
-    result["system"]["launcher"] = launcher_footprint()
+    result["system"]["launcher"] = supervise.launcher_footprint()
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
     if job_id and result.get("startup"):
         result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
@@ -383,7 +294,7 @@ def _start(
     Outside SLURM the cell holds this machine's bench lock; inside a job the scheduler gave
     it its own CPUs and GPUs."""
     with (
-        bench_lock(cell, log) if allocation is None else nullcontext(),
+        supervise.bench_lock(cell, log) if allocation is None else nullcontext(),
         _placed(cell, allocation if srun else None, log) as placement,
     ):
         if placement is None:
@@ -392,13 +303,13 @@ def _start(
             rendered = kind(plan.launch).tasks(cell, python, runner, placement.tasks, free_port())
             command = [*placement.prefix, *rendered.argv]
             env.update(rendered.env)
-        command = guarded(command, cell.measure.memory_limit_mb)
+        command = supervise.guarded(command, cell.measure.memory_limit_mb)
         print("[dpscale] $ " + " ".join(command), file=log, flush=True)
         env[startup.LAUNCH_TIME_ENV] = repr(time.time())  # the start-up's origin
         try:
-            return _run(command, env, log, cell.measure.timeout_s)
+            return supervise.run_with_deadline(command, env, log, cell.measure.timeout_s)
         finally:  # also when Snakemake interrupts the launcher
-            reap_leftovers(env["DPSCALE_CELL_TOKEN"], log)
+            supervise.reap_leftovers(env["DPSCALE_CELL_TOKEN"], log)
 
 
 @dataclass(frozen=True)
@@ -422,36 +333,6 @@ def _placed(
             yield Placed(placement, nodes.exec_prefix(0))
     else:
         yield None
-
-
-def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
-    process = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        return _wait(process, timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
-        try:
-            process.wait(timeout=TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        return None
-    except BaseException:
-        os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
-        raise
-
-
-def _wait(process: subprocess.Popen, timeout_s: float) -> int:
-    """Wait without polling: ``Popen.wait(timeout)`` wakes up every 50 ms; a thread blocked
-    in ``waitpid`` and a timed join cost nothing while the runner runs."""
-    waiter = threading.Thread(target=process.wait, name="wait-runner", daemon=True)
-    waiter.start()
-    waiter.join(timeout_s)
-    if waiter.is_alive():
-        raise subprocess.TimeoutExpired(process.args, timeout_s)
-    return process.returncode
 
 
 def exit_on_sigterm() -> None:
