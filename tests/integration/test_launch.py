@@ -15,7 +15,7 @@ import pytest
 from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
-from dpscale.launch import contention, failures, launcher
+from dpscale.launch import checks, contention, failures, launcher
 from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
@@ -128,7 +128,7 @@ def test_oversubscribed_cpu_cell_is_skipped_with_the_numbers(tmp_path):
 
 
 def test_gpu_cell_without_gpus_fails_with_a_clear_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "nvidia_gpus", lambda: [])
+    monkeypatch.setattr(checks, "nvidia_gpus", lambda: [])
     status, result = run(make_cell(devices=2, accelerator="cuda"), Path("/nonexistent"), tmp_path)
     assert status == "failed"
     assert result["reason"].startswith("cell asks for 2 GPUs per node, the job sees 0")

@@ -1,6 +1,10 @@
 """Run one cell: decide whether it can run here, start its processes, and make sure a
 result file exists afterwards whatever happened (ok, oom, failed or skipped, with a reason).
 
+Read top to bottom, this module is the cell's story: the checks (dpscale.launch.checks),
+the environment, starting and waiting (dpscale.launch.supervise), settling the result
+(dpscale.launch.failures) and amending it with what the launch itself saw.
+
 Benchmark processes of different cells never overlap on one machine: each launch holds an
 exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
 Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so there is no lock;
@@ -16,7 +20,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,153 +30,81 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from dpscale.launch import contention, failures, netns, slurm, supervise
+from dpscale.launch import checks, contention, failures, netns, slurm, supervise
 from dpscale.launch.interpreters import Interpreter
-from dpscale.launch.kinds import (
-    Placement,
-    kind,
-    netns_placement,
-    runner_argv,
-    srun_placement,
-    uses_srun,
-)
+from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import SRC_DIR
 from dpscale.plan.result import now_iso, rewrite_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
 from dpscale.runner import startup
-from dpscale.runner.sysinfo import (
-    git_commit,
-    nvidia_gpus,
-    usable_cpus,
-    visible_gpu_count,
-)
-
-PROBE_TIMEOUT_S = 120
+from dpscale.runner.sysinfo import git_commit
 
 
-def runtime_skip_reason(
-    cell: Cell, allocation: slurm.Allocation | None = None, srun: bool = False
-) -> str | None:
-    """Reasons this machine cannot run a cell, decided where the cell runs.
+def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
+    """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
+    prefix of a built environment). The result records the launcher's own footprint."""
+    status, sampler = _launch(cell, out, interpreter, log_path)
+    quality = finish_result(out, sampler, cell)
+    if quality is not None:
+        with open(log_path, "a") as log:
+            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
+    return status
 
-    In a SLURM job whose ranks are SLURM tasks (``srun``) the nodes, CPUs and GPUs are
-    checked per node by the probe step instead (a job that got less fails the cell).
-    """
-    if cell.skip_reason:
-        return cell.skip_reason
-    emulated = cell.nodes > 1 and cell.network.emulated
-    if emulated and allocation is not None:
-        return (
-            f"network {cell.network.name!r} is emulated on one machine; in a SLURM job use "
-            "'host' or a real interconnect ({name, interface})"
-        )
-    if emulated:
-        reason = netns.unavailable(cell.network.delay)
+
+def _launch(
+    cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
+) -> tuple[str, contention.ContentionSampler | None]:
+    """The launch itself: its status, and the sampler when the cell's processes ran."""
+    if isinstance(interpreter, Path):
+        interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
+    started_at = now_iso()
+    log_start = failures.log_size(log_path)
+    with open(log_path, "a") as log:
+        plan = strategy(cell.strategy)
+        allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
+        srun = checks.ranks_as_tasks(cell, allocation)
+        reason = checks.runtime_skip_reason(cell, allocation, srun)
         if reason:
-            return reason
-    elif cell.nodes > 1 and allocation is None:
-        return "multi-node launch needs a multi-node allocation; not available in local runs"
-    if cell.accelerator == "cpu" and not srun:
-        processes = cell.world_size if emulated else cell.devices_per_node
-        wanted = processes * cell.threads_per_device
-        cpus = usable_cpus()
-        if wanted > cpus:
-            return (
-                f"needs {processes} device(s) x {cell.threads_per_device} thread(s) = "
-                f"{wanted} CPUs, this machine has {cpus}: oversubscribed timings are meaningless"
-            )
-    return None
+            return _unmeasured(cell, out, "skipped", reason, started_at, log), None
+        python = list(interpreter.command)
+        env = runner_env(cell, interpreter)
+        if srun:
+            env = slurm.srun_env(env)
+        probe, shortage = checks.shortage(cell, allocation, srun, python, env, log)
+        described = checks.describe_allocation(allocation, srun, probe)
+        if shortage:
+            return _unmeasured(cell, out, "failed", shortage, started_at, log, described), None
+        if described:
+            env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
+        try:
+            returncode, sampler = _run_cell(cell, out, plan, allocation, srun, python, env, log)
+        except netns.NetnsError as error:
+            reason = f"could not build the emulated network: {error}"
+            return _unmeasured(cell, out, "failed", reason, started_at, log), None
+        text = failures.log_since(log_path, log_start, failures.CLASSIFY_CHARS)
+        return failures.settle(cell, out, returncode, text, started_at, described), sampler
 
 
-def ranks_as_tasks(cell: Cell, allocation: slurm.Allocation | None) -> bool:
-    """Start the cell's ranks as SLURM tasks (else: directly, as on a workstation).
-
-    Cells whose launch kind starts one process per device (launch_kinds.uses_srun), in an
-    allocation, unless the launcher already runs inside a job step (the plugin's
-    ``srun -n1`` for jobs without ``mpi``): a nested srun would wait for the CPUs that step
-    holds, so those run their processes locally in the step.
-    """
-    return (
-        allocation is not None
-        and not allocation.in_step
-        and uses_srun(cell, strategy(cell.strategy).launch)
-    )
-
-
-def device_shortage(cell: Cell) -> str | None:
-    if cell.accelerator != "cuda":
-        return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    seen = visible_gpu_count(len(nvidia_gpus()), visible)
-    if seen < cell.devices_per_node:
-        return (
-            f"cell asks for {cell.devices_per_node} GPUs per node, the job sees {seen} "
-            f"(CUDA_VISIBLE_DEVICES={visible})"
-        )
-    return None
-
-
-def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -> str | None:
-    """A SLURM job that runs the cell's processes in its own step (no srun)."""
-    if allocation is None or cell.nodes == 1:
-        return None
-    return (
-        f"cell spans {cell.nodes} nodes, but the launcher runs inside a job step "
-        f"(SLURM_STEP_ID set), where it cannot start tasks on other nodes: give the job "
-        f"mpi='srun' (dpscale.launch.cluster does for multi-process cells)"
-    )
-
-
-def probe_nodes(
-    cell: Cell, allocation: slurm.Allocation, python: list[str], env: dict[str, str], log
-) -> tuple[list, str | None]:
-    """Run the probe step: what each node gave the job, or why the step failed."""
-    command = slurm.probe_command(cell, python, allocation)
-    print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-    try:
-        done = subprocess.run(
-            command,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return [], f"probe step (srun) did not finish: {error}"
-    print(done.stdout, file=log, end="", flush=True)
-    if done.returncode != 0:
-        return [], (
-            f"probe step (srun, one task per node) exited with {done.returncode}: the job "
-            f"cannot start {cell.nodes} node(s) x {cell.devices_per_node} task(s) (see log)"
-        )
-    return slurm.parse_probe(done.stdout), None
-
-
-def describe_allocation(
-    allocation: slurm.Allocation | None, srun: bool, probe: list[dict]
-) -> dict | None:
-    """What the job got, for the result's ``system.allocation``."""
-    if allocation is None:
-        return None
-    return {
-        **allocation.to_dict(),
-        "launch": "srun" if srun else "in-step",
-        "probe": probe,
-        "gpus_per_node_seen": [slurm.visible_gpu_count(node) for node in probe],
-    }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
+def _unmeasured(
+    cell: Cell,
+    out: Path,
+    status: str,
+    reason: str,
+    started_at: str,
+    log: TextIO,
+    allocation: dict | None = None,
+) -> str:
+    """Record a cell whose processes never ran (skipped, or failed before they started)."""
+    failures.write_status(cell, out, status, reason, started_at, allocation=allocation)
+    print(f"[dpscale] {cell.cell_id} {status}: {reason}", file=log, flush=True)
+    return status
 
 
 def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
+    """The environment the cell's processes start with: dpscale importable, one thread pool
+    per device, the interpreter's own settings, and a real interconnect's interface."""
     env = dict(os.environ)
     threads = str(cell.threads_per_device)
     env.update(
@@ -192,91 +123,33 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     return env
 
 
-def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
-    """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
-    prefix of a built environment). The result records the launcher's own footprint."""
-    status, sampler = _launch(cell, out, interpreter, log_path)
-    quality = finish_result(out, sampler, cell)
-    if quality is not None:
-        with open(log_path, "a") as log:
-            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
-    return status
-
-
-def finish_result(
-    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
-) -> str | None:
-    """Amend the result the launch left, in one rewrite: the contention verdict (an ok
-    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
-    directive measured by polling, read once at the end instead). Returns the quality."""
-    try:
-        result = json.loads(out.read_text())
-    except (OSError, ValueError):
-        return None
-    quality = contention.annotate(result, sampler, cell) if sampler else None
-    result["system"]["launcher"] = supervise.launcher_footprint()
-    job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
-    if job_id and result.get("startup"):
-        result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
-    rewrite_result(out, result)
-    return quality
-
-
-def _launch(
-    cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
-) -> tuple[str, contention.ContentionSampler | None]:
-    """The launch itself: its status, and the sampler when the cell's processes ran."""
-    if isinstance(interpreter, Path):
-        interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
-    started_at = now_iso()
-    log_start = failures.log_size(log_path)
-    with open(log_path, "a") as log:
-        plan = strategy(cell.strategy)
-        allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
-        srun = ranks_as_tasks(cell, allocation)
-        reason = runtime_skip_reason(cell, allocation, srun)
-        if reason:
-            failures.write_status(cell, out, "skipped", reason, started_at)
-            print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
-            return "skipped", None
-        python = list(interpreter.command)
-        env = runner_env(cell, interpreter)
-        probe: list[dict] = []
-        if srun:
-            env = slurm.srun_env(env)
-            probe, shortage = probe_nodes(cell, allocation, python, env, log)
-            shortage = shortage or slurm.shortage(cell, allocation, probe)
-        else:
-            shortage = device_shortage(cell) or local_allocation_shortage(cell, allocation)
-        described = describe_allocation(allocation, srun, probe)
-        if shortage:
-            failures.write_status(cell, out, "failed", shortage, started_at, allocation=described)
-            print(f"[dpscale] {cell.cell_id} failed: {shortage}", file=log, flush=True)
-            return "failed", None
-        if described:
-            env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
-        # the scratch folder holds the cell file every rank reads: on the shared file
-        # system next to the result when the ranks may run on other nodes
-        scratch_root = out.resolve().parent if srun else None
-        if scratch_root:
-            scratch_root.mkdir(parents=True, exist_ok=True)
-        env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
-        with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
-            env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
-            cell_file = Path(scratch) / "cell.json"
-            cell_file.write_text(cell.to_json())
-            runner = runner_argv(plan.runner, cell_file, out.resolve())
-            try:
-                # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
-                with contention.sampling(enabled=allocation is None) as sampler:
-                    returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
-            except netns.NetnsError as error:
-                reason = f"could not build the emulated network: {error}"
-                failures.write_status(cell, out, "failed", reason, started_at)
-                print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
-                return "failed", None
-        text = failures.log_since(log_path, log_start, failures.CLASSIFY_CHARS)
-        return failures.settle(cell, out, returncode, text, started_at, described), sampler
+def _run_cell(
+    cell: Cell,
+    out: Path,
+    plan: Strategy,
+    allocation: slurm.Allocation | None,
+    srun: bool,
+    python: list[str],
+    env: dict[str, str],
+    log: TextIO,
+) -> tuple[int | None, contention.ContentionSampler | None]:
+    """Run the cell's processes, sampled for contention: their exit status (None: timed
+    out) and the sampler."""
+    # the scratch folder holds the cell file every rank reads: on the shared file
+    # system next to the result when the ranks may run on other nodes
+    scratch_root = out.resolve().parent if srun else None
+    if scratch_root:
+        scratch_root.mkdir(parents=True, exist_ok=True)
+    env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
+    with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
+        env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
+        cell_file = Path(scratch) / "cell.json"
+        cell_file.write_text(cell.to_json())
+        runner = runner_argv(plan.runner, cell_file, out.resolve())
+        # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
+        with contention.sampling(enabled=allocation is None) as sampler:
+            returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
+    return returncode, sampler
 
 
 def _start(
@@ -333,6 +206,31 @@ def _placed(
             yield Placed(placement, nodes.exec_prefix(0))
     else:
         yield None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def finish_result(
+    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
+) -> str | None:
+    """Amend the result the launch left, in one rewrite: the contention verdict (an ok
+    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
+    directive measured by polling, read once at the end instead). Returns the quality."""
+    try:
+        result = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return None
+    quality = contention.annotate(result, sampler, cell) if sampler else None
+    result["system"]["launcher"] = supervise.launcher_footprint()
+    job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
+    if job_id and result.get("startup"):
+        result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
+    rewrite_result(out, result)
+    return quality
 
 
 def exit_on_sigterm() -> None:
