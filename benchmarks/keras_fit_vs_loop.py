@@ -123,7 +123,7 @@ def main() -> None:
         return
 
     from dpscale.launch.envs import build_env, env_prefix
-    from dpscale.launch.launcher import bench_lock
+    from dpscale.launch.supervise import bench_lock
 
     run = page.describe_run()
     rows = []

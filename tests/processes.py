@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.launch.launcher import TERM_GRACE_S
+from dpscale.launch.supervise import TERM_GRACE_S
 
 GRACE_S = TERM_GRACE_S + 30  # a launcher's own teardown, and start-up
 MARK = "DPSCALE_TEST_MARK"

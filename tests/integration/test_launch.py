@@ -15,7 +15,7 @@ import pytest
 from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
-from dpscale.launch import contention, launcher
+from dpscale.launch import checks, contention, failures, launcher
 from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
@@ -71,6 +71,7 @@ def fake_env(tmp_path, monkeypatch):
             "torch-ddp", "fake", "fake", "single", f"fake_runner_{behaviour}", False, True
         )
         monkeypatch.setattr(launcher, "strategy", lambda name: fake)
+        monkeypatch.setattr(failures, "strategy", lambda name: fake)  # its failure reasons
         return prefix
 
     return use
@@ -127,7 +128,7 @@ def test_oversubscribed_cpu_cell_is_skipped_with_the_numbers(tmp_path):
 
 
 def test_gpu_cell_without_gpus_fails_with_a_clear_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "nvidia_gpus", lambda: [])
+    monkeypatch.setattr(checks, "nvidia_gpus", lambda: [])
     status, result = run(make_cell(devices=2, accelerator="cuda"), Path("/nonexistent"), tmp_path)
     assert status == "failed"
     assert result["reason"].startswith("cell asks for 2 GPUs per node, the job sees 0")
@@ -155,7 +156,7 @@ def test_reason_is_the_rank_s_exception_not_the_launcher_s_summary():
         "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
         "Exit code: 1\n"
     )
-    status, reason = launcher.classify_failure(1, log, rank_prefix=kind("horovod").rank_prefix)
+    status, reason = failures.classify_failure(1, log, rank_prefix=kind("horovod").rank_prefix)
     assert status == "failed"
     assert (
         reason

@@ -17,7 +17,7 @@ import pytest
 from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
-from dpscale.launch import launcher, netns
+from dpscale.launch import checks, launcher, netns
 from dpscale.plan.cell import Network
 from dpscale.registry import STRATEGIES
 
@@ -57,14 +57,14 @@ def test_a_delay_without_netem_is_a_reason_not_a_silent_run():
     if reason is None:
         pytest.skip("this kernel has netem: delays are emulated")
     cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit", delay="100us"))
-    assert launcher.runtime_skip_reason(cell) == reason
+    assert checks.runtime_skip_reason(cell) == reason
 
 
 def test_emulated_cells_are_for_one_machine_not_for_slurm_jobs():
     cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit"))
-    assert launcher.runtime_skip_reason(cell) is None
+    assert checks.runtime_skip_reason(cell) is None
     allocation = object()  # any allocation: the cell must not run on the host network
-    assert "emulated on one machine" in launcher.runtime_skip_reason(cell, allocation)
+    assert "emulated on one machine" in checks.runtime_skip_reason(cell, allocation)
 
 
 def wait_until(condition, timeout_s: float) -> bool:

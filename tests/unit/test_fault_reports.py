@@ -4,7 +4,7 @@ the first-collective deadline, without starting a framework."""
 from __future__ import annotations
 
 from conftest import make_cell
-from dpscale.launch import launcher
+from dpscale.launch import failures
 from dpscale.launch.kinds import describe_exit, kind
 
 TORCHRUN = """\
@@ -61,12 +61,12 @@ def test_each_launch_kind_reads_its_launcher_s_report_of_the_first_failed_rank()
 
 def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
     cell = make_cell(strategy="torch-ddp", devices=2, batch=64)
-    assert launcher.failure_reason(cell, 1, TORCHRUN) == (
+    assert failures.failure_reason(cell, 1, TORCHRUN) == (
         "failed",
         "rank 1 was killed by SIGKILL (the launcher exited with code 1)",
     )
     oom = "RuntimeError: DefaultCPUAllocator: can't allocate memory\n" + TORCHRUN
-    assert launcher.failure_reason(cell, 1, oom) == (
+    assert failures.failure_reason(cell, 1, oom) == (
         "oom",
         "ran out of memory at batch 64 per device (global 128) (see log_tail)",
     )
@@ -75,9 +75,9 @@ def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
 def test_a_framework_s_out_of_memory_message_counts_for_its_own_strategy():
     log = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating\n"
     tf_cell = make_cell(strategy="horovod-tf", devices=2, batch=64)
-    assert launcher.failure_reason(tf_cell, 1, log)[0] == "oom"
+    assert failures.failure_reason(tf_cell, 1, log)[0] == "oom"
     torch_cell = make_cell(strategy="torch-ddp", devices=2, batch=64)
-    assert launcher.failure_reason(torch_cell, 1, log)[0] == "failed"
+    assert failures.failure_reason(torch_cell, 1, log)[0] == "failed"
 
 
 def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
@@ -86,7 +86,7 @@ def test_a_rank_that_raised_keeps_its_exception_in_the_reason():
         "[1]<stderr>:ValueError: MXNet runners measure precision 'fp32' only\n"
         + HOROVODRUN.replace("137", "1")
     )
-    assert launcher.failure_reason(cell, 1, log) == (
+    assert failures.failure_reason(cell, 1, log) == (
         "failed",
         "rank 1 exited with code 1; runner exited with code 1: "
         "ValueError: MXNet runners measure precision 'fp32' only",
@@ -100,7 +100,7 @@ def test_torchrun_s_rank_prefix_is_stripped_and_an_early_exception_found():
         + "launcher noise\n" * 2000
         + TORCHRUN.replace("-9 (pid: 7546)  (SIGKILL)", "1 (pid: 7546)")
     )
-    status, reason = launcher.failure_reason(cell, 1, log)
+    status, reason = failures.failure_reason(cell, 1, log)
     assert reason == (
         "rank 1 exited with code 1; runner exited with code 1: "
         "dpscale.runner.datasets.DatasetError: dataset file d.npz is corrupt"
@@ -110,6 +110,6 @@ def test_torchrun_s_rank_prefix_is_stripped_and_an_early_exception_found():
 def test_a_missed_collective_is_the_reason_whatever_the_launcher_says_next():
     cell = make_cell(strategy="mxnet-dist", devices=2)
     log = "[dpscale rank 0] rank 1 did not reach the collective within 15 s\n" + MXNET_PS
-    status, reason = launcher.failure_reason(cell, 3, log)
+    status, reason = failures.failure_reason(cell, 3, log)
     assert status == "failed"
     assert reason.startswith("rank 1 did not reach the collective within 15 s")

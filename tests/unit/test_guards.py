@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import launcher
+from dpscale.launch import failures
 from dpscale.runner.faults import stalled_line
 from dpscale.runner.measure import Guards
 
@@ -65,7 +65,7 @@ def test_a_stalled_rank_is_the_reason_whatever_the_launcher_says_next():
         "[dpscale rank 0] rank 1 stopped after step 1: rank 0 waited 30 s at step 3\n"
         "[dpscale mxnet_ps] worker 0 exited with code 5; stopping the job\n"
     )
-    assert launcher.failure_reason(cell, 5, log) == (
+    assert failures.failure_reason(cell, 5, log) == (
         "failed",
         "rank 1 stopped after step 1: rank 0 waited 30 s at step 3 "
         "(twice measure.collective_timeout_s)",

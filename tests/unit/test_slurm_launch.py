@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import cluster, launcher, slurm, slurm_task
+from dpscale.launch import checks, cluster, slurm, slurm_task
 from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
 from slurm_fakes import no_scontrol, node
@@ -141,7 +141,7 @@ def test_srun_env_drops_inherited_task_layout():
 
 def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
     cell = make_cell("torch-dp", devices=4, accelerator="cuda")
-    assert not launcher.ranks_as_tasks(cell, two_by_four())
+    assert not checks.ranks_as_tasks(cell, two_by_four())
     runner = runner_argv("dpscale.strategies.torch_dp", CELL_FILE, OUT)
     assert kind("single").local(cell, PY, runner) == [
         *PY,
@@ -162,7 +162,7 @@ def test_data_parallel_is_one_task_with_all_the_node_s_gpus():
 
 def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
     cell = gpu_cell("torch-ddp")
-    assert launcher.ranks_as_tasks(cell, two_by_four())
+    assert checks.ranks_as_tasks(cell, two_by_four())
     launch_ = render(cell, "torch", "dpscale.strategies.torch_ddp", port=29400)
     assert launch_.argv == [
         *SRUN_2X4,
@@ -271,10 +271,10 @@ def test_cpu_cells_ask_threads_per_device_and_no_gpus():
 def test_inside_a_job_step_the_processes_start_locally():
     in_step = slurm.allocation_from_env({**TWO_BY_FOUR, "SLURM_STEP_ID": "0"}, run=no_scontrol)
     cell = make_cell("torch-ddp", devices=2)
-    assert not launcher.ranks_as_tasks(cell, in_step)
-    assert not launcher.ranks_as_tasks(make_cell("torch-ddp", devices=1), two_by_four())
-    assert not launcher.ranks_as_tasks(cell, None)
-    assert launcher.ranks_as_tasks(cell, two_by_four())
+    assert not checks.ranks_as_tasks(cell, in_step)
+    assert not checks.ranks_as_tasks(make_cell("torch-ddp", devices=1), two_by_four())
+    assert not checks.ranks_as_tasks(cell, None)
+    assert checks.ranks_as_tasks(cell, two_by_four())
 
 
 # ------------------------------------------------------------------ each task's rank variables
@@ -375,8 +375,8 @@ def test_a_job_that_got_less_fails_with_the_reason(env, probe, reason):
 
 def test_multi_node_cell_outside_slurm_is_skipped_and_inside_is_not():
     cell = make_cell("torch-ddp", devices=1, nodes=2)
-    assert "multi-node allocation" in launcher.runtime_skip_reason(cell, None)
-    assert launcher.runtime_skip_reason(cell, two_by_four(), srun=True) is None
+    assert "multi-node allocation" in checks.runtime_skip_reason(cell, None)
+    assert checks.runtime_skip_reason(cell, two_by_four(), srun=True) is None
 
 
 # ------------------------------------------------------------------ the job's resources
@@ -465,7 +465,7 @@ def test_every_strategy_s_multi_process_cells_are_srun_jobs():
         cell = make_cell(name, devices=2)
         assert uses_srun(cell, plan.launch) == (not plan.one_process), name
         resources = cluster.cell_resources(cell, DEFAULTS)
-        assert ("mpi" in resources) == launcher.ranks_as_tasks(cell, two_by_four()), name
+        assert ("mpi" in resources) == checks.ranks_as_tasks(cell, two_by_four()), name
 
 
 # ------------------------------------------------------------------ a container's interpreter

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpscale.launch import slurm
+from dpscale.launch import slurm, slurm_rank
 from dpscale.plan.cell import Cell
 
 HOST_PYTHON = sys.executable  # the launcher's interpreter (stdlib helpers only)
@@ -178,7 +178,7 @@ class Torch(LaunchKind):
             "GROUP_RANK": str(ids["node_index"]),
         }
         if not env.get("GLOO_SOCKET_IFNAME"):  # gloo would take the hostname's interface
-            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            iface = slurm_rank.interface_for(slurm_rank.node_address(env, str(ids["node"])))
             if iface:
                 out["GLOO_SOCKET_IFNAME"] = iface
         return out
@@ -240,7 +240,7 @@ class Horovod(LaunchKind):
             "HOROVOD_CROSS_SIZE": str(ids["nodes"]),
         }
         if not env.get("HOROVOD_GLOO_IFACE"):
-            iface = slurm.interface_for(slurm.node_address(env, str(ids["node"])))
+            iface = slurm_rank.interface_for(slurm_rank.node_address(env, str(ids["node"])))
             if iface:
                 out["HOROVOD_GLOO_IFACE"] = iface
         return out
@@ -299,7 +299,9 @@ class MXNetParameterServer(LaunchKind):
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
         if not env.get("DMLC_INTERFACE"):
-            out["DMLC_NODE_HOST"] = slurm.resolved(slurm.node_address(env, str(ids["node"])))
+            out["DMLC_NODE_HOST"] = slurm_rank.resolved(
+                slurm_rank.node_address(env, str(ids["node"]))
+            )
         return out
 
     def rank_failure(self, log_text: str) -> str | None:

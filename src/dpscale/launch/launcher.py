@@ -1,6 +1,10 @@
 """Run one cell: decide whether it can run here, start its processes, and make sure a
 result file exists afterwards whatever happened (ok, oom, failed or skipped, with a reason).
 
+Read top to bottom, this module is the cell's story: the checks (dpscale.launch.checks),
+the environment, starting and waiting (dpscale.launch.supervise), settling the result
+(dpscale.launch.failures) and amending it with what the launch itself saw.
+
 Benchmark processes of different cells never overlap on one machine: each launch holds an
 exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
 Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so there is no lock;
@@ -12,224 +16,95 @@ records what the job got (``system.allocation``).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import re
-import resource
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-import jsonschema
-
-from dpscale.launch import contention, netns, slurm
+from dpscale.launch import checks, contention, failures, netns, slurm, supervise
 from dpscale.launch.interpreters import Interpreter
-from dpscale.launch.kinds import (
-    Placement,
-    kind,
-    netns_placement,
-    runner_argv,
-    srun_placement,
-    uses_srun,
-)
+from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import SRC_DIR
-from dpscale.plan.result import make_result, now_iso, read_result, rewrite_result, write_result
+from dpscale.plan.result import now_iso, rewrite_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
 from dpscale.runner import startup
-from dpscale.runner.sysinfo import (
-    describe_system,
-    git_commit,
-    nvidia_gpus,
-    usable_cpus,
-    visible_gpu_count,
-)
-
-# Out of memory as the C++ and Python runtimes and the kernel say it; each strategy adds its
-# framework's own messages (Strategy.oom_patterns).
-OOM_PATTERNS = (
-    r"out of memory",
-    r"std::bad_alloc",
-    r"MemoryError",
-    r"can't allocate memory",
-    r"Cannot allocate memory",
-)
-# A rank's own deadline before its first collective (dpscale.runner.measure) names the ranks
-# that never arrived; that line is the reason, whatever the launcher says after it.
-COLLECTIVE_TIMEOUT = re.compile(r"ranks? [\d, ]+ did not reach the collective within \d+ s")
-# ... and the step watchdog of frameworks without collective timeouts (runner.faults) names
-# the ranks that stopped stepping
-STALLED = re.compile(
-    r"ranks? [\d, ]+ stopped after step \d+: rank \d+ waited \d+ s at step \d+"
-    r"|every rank entered step \d+; it did not end within \d+ s"
-)
-LOG_TAIL_CHARS = 4000  # kept in a failed result
-# read to tell why a cell failed: a rank's exception can precede pages of launcher output
-CLASSIFY_CHARS = 1_000_000
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
-PROBE_TIMEOUT_S = 120
-TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
+from dpscale.runner.sysinfo import git_commit
 
 
-def runtime_skip_reason(
-    cell: Cell, allocation: slurm.Allocation | None = None, srun: bool = False
-) -> str | None:
-    """Reasons this machine cannot run a cell, decided where the cell runs.
+def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
+    """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
+    prefix of a built environment). The result records the launcher's own footprint."""
+    status, sampler = _launch(cell, out, interpreter, log_path)
+    quality = finish_result(out, sampler, cell)
+    if quality is not None:
+        with open(log_path, "a") as log:
+            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
+    return status
 
-    In a SLURM job whose ranks are SLURM tasks (``srun``) the nodes, CPUs and GPUs are
-    checked per node by the probe step instead (a job that got less fails the cell).
-    """
-    if cell.skip_reason:
-        return cell.skip_reason
-    emulated = cell.nodes > 1 and cell.network.emulated
-    if emulated and allocation is not None:
-        return (
-            f"network {cell.network.name!r} is emulated on one machine; in a SLURM job use "
-            "'host' or a real interconnect ({name, interface})"
-        )
-    if emulated:
-        reason = netns.unavailable(cell.network.delay)
+
+def _launch(
+    cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
+) -> tuple[str, contention.ContentionSampler | None]:
+    """The launch itself: its status, and the sampler when the cell's processes ran."""
+    if isinstance(interpreter, Path):
+        interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
+    started_at = now_iso()
+    log_start = failures.log_size(log_path)
+    with open(log_path, "a") as log:
+        plan = strategy(cell.strategy)
+        allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
+        srun = checks.ranks_as_tasks(cell, allocation)
+        reason = checks.runtime_skip_reason(cell, allocation, srun)
         if reason:
-            return reason
-    elif cell.nodes > 1 and allocation is None:
-        return "multi-node launch needs a multi-node allocation; not available in local runs"
-    if cell.accelerator == "cpu" and not srun:
-        processes = cell.world_size if emulated else cell.devices_per_node
-        wanted = processes * cell.threads_per_device
-        cpus = usable_cpus()
-        if wanted > cpus:
-            return (
-                f"needs {processes} device(s) x {cell.threads_per_device} thread(s) = "
-                f"{wanted} CPUs, this machine has {cpus}: oversubscribed timings are meaningless"
-            )
-    return None
-
-
-def ranks_as_tasks(cell: Cell, allocation: slurm.Allocation | None) -> bool:
-    """Start the cell's ranks as SLURM tasks (else: directly, as on a workstation).
-
-    Cells whose launch kind starts one process per device (launch_kinds.uses_srun), in an
-    allocation, unless the launcher already runs inside a job step (the plugin's
-    ``srun -n1`` for jobs without ``mpi``): a nested srun would wait for the CPUs that step
-    holds, so those run their processes locally in the step.
-    """
-    return (
-        allocation is not None
-        and not allocation.in_step
-        and uses_srun(cell, strategy(cell.strategy).launch)
-    )
-
-
-def device_shortage(cell: Cell) -> str | None:
-    if cell.accelerator != "cuda":
-        return None
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    seen = visible_gpu_count(len(nvidia_gpus()), visible)
-    if seen < cell.devices_per_node:
-        return (
-            f"cell asks for {cell.devices_per_node} GPUs per node, the job sees {seen} "
-            f"(CUDA_VISIBLE_DEVICES={visible})"
-        )
-    return None
-
-
-@contextmanager
-def bench_lock(cell: Cell, log) -> Iterator[None]:
-    scope = (
-        "cpu"
-        if cell.accelerator == "cpu"
-        else "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "all")
-    )
-    path = (
-        Path(os.environ.get("DPSCALE_LOCK_DIR", tempfile.gettempdir()))
-        / f"dpscale-bench-{scope.replace(',', '_')}.lock"
-    )
-    with open(path, "w") as handle:
+            return _unmeasured(cell, out, "skipped", reason, started_at, log), None
+        python = list(interpreter.command)
+        env = runner_env(cell, interpreter)
+        if srun:
+            env = slurm.srun_env(env)
+        probe, shortage = checks.shortage(cell, allocation, srun, python, env, log)
+        described = checks.describe_allocation(allocation, srun, probe)
+        if shortage:
+            return _unmeasured(cell, out, "failed", shortage, started_at, log, described), None
+        if described:
+            env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"[dpscale] waiting for {path} (another cell is measuring)", file=log, flush=True)
-            waited = time.monotonic()
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            print(
-                f"[dpscale] lock acquired after {time.monotonic() - waited:.0f} s",
-                file=log,
-                flush=True,
-            )
-        yield
+            returncode, sampler = _run_cell(cell, out, plan, allocation, srun, python, env, log)
+        except netns.NetnsError as error:
+            reason = f"could not build the emulated network: {error}"
+            return _unmeasured(cell, out, "failed", reason, started_at, log), None
+        text = failures.log_since(log_path, log_start, failures.CLASSIFY_CHARS)
+        return failures.settle(cell, out, returncode, text, started_at, described), sampler
 
 
-def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -> str | None:
-    """A SLURM job that runs the cell's processes in its own step (no srun)."""
-    if allocation is None or cell.nodes == 1:
-        return None
-    return (
-        f"cell spans {cell.nodes} nodes, but the launcher runs inside a job step "
-        f"(SLURM_STEP_ID set), where it cannot start tasks on other nodes: give the job "
-        f"mpi='srun' (dpscale.launch.cluster does for multi-process cells)"
-    )
-
-
-def probe_nodes(
-    cell: Cell, allocation: slurm.Allocation, python: list[str], env: dict[str, str], log
-) -> tuple[list, str | None]:
-    """Run the probe step: what each node gave the job, or why the step failed."""
-    command = slurm.probe_command(cell, python, allocation)
-    print("[dpscale] $ " + " ".join(command), file=log, flush=True)
-    try:
-        done = subprocess.run(
-            command,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return [], f"probe step (srun) did not finish: {error}"
-    print(done.stdout, file=log, end="", flush=True)
-    if done.returncode != 0:
-        return [], (
-            f"probe step (srun, one task per node) exited with {done.returncode}: the job "
-            f"cannot start {cell.nodes} node(s) x {cell.devices_per_node} task(s) (see log)"
-        )
-    return slurm.parse_probe(done.stdout), None
-
-
-def describe_allocation(
-    allocation: slurm.Allocation | None, srun: bool, probe: list[dict]
-) -> dict | None:
-    """What the job got, for the result's ``system.allocation``."""
-    if allocation is None:
-        return None
-    return {
-        **allocation.to_dict(),
-        "launch": "srun" if srun else "in-step",
-        "probe": probe,
-        "gpus_per_node_seen": [slurm.visible_gpu_count(node) for node in probe],
-    }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
+def _unmeasured(
+    cell: Cell,
+    out: Path,
+    status: str,
+    reason: str,
+    started_at: str,
+    log: TextIO,
+    allocation: dict | None = None,
+) -> str:
+    """Record a cell whose processes never ran (skipped, or failed before they started)."""
+    failures.write_status(cell, out, status, reason, started_at, allocation=allocation)
+    print(f"[dpscale] {cell.cell_id} {status}: {reason}", file=log, flush=True)
+    return status
 
 
 def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
+    """The environment the cell's processes start with: dpscale importable, one thread pool
+    per device, the interpreter's own settings, and a real interconnect's interface."""
     env = dict(os.environ)
     threads = str(cell.threads_per_device)
     env.update(
@@ -248,233 +123,33 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     return env
 
 
-def write_status(
+def _run_cell(
     cell: Cell,
     out: Path,
-    status: str,
-    reason: str,
-    started_at: str,
-    log_tail: str | None = None,
-    allocation: dict | None = None,
-) -> None:
-    system = describe_system(
-        {}, threads_used=0, extra={"allocation": allocation} if allocation else None
-    )
-    result = make_result(
-        cell, status, started_at=started_at, system=system, reason=reason, log_tail=log_tail
-    )
-    write_result(out, result)
-
-
-def _log_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _tail(path: Path, start: int = 0, limit: int = LOG_TAIL_CHARS) -> str:
-    """The end of what this launch wrote to the (appended-to) log."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            return handle.read().decode(errors="replace")[-limit:]
-    except OSError:
-        return ""
-
-
-def classify_failure(
-    returncode: int,
-    log_text: str,
-    oom_patterns: tuple[str, ...] = (),
-    rank_prefix: str | None = None,
-) -> tuple[str, str]:
-    """``oom`` when the log says memory ran out (the runtimes' words and ``oom_patterns``),
-    else ``failed`` with the first exception a rank raised (``rank_prefix`` stripped)."""
-    if re.search("|".join((*OOM_PATTERNS, *oom_patterns)), log_text, re.IGNORECASE):
-        return "oom", "ran out of memory (see log_tail)"
-    prefix = re.compile(f"^(?:{rank_prefix})") if rank_prefix else None
-    lines = [(prefix.sub("", line) if prefix else line).strip() for line in log_text.splitlines()]
-    lines = [line for line in lines if line]
-    errors = [line for line in lines if EXCEPTION_LINE.match(line)]
-    detail = (errors or lines or ["no output"])[0 if errors else -1][:300]
-    return "failed", f"runner exited with code {returncode}: {detail}"
-
-
-def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
-    """Status and reason of a runner that exited non-zero: out of memory (with the batch),
-    a rank that missed the first collective or stopped stepping (runner.faults' own lines),
-    a rank killed by a signal as its launcher
-    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
-    (after the failed rank, when the launcher names one)."""
-    plan = strategy(cell.strategy)
-    launch_kind = kind(plan.launch)
-    status, reason = classify_failure(
-        returncode, log_text, plan.oom_patterns, launch_kind.rank_prefix
-    )
-    if status == "oom":
-        return status, (
-            f"ran out of memory at batch {cell.batch_per_device} per device "
-            f"(global {cell.global_batch}) (see log_tail)"
-        )
-    missed = COLLECTIVE_TIMEOUT.search(log_text)
-    if missed:
-        return "failed", f"{missed.group(0)} (measure.collective_timeout_s)"
-    stalled = STALLED.search(log_text)
-    if stalled:
-        return "failed", f"{stalled.group(0)} (twice measure.collective_timeout_s)"
-    rank = launch_kind.rank_failure(log_text)
-    if rank and " was killed by " in rank:  # the others' errors follow from its death
-        return "failed", f"{rank} (the launcher exited with code {returncode})"
-    if rank:  # the rank that failed first, and the first exception a rank raised
-        return "failed", f"{rank}; {reason}"
-    return status, reason
-
-
-def processes_with(token: str) -> list[int]:
-    """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
-    (every process a launch starts inherits it, whatever session or group it moves to)."""
-    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue  # gone, or not ours to read
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    except OSError:
-        return "?"
-
-
-def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
-    """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
-    to their own session, such as horovodrun's, survive a kill of its group); bounded."""
-    leftovers = processes_with(token)
-    described = [f"{pid} {_cmdline(pid)[:160]}" for pid in leftovers]
-    for pid in leftovers:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while processes_with(token) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if leftovers:
-        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {described}", file=log)
-    return len(leftovers)
-
-
-def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
-    """The command as dpscale.launch.guard starts it: killed if this launcher dies (so are
-    its ranks, runner.faults.exit_with_parent), under an address-space cap when the cell sets
-    one."""
-    cap = [] if memory_limit_mb is None else [f"--memory-mb={memory_limit_mb}"]
-    return [sys.executable, "-m", "dpscale.launch.guard", *cap, "--", *command]
-
-
-def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
-    """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
-    prefix of a built environment). The result records the launcher's own footprint."""
-    status, sampler = _launch(cell, out, interpreter, log_path)
-    quality = finish_result(out, sampler, cell)
-    if quality is not None:
-        with open(log_path, "a") as log:
-            print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
-    return status
-
-
-def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
-    """This process's wall time since it was started (interpreter start-up included; the
-    kernel's start time has clock-tick resolution) and its peak memory and that of its
-    largest child (``getrusage``: the children that have been waited for)."""
-    started = startup.process_start_time(proc)
-    wall_s = round(time.time() - started, 3) if started is not None else None
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}
-
-
-def finish_result(
-    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
-) -> str | None:
-    """Amend the result the launch left, in one rewrite: the contention verdict (an ok
-    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
-    directive measured by polling, read once at the end instead). Returns the quality."""
-    try:
-        result = json.loads(out.read_text())
-    except (OSError, ValueError):
-        return None
-    quality = contention.annotate(result, sampler, cell) if sampler else None
-    result["system"]["launcher"] = launcher_footprint()
-    job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
-    if job_id and result.get("startup"):
-        result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
-    rewrite_result(out, result)
-    return quality
-
-
-def _launch(
-    cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
-) -> tuple[str, contention.ContentionSampler | None]:
-    """The launch itself: its status, and the sampler when the cell's processes ran."""
-    if isinstance(interpreter, Path):
-        interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
-    started_at = now_iso()
-    log_start = _log_size(log_path)
-    with open(log_path, "a") as log:
-        plan = strategy(cell.strategy)
-        allocation = slurm.allocation_from_env(os.environ) if not cell.skip_reason else None
-        srun = ranks_as_tasks(cell, allocation)
-        reason = runtime_skip_reason(cell, allocation, srun)
-        if reason:
-            write_status(cell, out, "skipped", reason, started_at)
-            print(f"[dpscale] {cell.cell_id} skipped: {reason}", file=log, flush=True)
-            return "skipped", None
-        python = list(interpreter.command)
-        env = runner_env(cell, interpreter)
-        probe: list[dict] = []
-        if srun:
-            env = slurm.srun_env(env)
-            probe, shortage = probe_nodes(cell, allocation, python, env, log)
-            shortage = shortage or slurm.shortage(cell, allocation, probe)
-        else:
-            shortage = device_shortage(cell) or local_allocation_shortage(cell, allocation)
-        described = describe_allocation(allocation, srun, probe)
-        if shortage:
-            write_status(cell, out, "failed", shortage, started_at, allocation=described)
-            print(f"[dpscale] {cell.cell_id} failed: {shortage}", file=log, flush=True)
-            return "failed", None
-        if described:
-            env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
-        # the scratch folder holds the cell file every rank reads: on the shared file
-        # system next to the result when the ranks may run on other nodes
-        scratch_root = out.resolve().parent if srun else None
-        if scratch_root:
-            scratch_root.mkdir(parents=True, exist_ok=True)
-        env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
-        with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
-            env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
-            cell_file = Path(scratch) / "cell.json"
-            cell_file.write_text(cell.to_json())
-            runner = runner_argv(plan.runner, cell_file, out.resolve())
-            try:
-                # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
-                with contention.sampling(enabled=allocation is None) as sampler:
-                    returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
-            except netns.NetnsError as error:
-                reason = f"could not build the emulated network: {error}"
-                write_status(cell, out, "failed", reason, started_at)
-                print(f"[dpscale] {cell.cell_id} failed: {reason}", file=log, flush=True)
-                return "failed", None
-        text = _tail(log_path, log_start, CLASSIFY_CHARS)
-        return _settle(cell, out, returncode, text, started_at, described), sampler
+    plan: Strategy,
+    allocation: slurm.Allocation | None,
+    srun: bool,
+    python: list[str],
+    env: dict[str, str],
+    log: TextIO,
+) -> tuple[int | None, contention.ContentionSampler | None]:
+    """Run the cell's processes, sampled for contention: their exit status (None: timed
+    out) and the sampler."""
+    # the scratch folder holds the cell file every rank reads: on the shared file
+    # system next to the result when the ranks may run on other nodes
+    scratch_root = out.resolve().parent if srun else None
+    if scratch_root:
+        scratch_root.mkdir(parents=True, exist_ok=True)
+    env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
+    with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
+        env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
+        cell_file = Path(scratch) / "cell.json"
+        cell_file.write_text(cell.to_json())
+        runner = runner_argv(plan.runner, cell_file, out.resolve())
+        # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
+        with contention.sampling(enabled=allocation is None) as sampler:
+            returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
+    return returncode, sampler
 
 
 def _start(
@@ -492,7 +167,7 @@ def _start(
     Outside SLURM the cell holds this machine's bench lock; inside a job the scheduler gave
     it its own CPUs and GPUs."""
     with (
-        bench_lock(cell, log) if allocation is None else nullcontext(),
+        supervise.bench_lock(cell, log) if allocation is None else nullcontext(),
         _placed(cell, allocation if srun else None, log) as placement,
     ):
         if placement is None:
@@ -501,13 +176,13 @@ def _start(
             rendered = kind(plan.launch).tasks(cell, python, runner, placement.tasks, free_port())
             command = [*placement.prefix, *rendered.argv]
             env.update(rendered.env)
-        command = guarded(command, cell.measure.memory_limit_mb)
+        command = supervise.guarded(command, cell.measure.memory_limit_mb)
         print("[dpscale] $ " + " ".join(command), file=log, flush=True)
         env[startup.LAUNCH_TIME_ENV] = repr(time.time())  # the start-up's origin
         try:
-            return _run(command, env, log, cell.measure.timeout_s)
+            return supervise.run_with_deadline(command, env, log, cell.measure.timeout_s)
         finally:  # also when Snakemake interrupts the launcher
-            reap_leftovers(env["DPSCALE_CELL_TOKEN"], log)
+            supervise.reap_leftovers(env["DPSCALE_CELL_TOKEN"], log)
 
 
 @dataclass(frozen=True)
@@ -533,67 +208,29 @@ def _placed(
         yield None
 
 
-def _run(command: list[str], env: dict[str, str], log, timeout_s: int) -> int | None:
-    process = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def finish_result(
+    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
+) -> str | None:
+    """Amend the result the launch left, in one rewrite: the contention verdict (an ok
+    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
+    directive measured by polling, read once at the end instead). Returns the quality."""
     try:
-        return _wait(process, timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
-        try:
-            process.wait(timeout=TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        result = json.loads(out.read_text())
+    except (OSError, ValueError):
         return None
-    except BaseException:
-        os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
-        raise
-
-
-def _wait(process: subprocess.Popen, timeout_s: float) -> int:
-    """Wait without polling: ``Popen.wait(timeout)`` wakes up every 50 ms; a thread blocked
-    in ``waitpid`` and a timed join cost nothing while the runner runs."""
-    waiter = threading.Thread(target=process.wait, name="wait-runner", daemon=True)
-    waiter.start()
-    waiter.join(timeout_s)
-    if waiter.is_alive():
-        raise subprocess.TimeoutExpired(process.args, timeout_s)
-    return process.returncode
-
-
-def _settle(
-    cell: Cell,
-    out: Path,
-    returncode: int | None,
-    tail: str,
-    started_at: str,
-    allocation: dict | None = None,
-) -> str:
-    if returncode == 0 and out.is_file():
-        try:
-            return read_result(out)["status"]
-        except jsonschema.ValidationError as error:  # a runner that could not check it
-            status = "failed"
-            reason = f"the runner's result does not match the schema: {error.message}"
-    elif returncode is None:
-        status, reason = "failed", f"timed out after {cell.measure.timeout_s} s (measure.timeout_s)"
-    elif returncode == 0:
-        status, reason = "failed", "runner exited 0 but wrote no result"
-    else:
-        status, reason = failure_reason(cell, returncode, tail)
-    out.unlink(missing_ok=True)
-    write_status(
-        cell,
-        out,
-        status,
-        reason,
-        started_at,
-        log_tail=tail[-LOG_TAIL_CHARS:],
-        allocation=allocation,
-    )
-    return status
+    quality = contention.annotate(result, sampler, cell) if sampler else None
+    result["system"]["launcher"] = supervise.launcher_footprint()
+    job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
+    if job_id and result.get("startup"):
+        result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)
+    rewrite_result(out, result)
+    return quality
 
 
 def exit_on_sigterm() -> None:

@@ -13,22 +13,20 @@ that always leaves a result. How it starts the cell's processes:
   got, then starts one SLURM task per device with the srun line of :func:`srun_prefix`,
   rendered by the strategy's launch kind (dpscale.launch.kinds). Every task runs
   ``python -m dpscale.launch.slurm_task KIND -- RUNNER...``, which turns SLURM_PROCID /
-  SLURM_LOCALID / SLURM_NODEID (:func:`slurm_ids`) into the framework's rank variables.
+  SLURM_LOCALID / SLURM_NODEID (dpscale.launch.slurm_rank) into the framework's rank
+  variables.
 
 Everything here is a pure function of the cell and an :class:`Allocation` (parsed from the
 environment, with ``scontrol`` only to fill in what the environment lacks), so the command
-lines are tested without SLURM. Stdlib only.
+lines are tested without SLURM. What a task reads about itself once srun started it is in
+dpscale.launch.slurm_rank. Stdlib only.
 """
 
 from __future__ import annotations
 
-import fcntl
-import ipaddress
 import json
 import re
 import shutil
-import socket
-import struct
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,7 +37,6 @@ from dpscale.plan.cell import Cell
 from dpscale.runner.sysinfo import visible_gpu_count as _visible_gpus
 
 SCONTROL_TIMEOUT_S = 20
-SIOCGIFADDR = 0x8915
 
 Runner = Callable[[Sequence[str]], str | None]  # runs a command, returns stdout or None
 
@@ -363,67 +360,3 @@ def srun_prefix(
         # every task sees all of its node's GPUs and pins the one of its local rank
         flags.append(f"--gres=gpu:{cell.devices_per_node}")
     return flags
-
-
-# ------------------------------------------------------------------ inside one task
-
-
-def slurm_ids(env: Mapping[str, str]) -> dict[str, int | str]:
-    """rank, local rank, node index, world size, tasks on this node, nodes, node name of a
-    task started by srun with block distribution."""
-    node_index = int(env.get("SLURM_NODEID", 0))
-    size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
-    per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
-    local_size = (count_on_node(per_node, node_index) if per_node else None) or size
-    return {
-        "rank": int(env["SLURM_PROCID"]),
-        "local_rank": int(env.get("SLURM_LOCALID", 0)),
-        "node_index": node_index,
-        "size": size,
-        "local_size": local_size,
-        "nodes": int(env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or 1),
-        "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
-    }
-
-
-def count_on_node(text: str, index: int) -> int | None:
-    """The ``index``-th node's entry of a per-node count (SLURM_TASKS_PER_NODE, ...)."""
-    counts = expand_tasks_per_node(text)
-    return counts[index] if index < len(counts) else None
-
-
-def node_address(env: Mapping[str, str], node: str) -> str:
-    """A node's address: from the launcher's map (SLURM's NodeAddr), else the name."""
-    try:
-        return json.loads(env.get("DPSCALE_NODE_ADDRS") or "{}").get(node, node)
-    except json.JSONDecodeError:
-        return node
-
-
-def resolved(address: str) -> str:
-    """An IP address for ps-lite, which passes hosts around as given: the name's, if any."""
-    try:
-        return socket.gethostbyname(address)
-    except OSError:
-        return address
-
-
-def interface_for(address: str) -> str | None:
-    """The network interface that owns ``address`` (for Gloo), or None."""
-    try:
-        ip = socket.gethostbyname(address)
-    except OSError:
-        return None
-    if ipaddress.ip_address(ip).is_loopback:
-        return "lo"
-    for _, name in socket.if_nameindex():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            try:
-                packed = fcntl.ioctl(
-                    sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15])
-                )
-            except OSError:
-                continue
-        if socket.inet_ntoa(packed[20:24]) == ip:
-            return name
-    return None

@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from dpscale.launch import slurm
+from dpscale.launch import slurm_rank
 from dpscale.launch.kinds import KINDS
 from dpscale.runner.sysinfo import nvidia_gpus, usable_cpus
 
@@ -27,7 +27,7 @@ def task_env(kind: str, env: Mapping[str, str]) -> dict[str, str]:
     if kind not in KINDS or KINDS[kind].one_process:
         ranked = sorted(name for name, k in KINDS.items() if not k.one_process)
         raise ValueError(f"kind {kind!r} is not one of {ranked}")
-    return KINDS[kind].rank_env(slurm.slurm_ids(env), env)
+    return KINDS[kind].rank_env(slurm_rank.slurm_ids(env), env)
 
 
 def probe(env: Mapping[str, str]) -> dict[str, object]:
@@ -39,7 +39,7 @@ def probe(env: Mapping[str, str]) -> dict[str, object]:
         "node_index": node_index,
         "host": socket.gethostname(),
         # the job's CPUs on this node (SLURM_CPUS_ON_NODE would be this 1-CPU step's)
-        "job_cpus_on_node": slurm.count_on_node(job_cpus, node_index) if job_cpus else None,
+        "job_cpus_on_node": slurm_rank.count_on_node(job_cpus, node_index) if job_cpus else None,
         "cpus_usable": usable_cpus(),
         "gpus_on_node": env.get("SLURM_GPUS_ON_NODE"),
         "job_gpus": env.get("SLURM_JOB_GPUS"),

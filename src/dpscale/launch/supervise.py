@@ -1,0 +1,150 @@
+"""The cell's processes from start to reaping, and what watching them cost.
+
+Outside SLURM a cell holds its devices' bench lock while it measures, so benchmark processes
+of different cells never overlap. Its command starts under dpscale.launch.guard (it dies with
+the launcher), in a session of its own, and is waited for with a deadline: SIGTERM, a grace
+period, then SIGKILL. Whatever the command left behind (ranks that moved to a session of
+their own) is found by the cell's token in ``/proc`` and killed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TextIO
+
+from dpscale.plan.cell import Cell
+from dpscale.runner import startup
+
+TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
+
+
+@contextmanager
+def bench_lock(cell: Cell, log) -> Iterator[None]:
+    """This machine's exclusive lock for the cell's devices (its CPUs, or the visible GPUs),
+    held while the block runs; waits, and says so in ``log``, while another cell holds it."""
+    scope = (
+        "cpu"
+        if cell.accelerator == "cpu"
+        else "gpu-" + os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+    )
+    path = (
+        Path(os.environ.get("DPSCALE_LOCK_DIR", tempfile.gettempdir()))
+        / f"dpscale-bench-{scope.replace(',', '_')}.lock"
+    )
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[dpscale] waiting for {path} (another cell is measuring)", file=log, flush=True)
+            waited = time.monotonic()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            print(
+                f"[dpscale] lock acquired after {time.monotonic() - waited:.0f} s",
+                file=log,
+                flush=True,
+            )
+        yield
+
+
+def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
+    """The command as dpscale.launch.guard starts it: killed if this launcher dies (so are
+    its ranks, runner.faults.exit_with_parent), under an address-space cap when the cell sets
+    one."""
+    cap = [] if memory_limit_mb is None else [f"--memory-mb={memory_limit_mb}"]
+    return [sys.executable, "-m", "dpscale.launch.guard", *cap, "--", *command]
+
+
+def run_with_deadline(
+    command: list[str], env: dict[str, str], log: TextIO, timeout_s: int
+) -> int | None:
+    """Run ``command`` in a session of its own, output to ``log``; its exit status, or None
+    when it ran past ``timeout_s`` and was stopped."""
+    process = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        return wait_without_polling(process, timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)  # srun and torchrun pass it on to the ranks
+        try:
+            process.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        return None
+    except BaseException:
+        os.killpg(process.pid, 9)  # Ctrl-C or SIGTERM from Snakemake: take the ranks down too
+        raise
+
+
+def wait_without_polling(process: subprocess.Popen, timeout_s: float) -> int:
+    """Wait without polling: ``Popen.wait(timeout)`` wakes up every 50 ms; a thread blocked
+    in ``waitpid`` and a timed join cost nothing while the runner runs."""
+    waiter = threading.Thread(target=process.wait, name="wait-runner", daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    if waiter.is_alive():
+        raise subprocess.TimeoutExpired(process.args, timeout_s)
+    return process.returncode
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
+    (every process a launch starts inherits it, whatever session or group it moves to)."""
+    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "?"
+
+
+def reap_leftovers(token: str, log, wait_s: float = 5.0) -> int:
+    """Kill what a cell left behind after its launcher exited (ranks that a launcher moved
+    to their own session, such as horovodrun's, survive a kill of its group); bounded."""
+    leftovers = processes_with(token)
+    described = [f"{pid} {_cmdline(pid)[:160]}" for pid in leftovers]
+    for pid in leftovers:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if leftovers:
+        print(f"[dpscale] killed {len(leftovers)} leftover process(es): {described}", file=log)
+    return len(leftovers)
+
+
+def launcher_footprint(proc: Path = Path("/proc")) -> dict[str, float | None]:
+    """This process's wall time since it was started (interpreter start-up included; the
+    kernel's start time has clock-tick resolution) and its peak memory and that of its
+    largest child (``getrusage``: the children that have been waited for)."""
+    started = startup.process_start_time(proc)
+    wall_s = round(time.time() - started, 3) if started is not None else None
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"wall_s": wall_s, "max_rss_mb": round(own, 1), "max_child_rss_mb": round(children, 1)}
