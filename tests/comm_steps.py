@@ -4,8 +4,8 @@
 
 Softmax regression (one dense layer, 16 inputs, 12 classes, with bias), the same initial
 weights on both ranks, a different batch of 4 per rank, the synthetic cells' SGD
-(plan.cell.SYNTHETIC_SGD) and the adapter's own hook registration (torch_ddp.Remedy). Prints
-JSON: the initial weights, each rank's batch, every rank's weights after the steps, and, for
+(plan.cell.SYNTHETIC_SGD) and torch-ddp's own hook registration (torch_remedies.RemedyHooks).
+Prints JSON: the initial weights, each rank's batch, every rank's weights after the steps, and, for
 PowerSGD, the random starting Q the hook draws (torch's generator, seeded as the hook seeds it).
 """
 
@@ -24,9 +24,9 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from dpscale.frameworks.torch_ops import exit_without_finalization, make_sgd
+from dpscale.frameworks.torch_remedies import RemedyHooks
 from dpscale.plan.cell import SYNTHETIC_SGD
 from dpscale.plan.comm import parse
-from dpscale.strategies.torch_ddp import Remedy
 
 WORLD, BATCH, INPUTS, CLASSES, RANK = 2, 4, 16, 12, 2
 rng = np.random.default_rng(11)
@@ -46,7 +46,7 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
         layer.weight.copy_(torch.from_numpy(KERNEL))
         layer.bias.copy_(torch.from_numpy(BIAS))
     model = DistributedDataParallel(layer)
-    hooks = Remedy(parse({"name": remedy, "rank": RANK} if remedy == "powersgd" else remedy))
+    hooks = RemedyHooks(parse({"name": remedy, "rank": RANK} if remedy == "powersgd" else remedy))
     hooks.register(model)
     optimizer = make_sgd(model.parameters(), SYNTHETIC_SGD)
     x, y = torch.from_numpy(X[rank]), torch.from_numpy(Y[rank])

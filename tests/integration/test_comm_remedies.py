@@ -22,7 +22,7 @@ from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 pytestmark = pytest.mark.slow
 
 SCRIPT = REPO_ROOT / "tests" / "comm_steps.py"
-POWERSGD_PLAIN_STEPS = 2  # torch_ddp.POWERSGD_START_ITER
+POWERSGD_PLAIN_STEPS = 2  # torch_remedies.POWERSGD_START_ITER
 
 
 def run_steps(remedy: str, steps: int) -> dict:

@@ -1,8 +1,9 @@
 """PyTorch code shared by the torch-dp and torch-ddp adapters: threads, device, the model,
-the synthetic step, the training backend, and the :class:`TorchRank` the core loop drives.
+the synthetic step, the training backend, and the ranks the core loop drives: :class:`TorchRank`
+(one process) and :class:`DistributedTorchRank` (a torch.distributed group).
 
 Every call that talks to other ranks is in the adapters (marked ``[distributed]``); here
-only ``TorchRank.gather``/``allreduce``/``finish``, which the DDP adapter turns on.
+only DistributedTorchRank's gather, all-reduce and finish.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import nn
 
 from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
+from dpscale.runner.rank import Rank
 from dpscale.runner.support import param_checksum, require_devices
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
@@ -181,16 +183,13 @@ class TorchTrainingBackend:
         return self._reduce(values, dist.ReduceOp.MAX)
 
 
-class TorchRank:
-    """What the core loop (runner.measure.run_cell) needs from a torch process.
-
-    ``distributed``: the process is one rank of a torch.distributed group (DDP); otherwise
-    it is the only process and gathering is the identity. ``remedy``: the DDP adapter's
-    communication remedy (its collectives path, its record, its last wait).
-    """
+class TorchRank(Rank):
+    """A torch process that drives every device of its node itself (torch-dp): the one-process
+    defaults of runner.rank.Rank, torch's step, training backend and checksums."""
 
     framework = "torch"
     times_out_collectives = True  # the process group's timeout (the DDP adapter sets it)
+    distributed = False
 
     def __init__(
         self,
@@ -200,15 +199,9 @@ class TorchRank:
         trainable_params: int,
         threads_used: int,
         batch: int,
-        distributed: bool = False,
-        remedy: Any = None,
     ) -> None:
         self.cell, self.model, self.device = cell, model, device
-        self.remedy = remedy
         self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
-        self.distributed = distributed
-        self.rank = dist.get_rank() if distributed else 0
-        self.size = dist.get_world_size() if distributed else 1
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
         step = make_train_step(self.cell, self.model, self.device, self.batch)
@@ -223,11 +216,41 @@ class TorchRank:
         c = torch.empty(n, n, device=self.device, dtype=kind)
         return (lambda: torch.mm(a, b, out=c)), synchronizer(self.device)
 
+    def param_checksums(self) -> list[str]:
+        return [trained_param_checksum(self.model)]
+
+    def device_names(self) -> list[str]:
+        if self.device.type != "cuda":
+            return []
+        return [torch.cuda.get_device_name(i) for i in range(self.cell.devices_per_node)]
+
+    def versions(self) -> dict[str, str]:
+        return versions()
+
+
+class DistributedTorchRank(TorchRank):
+    """One rank of a torch.distributed group (torch-ddp): one device, the group's collectives,
+    and the cell's communication remedy (``remedy``: torch_remedies.RemedyHooks, with its
+    collectives path, its record and its last wait)."""
+
+    distributed = True
+
+    def __init__(
+        self,
+        cell: Cell,
+        model: nn.Module,
+        device: torch.device,
+        trainable_params: int,
+        threads_used: int,
+        remedy: Any,
+    ) -> None:
+        super().__init__(cell, model, device, trainable_params, threads_used, cell.batch_per_device)
+        self.remedy = remedy
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+
     def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
-        if not self.distributed:
-            raise RuntimeError("an all-reduce needs a torch.distributed group (torch-ddp)")
         buffer = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
-        remedied = self.remedy.allreduce(buffer, self.size) if self.remedy else None
+        remedied = self.remedy.allreduce(buffer, self.size)
         if remedied is not None:
             return remedied, synchronizer(self.device)
         # [distributed] sum over the ranks, in place; gloo on CPU returns when it is done,
@@ -241,31 +264,17 @@ class TorchRank:
         return {"op": op, "backend": str(dist.get_backend())}
 
     def gather(self, value: Any) -> list[Any]:
-        if not self.distributed:
-            return [value]
         values: list[Any] = [None] * self.size
         dist.all_gather_object(values, value)  # [distributed] every rank's value, rank order
         return values
 
-    def param_checksums(self) -> list[str]:
-        return [trained_param_checksum(self.model)]
-
     def device_names(self) -> list[str]:
-        if self.device.type != "cuda":
-            return []
-        if self.distributed:
-            return [torch.cuda.get_device_name(self.device)]
-        return [torch.cuda.get_device_name(i) for i in range(self.cell.devices_per_node)]
-
-    def versions(self) -> dict[str, str]:
-        return versions()
+        return [torch.cuda.get_device_name(self.device)] if self.device.type == "cuda" else []
 
     def system_extra(self) -> dict[str, Any]:
-        return self.remedy.record() if self.remedy else {}
+        return self.remedy.record()
 
     def finish(self) -> None:
-        if self.remedy:
-            self.remedy.flush()  # [distributed] a delayed all-reduce still running
-        if self.distributed:
-            dist.barrier()  # [distributed] rank 0 has written the result
-            dist.destroy_process_group()
+        self.remedy.flush()  # [distributed] a delayed all-reduce still running
+        dist.barrier()  # [distributed] rank 0 has written the result
+        dist.destroy_process_group()

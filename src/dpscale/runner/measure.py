@@ -1,7 +1,8 @@
 """The loop every strategy's ranks run, framework-free: measure, gather, check, write.
 
 A strategy's adapter sets its framework up (init, pin the device, build, wrap, broadcast)
-and hands :func:`run_cell` a :class:`Rank`: the handful of framework calls the loop needs.
+and hands :func:`run_cell` a :class:`~dpscale.runner.rank.Rank`: the handful of framework calls
+the loop needs.
 The loop then does the same thing for every strategy:
 
 1. collectives mode: time the strategy's all-reduce at each message size by the same
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from dpscale.plan.cell import Cell
 from dpscale.plan.result import now_iso
 from dpscale.runner import startup
 from dpscale.runner.faults import FirstCollectiveDeadline, StepWatchdog, arrivals_folder
+from dpscale.runner.rank import Rank
 from dpscale.runner.records import (
     write_collectives_result,
     write_synthetic_result,
@@ -48,54 +50,6 @@ from dpscale.runner.training import TrainingBackend, run_training
 MATMUL_N = {"cpu": 1024, "cuda": 8192}
 MATMUL_WARMUP, MATMUL_WINDOWS, MATMUL_PER_WINDOW = 2, 5, 2
 MATMUL_DTYPES = {"fp32": "float32", "amp_bf16": "bfloat16", "amp_fp16": "float16"}
-
-
-class Rank(Protocol):
-    """One rank of a strategy, as the core's loop drives it; the adapter implements it."""
-
-    framework: str
-    # whether the framework ends a collective that waits too long (its timeout is set from
-    # measure.collective_timeout_s); where not, a step watchdog does (runner.faults)
-    times_out_collectives: bool
-    rank: int  # 0 .. size-1; rank 0 writes the result
-    size: int  # processes of the cell (1 for strategies that drive every device from one)
-    batch: int  # samples this process feeds per step (per-device batch x its devices)
-    trainable_params: int
-    threads_used: int
-
-    def synthetic_step(self) -> tuple[Step, Sync]:
-        """One optimiser step on random data created once on the device, and a function
-        that waits until the device has finished all queued work."""
-
-    def training_backend(self) -> TrainingBackend: ...
-
-    def matmul(self, n: int, dtype: str) -> tuple[Step, Sync]:
-        """One dense n x n x n product on this rank's device (operands created once)."""
-
-    def allreduce(self, nbytes: int) -> tuple[Step, Sync]:
-        """One sum all-reduce of ``nbytes`` bytes of float32 over every rank, through the
-        strategy's own communication path (buffers created once, here, outside any timing);
-        collectives mode only, multi-process strategies only."""
-
-    def allreduce_description(self) -> dict[str, str]:
-        """What :meth:`allreduce` calls: ``op`` and ``backend`` (e.g. gloo, nccl, ps-lite)."""
-
-    def gather(self, value: Any) -> list[Any]:
-        """Every rank's ``value`` in rank order (needed on rank 0 only)."""
-
-    def param_checksums(self) -> list[str]:
-        """sha256 of the trainable parameters of each model replica this process holds."""
-
-    def device_names(self) -> list[str]:
-        """The accelerator names this rank's framework reports (empty on CPU)."""
-
-    def versions(self) -> dict[str, str]: ...
-
-    def system_extra(self) -> dict[str, Any]:
-        """What else the result's system description should say about this strategy."""
-
-    def finish(self) -> None:
-        """After rank 0 has written the result: the last collective, teardown."""
 
 
 class Guards:

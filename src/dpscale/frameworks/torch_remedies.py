@@ -1,0 +1,174 @@
+"""torch-ddp's communication remedies (config ``comm``) as DDP communication hooks: torch's own
+``fp16_compress_hook``, ``bf16_compress_hook`` and ``powerSGD_hook``, and
+:class:`DelayedAllreduce` (ChainerMN's double buffering, which torch does not have); each
+remedy's all-reduce of one message for collectives mode; what the rank applied, for its
+result. ``bucket_mb`` is DDP's ``bucket_cap_mb`` (the adapter passes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel
+
+from dpscale.plan.comm import Comm, powersgd_matrix
+
+# torch's default bucket_cap_mb
+DEFAULT_BUCKET_MB = 25.0
+# PowerSGD compresses from this step on (torch's minimum with error feedback and warm start:
+# DDP rebuilds its buckets after the first step); before it, a plain all-reduce
+POWERSGD_START_ITER = 2
+
+
+class DelayedAllreduce:
+    """A DDP communication hook: each step applies the previous step's averaged gradients
+    while its own all-reduce runs on, behind the next forward and backward pass (ChainerMN's
+    double buffering; the first step applies zeros). Kept per parameter, not per bucket:
+    DDP rebuilds its buckets after the first step."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+        # id(parameter) -> (the all-reduce of its bucket, the summed buffer, offset, length)
+        self.pending: dict[int, tuple[Any, torch.Tensor, int, int]] = {}
+
+    def __call__(self, bucket: dist.GradBucket) -> torch.futures.Future:
+        parameters = bucket.parameters()
+        previous = torch.cat([self._previous(p).reshape(-1) for p in parameters])
+        sending = bucket.buffer().div(self.world_size)
+        work = dist.all_reduce(sending, async_op=True)  # [distributed] left running
+        offset = 0
+        for parameter in parameters:
+            self.pending[id(parameter)] = (work, sending, offset, parameter.numel())
+            offset += parameter.numel()
+        done: torch.futures.Future = torch.futures.Future()
+        done.set_result(previous.to(bucket.buffer().dtype))
+        return done
+
+    def _previous(self, parameter: torch.Tensor) -> torch.Tensor:
+        if id(parameter) not in self.pending:
+            return torch.zeros_like(parameter)
+        work, summed, offset, length = self.pending[id(parameter)]
+        work.wait()  # [distributed] the previous step's all-reduce
+        return summed[offset : offset + length]
+
+    def flush(self) -> None:
+        """Waits for the last step's all-reduces (their gradients are never applied)."""
+        for work, *_ in self.pending.values():
+            work.wait()  # [distributed]
+
+
+def powersgd_hook() -> Callable[..., torch.futures.Future]:
+    """torch's PowerSGD hook; on gloo each bucket's chain of all-reduces finishes before the
+    next bucket's starts: the chains' callbacks otherwise issue gloo collectives in a
+    different order on different ranks (seen here: "Received data size doesn't match
+    expected size"), which gloo, unlike nccl, cannot match."""
+    if dist.get_backend() != "gloo":
+        return powerSGD_hook.powerSGD_hook
+
+    def one_bucket_at_a_time(state, bucket):  # no annotations: DDP checks them
+        future = powerSGD_hook.powerSGD_hook(state, bucket)
+        future.wait()  # [distributed]
+        return future
+
+    return one_bucket_at_a_time
+
+
+def wire_ratio(comm: Comm, state: Any) -> float:
+    """Logical gradient bytes over bytes sent: PowerSGD's from its own statistics."""
+    if comm.name == "powersgd":
+        rate, before, after = state.compression_stats()
+        return float(rate) if after else 1.0
+    return float(comm.nominal_ratio or 1.0)
+
+
+def powersgd_allreduce(buffer: torch.Tensor, rank: int, world_size: int) -> Callable[[], None]:
+    """PowerSGD's own path for one message viewed as a square matrix (torch's batched
+    variant): P = MQ, all-reduce P, orthogonalise, Q = M^T P, all-reduce Q, M = PQ^T."""
+    side, rank = powersgd_matrix(buffer.numel() * 4, rank)
+    matrix = torch.zeros(side * side, dtype=buffer.dtype, device=buffer.device)
+    matrix[: buffer.numel()] = buffer
+    matrix = matrix.view(side, side)
+    q = torch.randn(side, rank, generator=torch.Generator().manual_seed(0)).to(buffer.device)
+    p = torch.empty(side, rank, dtype=buffer.dtype, device=buffer.device)
+
+    def step() -> None:
+        torch.matmul(matrix, q, out=p)
+        dist.all_reduce(p)  # [distributed]
+        powerSGD_hook._orthogonalize(p.unsqueeze(0))
+        torch.matmul(matrix.t(), p, out=q)
+        dist.all_reduce(q)  # [distributed]
+        q.div_(world_size)
+        buffer.copy_(torch.matmul(p, q.t()).view(-1)[: buffer.numel()])
+
+    return step
+
+
+def compressed_allreduce(buffer: torch.Tensor, comm: Comm, world_size: int) -> Callable[[], None]:
+    """The remedy's all-reduce of one float32 message (collectives mode)."""
+    if comm.name == "powersgd":
+        return powersgd_allreduce(buffer, comm.rank or 1, world_size)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[comm.name]
+
+    def step() -> None:  # as default_hooks' compress hooks: average, cast, sum, cast back
+        sent = buffer.div(world_size).to(dtype)
+        dist.all_reduce(sent)  # [distributed]
+        buffer.copy_(sent)
+
+    return step
+
+
+class RemedyHooks:
+    """The cell's communication remedy on this rank (torch_ops.DistributedTorchRank's ``remedy``):
+    registers its DDP hook, times its own all-reduce path, says what it applied."""
+
+    def __init__(self, comm: Comm) -> None:
+        self.comm, self.state = comm, None
+        self.applied: dict[str, Any] = {
+            "remedy": comm.key,
+            "bucket_mb": comm.bucket_mb or DEFAULT_BUCKET_MB,
+            "hook": "DDP's own all-reduce",
+        }
+
+    def register(self, model: DistributedDataParallel) -> None:
+        """Replaces DDP's all-reduce of each bucket by the remedy's hook."""
+        if self.comm.name in ("fp16", "bf16"):
+            hook = getattr(default_hooks, f"{self.comm.name}_compress_hook")
+            model.register_comm_hook(None, hook)  # [distributed]
+            self.applied["hook"] = f"torch default_hooks.{hook.__name__}"
+        elif self.comm.name == "powersgd":
+            self.state = powerSGD_hook.PowerSGDState(
+                process_group=None,
+                matrix_approximation_rank=self.comm.rank,
+                start_powerSGD_iter=POWERSGD_START_ITER,
+                use_error_feedback=True,
+                warm_start=True,
+            )
+            model.register_comm_hook(self.state, powersgd_hook())  # [distributed]
+            self.applied["hook"] = "torch powerSGD_hook.powerSGD_hook"
+            if dist.get_backend() == "gloo":
+                self.applied["hook"] += " (one bucket at a time on gloo)"
+            self.applied.update(
+                rank=self.comm.rank, start_iter=POWERSGD_START_ITER, error_feedback=True
+            )
+        elif self.comm.name == "delayed":
+            self.state = DelayedAllreduce(dist.get_world_size())
+            delayed = self.state
+            # a lambda: DDP checks a hook's annotations, which this module keeps as text
+            model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
+            self.applied["hook"] = "dpscale torch_remedies.DelayedAllreduce (1 step stale)"
+
+    def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
+        """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""
+        if self.comm.name in ("none", "delayed"):
+            return None
+        return compressed_allreduce(buffer, self.comm, world_size)
+
+    def record(self) -> dict[str, Any]:
+        return {"comm": {**self.applied, "wire_ratio": wire_ratio(self.comm, self.state)}}
+
+    def flush(self) -> None:
+        if isinstance(self.state, DelayedAllreduce):
+            self.state.flush()

@@ -1,0 +1,70 @@
+"""One process of a strategy as the core loop (runner.measure.run_cell) drives it.
+
+A framework's Rank (frameworks/*_ops.py) subclasses :class:`Rank`. The defaults are those of
+a strategy whose one process drives every device (torch-dp, mxnet-device): rank 0 of 1,
+gathering is the identity, no all-reduce, nothing to tear down. A multi-process rank
+overrides the handful of calls that talk to the other ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpscale.runner.timing import Step, Sync
+from dpscale.runner.training import TrainingBackend
+
+
+class Rank:
+    framework = ""
+    # whether the framework ends a collective that waits too long (its timeout is set from
+    # measure.collective_timeout_s); where not, a step watchdog does (runner.faults)
+    times_out_collectives = False
+    rank = 0  # 0 .. size-1; rank 0 writes the result
+    size = 1  # processes of the cell (1 for strategies that drive every device from one)
+    batch: int  # samples this process feeds per step (per-device batch x its devices)
+    trainable_params: int
+    threads_used: int
+
+    def synthetic_step(self) -> tuple[Step, Sync]:
+        """One optimiser step on random data created once on the device, and a function
+        that waits until the device has finished all queued work."""
+        raise NotImplementedError
+
+    def training_backend(self) -> TrainingBackend:
+        raise NotImplementedError
+
+    def matmul(self, n: int, dtype: str) -> tuple[Step, Sync]:
+        """One dense n x n x n product on this rank's device (operands created once)."""
+        raise NotImplementedError
+
+    def param_checksums(self) -> list[str]:
+        """sha256 of the trainable parameters of each model replica this process holds."""
+        raise NotImplementedError
+
+    def allreduce(self, nbytes: int) -> tuple[Step, Sync]:
+        """One sum all-reduce of ``nbytes`` bytes of float32 over every rank, through the
+        strategy's own communication path (buffers created once, here, outside any timing);
+        collectives mode only, multi-process strategies only."""
+        raise RuntimeError(f"{self.framework}: an all-reduce needs more than one process")
+
+    def allreduce_description(self) -> dict[str, str]:
+        """What :meth:`allreduce` calls: ``op`` and ``backend`` (e.g. gloo, nccl, ps-lite)."""
+        return {}
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` in rank order (needed on rank 0 only)."""
+        return [value]
+
+    def device_names(self) -> list[str]:
+        """The accelerator names this rank's framework reports (empty on CPU)."""
+        return []
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def system_extra(self) -> dict[str, Any]:
+        """What else the result's system description should say about this strategy."""
+        return {}
+
+    def finish(self) -> None:
+        """After rank 0 has written the result: the last collective, teardown."""
