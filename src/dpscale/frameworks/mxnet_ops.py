@@ -32,6 +32,7 @@ from mxnet import autograd, gluon
 
 from dpscale.frameworks.gluon_resnet import build_gluon_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
+from dpscale.runner.rank import Rank
 from dpscale.runner.support import param_checksum
 
 OPTIMIZER = "sgd"
@@ -193,14 +194,11 @@ def versions() -> dict[str, str]:
     }
 
 
-class MXNetRank:
-    """What the core loop (runner.measure.run_cell) needs from an MXNet process.
-
-    ``gather``/``finish`` come from the adapter: the identity and nothing in one process;
-    files and kvstore barriers in a dist_sync job; ``allreduce`` (collectives mode) only in
-    a dist_sync job. ``reduce`` gathers numbers for the
-    training backend's sums and maxima (None: one process, the identity).
-    """
+class MXNetRank(Rank):
+    """An MXNet process that drives every device of its node itself (mxnet-device): the
+    one-process defaults of runner.rank.Rank, Gluon's step, training backend and checksums.
+    ``reduce``: how the training backend sums and maximises numbers over the ranks (None:
+    one process, the identity)."""
 
     framework = "mxnet"
     times_out_collectives = False  # ps-lite waits for a push forever
@@ -212,22 +210,11 @@ class MXNetRank:
         trainer: gluon.Trainer,
         ctxs: list[mx.Context],
         trainable_params: int,
-        *,
-        rank: int = 0,
-        size: int = 1,
-        gather: Callable[[Any], list[Any]] = lambda value: [value],
-        reduce: Callable[[list[float]], np.ndarray] | None = None,
-        finish: Callable[[], None] = lambda: None,
-        system_extra: dict[str, Any] | None = None,
-        allreduce: Callable[[int], tuple[Callable[[], None], Callable[[], None]]] | None = None,
     ) -> None:
         self.cell, self.net, self.trainer, self.ctxs = cell, net, trainer, ctxs
         self.trainable_params, self.threads_used = trainable_params, threads_used(cell)
-        self.rank, self.size = rank, size
         self.batch = cell.batch_per_device * len(ctxs)  # split over the contexts
-        self.gather, self._reduce, self.finish = gather, reduce, finish
-        self._system_extra = system_extra or {}
-        self._allreduce = allreduce
+        self.reduce: Callable[[list[float]], np.ndarray] | None = None
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
         images, labels = synthetic_batch(self.cell, self.batch, self.ctxs)
@@ -235,25 +222,13 @@ class MXNetRank:
         return make_train_step(self.net, self.trainer, images, labels, global_batch), synchronize
 
     def training_backend(self) -> GluonTrainingBackend:
-        return GluonTrainingBackend(self.net, self.trainer, self.ctxs, self.size, self._reduce)
+        return GluonTrainingBackend(self.net, self.trainer, self.ctxs, self.size, self.reduce)
 
     def matmul(self, n: int, dtype: str) -> tuple[Callable[[], None], Callable[[], None]]:
         ctx = self.ctxs[0]
         a, b = (mx.nd.random.normal(shape=(n, n), ctx=ctx).astype(dtype) for _ in range(2))
         c = mx.nd.empty((n, n), ctx=ctx, dtype=dtype)
         return (lambda: mx.nd.dot(a, b, out=c)), synchronize
-
-    def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
-        if self._allreduce is None:
-            raise RuntimeError("an all-reduce needs a dist kvstore (mxnet-dist)")
-        return self._allreduce(nbytes)
-
-    def allreduce_description(self) -> dict[str, str]:
-        if self.cell.comm.name == "2bit":
-            op = f"{self.cell.comm.key}: kvstore.push (compressed), pull (servers sum)"
-        else:
-            op = "kvstore.pushpull (servers sum)"
-        return {"op": op, "backend": "ps-lite dist_sync"}
 
     def param_checksums(self) -> list[str]:
         return [trained_param_checksum(self.net, ctx) for ctx in self.ctxs]
@@ -265,4 +240,4 @@ class MXNetRank:
         return versions()
 
     def system_extra(self) -> dict[str, Any]:
-        return {"mxnet_contexts": [str(c) for c in self.ctxs], **self._system_extra}
+        return {"mxnet_contexts": [str(c) for c in self.ctxs]}
