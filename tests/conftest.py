@@ -17,7 +17,7 @@ ONE_PROCESS = sorted(name for name, s in STRATEGIES.items() if s.one_process)
 MULTI_PROCESS = sorted(name for name, s in STRATEGIES.items() if not s.one_process)
 # The session fixture `slurm_cluster` (one throw-away SLURM cluster for every test module
 # that uses it; importing the fixture into each module would start one per module).
-pytest_plugins = ["slurm_cluster", "processes"]  # processes: the `mark` fixture
+pytest_plugins = ["helpers.slurm_cluster", "helpers.processes"]  # processes: the `mark` fixture
 
 
 # The kind of a test is its folder: unit/ (no process of dpscale's starts), integration/

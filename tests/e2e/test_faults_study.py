@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from processes import GRACE_S, cmdline, marked, wait_for
+from helpers.processes import GRACE_S, cmdline, marked, wait_for
 
 KILLED_STUDY = """\
 study: killed

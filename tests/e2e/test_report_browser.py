@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cdp import Page, find_browser, headless_page
 from conftest import REPO
-from fake_study import write_fake_study
+from helpers.cdp import Page, find_browser, headless_page
+from helpers.fake_study import write_fake_study
 
 pytestmark = pytest.mark.slow
 STUDY_FILE = REPO / "tests" / "data" / "browser.yaml"

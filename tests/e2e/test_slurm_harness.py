@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
+from helpers.slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

@@ -3,7 +3,7 @@
 
 Checks that every strategy's cells ran as SLURM jobs and left valid results; that the
 multi-process cells started their ranks as SLURM tasks (one per device), on two nodes for
-the 2-node cells (tests/slurm_cluster.py declares two nodes, each its own slurmd on this
+the 2-node cells (tests/helpers/slurm_cluster.py declares two nodes, each its own slurmd on this
 machine); that every rank ended with the same parameters; and what sacct recorded.
 """
 
@@ -20,7 +20,7 @@ import yaml
 
 from conftest import MULTI_PROCESS, ONE_PROCESS, REPO
 from dpscale.plan.result import read_result
-from slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
+from helpers.slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 

@@ -1,6 +1,6 @@
 """torch-ddp's delayed all-reduce and PowerSGD take the steps a numpy reference takes.
 
-tests/comm_steps.py runs three steps (PowerSGD: its two plain all-reduces, then three
+tests/helpers/comm_steps.py runs three steps (PowerSGD: its two plain all-reduces, then three
 compressed steps) of softmax regression on two gloo ranks with the adapter's own hooks; the
 reference below computes the same update from the algorithms' definitions: ChainerMN's
 double buffering (step k applies the mean gradient of step k-1, the first step zeros) and
@@ -21,7 +21,7 @@ from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = REPO_ROOT / "tests" / "comm_steps.py"
+SCRIPT = REPO_ROOT / "tests" / "helpers" / "comm_steps.py"
 POWERSGD_PLAIN_STEPS = 2  # torch_remedies.POWERSGD_START_ITER
 
 

@@ -23,7 +23,7 @@ from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.result import read_result
 from dpscale.registry import strategy
-from processes import GRACE_S, cmdline, environ, marked, wait_for
+from helpers.processes import GRACE_S, cmdline, environ, marked, wait_for
 
 pytestmark = pytest.mark.slow
 

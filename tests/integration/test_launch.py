@@ -12,13 +12,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
 from dpscale.launch import checks, contention, failures, launcher
 from dpscale.launch.kinds import kind
 from dpscale.plan.result import read_result
 from dpscale.plan.strategy import Strategy
+from helpers.quiet import machine_bench_lock, wait_for_quiet
 
 FAKE_RUNNER = textwrap.dedent(
     """

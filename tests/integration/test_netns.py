@@ -14,12 +14,12 @@ import sys
 import time
 
 import pytest
-from quiet import machine_bench_lock, wait_for_quiet
 
 from conftest import make_cell
 from dpscale.launch import checks, launcher, netns
 from dpscale.plan.cell import Network
 from dpscale.registry import STRATEGIES
+from helpers.quiet import machine_bench_lock, wait_for_quiet
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
 

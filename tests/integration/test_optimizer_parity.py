@@ -20,7 +20,7 @@ import pytest
 from dpscale.launch.envs import ensure_env, env_python
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
-SCRIPT = REPO_ROOT / "tests" / "optimizer_step.py"
+SCRIPT = REPO_ROOT / "tests" / "helpers" / "optimizer_step.py"
 ENVS = {"torch": "torch", "tensorflow": "tf-horovod", "mxnet": "mxnet"}
 
 
@@ -41,7 +41,7 @@ def weights_after_steps(framework: str) -> dict[str, np.ndarray]:
 
 
 def test_the_reference_moves_the_weights():
-    from optimizer_step import BIAS, KERNEL  # noqa: PLC0415 (needs no framework)
+    from helpers.optimizer_step import BIAS, KERNEL  # noqa: PLC0415 (needs no framework)
 
     reference = weights_after_steps("numpy")
     assert np.abs(reference["kernel"] - KERNEL).max() > 1e-3

@@ -10,7 +10,7 @@ import textwrap
 from conftest import make_cell
 from dpscale.launch import launcher, mxnet_ps, slurm
 from dpscale.plan.paths import SRC_DIR
-from slurm_fakes import no_scontrol, node
+from helpers.slurm_fakes import no_scontrol, node
 
 
 def test_launcher_fails_a_multi_node_cell_when_the_job_got_one_node(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from conftest import make_cell
 from dpscale.launch import checks, cluster, slurm, slurm_task
 from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
-from slurm_fakes import no_scontrol, node
+from helpers.slurm_fakes import no_scontrol, node
 
 PY = ["/envs/fw/bin/python"]  # the interpreter command (launch.kinds)
 CELL_FILE = Path("/shared/results/.dpscale-cell-x/cell.json")

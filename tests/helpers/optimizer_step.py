@@ -1,6 +1,6 @@
 """Three SGD steps of each framework's synthetic-mode optimiser on one tiny model.
 
-    python tests/optimizer_step.py torch|tensorflow|mxnet    # in that framework's environment
+    python tests/helpers/optimizer_step.py torch|tensorflow|mxnet    # in its environment
 
 The model is softmax regression (one dense layer, 8 inputs, 3 classes) with the same
 weights, batch and labels in every framework; the optimiser is built by the adapters' own

@@ -1,6 +1,6 @@
 """Steps of torch-ddp with a communication remedy on two gloo ranks, for a numpy reference.
 
-    python tests/comm_steps.py REMEDY STEPS    # in the torch environment; REMEDY: delayed, powersgd
+    python tests/helpers/comm_steps.py REMEDY STEPS    # torch environment; delayed or powersgd
 
 Softmax regression (one dense layer, 16 inputs, 12 classes, with bias), the same initial
 weights on both ranks, a different batch of 4 per rank, the synthetic cells' SGD

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CI_DIR = REPO / "ci" / "slurm"
 TEST_PROFILE = REPO / "tests" / "slurm_profile"
 
