@@ -2,7 +2,7 @@ import pytest
 
 from dpscale.plan.resnet_spec import DEPTHS, parity_specs, resnet_spec
 
-# torchvision's ResNets (v1.5), trainable parameters, from BRIEF.md
+# torchvision's ResNets (v1.5), trainable parameters (torchvision.models.resnetNN)
 TORCHVISION_PARAMS = {
     ("resnet18", 1000): 11_689_512,
     ("resnet50", 1000): 25_557_032,

@@ -106,7 +106,7 @@ def break_even_global_batch(
 
     One device: B/v0_1 + t_1.  N devices: B/(N v0_N) + t_N.  N wins when
     B (1/v0_1 - 1/(N v0_N)) > t_N - t_1.  Returns 0 when N always wins and inf when
-    it never does.  With v0_1 = v0_N this is v0 (t_N - t_1) N / (N - 1) (BRIEF.md).
+    it never does.  With v0_1 = v0_N this is v0 (t_N - t_1) N / (N - 1) (post 000's question).
     """
     if devices < 2:
         raise ValueError("break-even needs devices >= 2")
