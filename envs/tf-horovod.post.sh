@@ -1,5 +1,5 @@
 # Compile Horovod 0.28.1 against the TensorFlow installed from envs/tf-horovod.txt.
-# Run by dpscale.launch.envs with $PYTHON and $PIP set to the environment's interpreter.
+# Run by dpscale.core.envs with $PYTHON and $PIP set to the environment's interpreter.
 #
 # --no-build-isolation: Horovod's setup.py must import the installed TensorFlow to find
 # its headers and ABI flags; in an isolated build it cannot see it.
