@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from dpscale.frameworks.torch_ops import exit_without_finalization, make_sgd
 from dpscale.frameworks.torch_remedies import RemedyHooks
 from dpscale.plan.cell import SYNTHETIC_SGD
-from dpscale.plan.comm import parse
+from dpscale.plan.remedies import parse
 
 WORLD, BATCH, INPUTS, CLASSES, RANK = 2, 4, 16, 12, 2
 rng = np.random.default_rng(11)

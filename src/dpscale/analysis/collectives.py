@@ -10,7 +10,7 @@ import pandas as pd
 
 from dpscale.analysis import alpha_beta
 from dpscale.plan import ring
-from dpscale.plan.comm import NONE, Comm
+from dpscale.plan.remedies import NONE, Comm
 
 LAYOUT = [
     "study",
@@ -76,14 +76,14 @@ def _size_row(base: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
         "busbw_GB_s": busbw(summary["median"]),
         "busbw_lo_GB_s": busbw(summary["p90"]),  # the slower windows
         "busbw_hi_GB_s": busbw(summary["p10"]),
-        # what a remedy sent (plan.comm.wire_bytes), and the link's bandwidth on those bytes
+        # what a remedy sent (plan.remedies.wire_bytes), and the link's bandwidth on those bytes
         "wire_bytes": size.get("wire_bytes", nbytes),
         "wire_busbw_GB_s": size.get("wire_busbw_GB_s", busbw(summary["median"])),
     }
 
 
 def comm_key(cell: dict[str, Any]) -> str:
-    """The cell's communication remedy (plan.comm), ``none`` for cells without one."""
+    """The cell's communication remedy (plan.remedies), ``none`` for cells without one."""
     return Comm(**cell["comm"]).key if cell.get("comm") else NONE.key
 
 

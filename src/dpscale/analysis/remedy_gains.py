@@ -1,4 +1,4 @@
-"""What helps when the network is too slow: each communication remedy (plan.comm) beside the
+"""What helps when the network is too slow: each communication remedy (plan.remedies) beside the
 same layout without one, measured, with its price in accuracy.
 
 Per remedy cell group (strategy, model, network, layout, per-device batch): its img/s, its

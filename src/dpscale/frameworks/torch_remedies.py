@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.plan.comm import Comm, powersgd_matrix
+from dpscale.plan.remedies import Comm, powersgd_matrix
 
 # torch's default bucket_cap_mb
 DEFAULT_BUCKET_MB = 25.0

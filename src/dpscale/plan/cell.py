@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan.comm import NONE, Comm
+from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
 
@@ -172,7 +172,7 @@ class Cell:
     training: Training | None = None
     network: Network = HOST
     collectives: Collectives | None = None
-    # what the cell does to the gradients' communication (plan.comm); none keeps the ids
+    # what the cell does to the gradients' communication (plan.remedies); none keeps the ids
     comm: Comm = NONE
     skip_reason: str | None = None
     # a drift probe: the study's reference cell measured again (``drift``), its ``repeat``

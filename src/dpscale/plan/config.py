@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from dpscale.plan import comm
+from dpscale.plan import remedies
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
@@ -117,8 +117,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
 def _check_comm(entries: Any) -> None:
     """``comm``: each remedy's name and parameters, in one line naming the entry."""
     try:
-        comm.parse_all(entries)
-    except comm.CommError as error:
+        remedies.parse_all(entries)
+    except remedies.CommError as error:
         raise ConfigError(str(error)) from None
 
 

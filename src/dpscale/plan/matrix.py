@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan import comm as comm_config
+from dpscale.plan import remedies
 from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.ring import gradient_bytes
@@ -101,7 +101,7 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
             fields["nodes"],
             fields["devices_per_node"],
             fields["mode"],
-            fields.get("comm", comm_config.NONE),
+            fields.get("comm", remedies.NONE),
         ),
         # only the cells that use a strategy's option carry it: changing it reruns only those
         options=options,
@@ -116,12 +116,12 @@ def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
     return [Network.from_config(entry) for entry in config["networks"]]
 
 
-def _comms(config: dict[str, Any], processes: int) -> list[comm_config.Comm]:
+def _comms(config: dict[str, Any], processes: int) -> list[remedies.Comm]:
     """The remedies of cells whose gradients travel between processes; a one-process cell
     has no such traffic and is measured once, as the baseline of every remedy."""
     if processes == 1:
-        return [comm_config.NONE]
-    return comm_config.parse_all(config["comm"])
+        return [remedies.NONE]
+    return remedies.parse_all(config["comm"])
 
 
 def _measure(config: dict[str, Any]) -> Measure:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from dpscale.plan.comm import NONE, Comm
+from dpscale.plan.remedies import NONE, Comm
 
 if TYPE_CHECKING:
     from dpscale.plan.cell import Cell
@@ -68,7 +68,7 @@ class CellOption:
 
 @dataclass(frozen=True)
 class CommSupport:
-    """The communication remedies (plan.comm) an adapter applies; ``none`` always.
+    """The communication remedies (plan.remedies) an adapter applies; ``none`` always.
 
     ``remedies``: names it applies in synthetic and training cells; ``collectives``: those
     whose own path its collectives mode times; ``bucket``: what ``bucket_mb`` sets (None: it

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.comm import wire_bytes
+from dpscale.plan.remedies import wire_bytes
 from dpscale.plan.result import make_result, write_result
 from dpscale.plan.ring import algorithm_bandwidth, bus_bandwidth
 from dpscale.runner.support import progress
@@ -142,7 +142,7 @@ def collectives_record(
                 "summary": summary.as_dict(),
                 "algbw_GB_s": algbw / 1e9,
                 "busbw_GB_s": bus_bandwidth(algbw, cell.world_size) / 1e9,
-                # what the remedy sent (plan.comm.wire_bytes): the link's own bus bandwidth
+                # what the remedy sent (plan.remedies.wire_bytes): the link's own bus bandwidth
                 "wire_bytes": on_wire,
                 "wire_busbw_GB_s": bus_bandwidth(wire_algbw, cell.world_size) / 1e9,
             }

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dpscale.plan.comm import parameter_server_ratio
+from dpscale.plan.remedies import parameter_server_ratio
 from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell

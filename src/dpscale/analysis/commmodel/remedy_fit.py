@@ -1,4 +1,4 @@
-"""Communication remedies (plan.comm) in the model: each remedy's cells predicted from the fit
+"""Communication remedies (plan.remedies) in the model: each remedy's cells predicted from the fit
 of the same strategy and model without a remedy, changed only where the remedy acts.
 
     T_comp' = T_comp + e                      (the remedy's encode and decode per step, N > 1)

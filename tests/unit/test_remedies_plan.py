@@ -1,10 +1,10 @@
-"""plan.comm: the remedies' keys and the bytes their collectives send."""
+"""plan.remedies: the remedies' keys and the bytes their collectives send."""
 
 from __future__ import annotations
 
 import pytest
 
-from dpscale.plan.comm import NONE, Comm, parse, powersgd_matrix, wire_bytes
+from dpscale.plan.remedies import NONE, Comm, parse, powersgd_matrix, wire_bytes
 
 
 def test_keys_name_the_remedy_and_its_parameters():
