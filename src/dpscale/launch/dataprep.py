@@ -277,7 +277,7 @@ def prepare_cifar10(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dpscale.runner.datasets", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m dpscale.launch.dataprep", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser("prepare", help="prepare a dataset; prints the .npz path")
     prepare.add_argument("dataset", choices=("digits", "cifar10"))
