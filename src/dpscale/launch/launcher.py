@@ -23,9 +23,10 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -44,13 +45,42 @@ from dpscale.runner.sysinfo import git_commit
 
 def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
     """Measure ``cell`` into ``out``; ``interpreter`` runs its processes (a Path: the
-    prefix of a built environment). The result records the launcher's own footprint."""
-    status, sampler = _launch(cell, out, interpreter, log_path)
-    quality = finish_result(out, sampler, cell)
+    prefix of a built environment). The result records the launcher's own footprint.
+
+    A bug of the launcher's own still leaves a result: the cell ends ``failed`` with the
+    exception's last line and the log's path, and its traceback goes to the log."""
+    started_at = now_iso()
+    try:
+        status, sampler = _launch(cell, out, interpreter, log_path)
+    except Exception as error:  # noqa: BLE001 (any bug: a cell always leaves a result)
+        return _launcher_failed(cell, out, log_path, error, started_at)
+    try:
+        quality = finish_result(out, sampler, cell)
+    except Exception:  # noqa: BLE001 (the measured result stays as it was written)
+        _log_traceback(log_path, "amending the result failed; it is kept as the cell wrote it")
+        return status
     if quality is not None:
         with open(log_path, "a") as log:
             print(f"[dpscale] measurement quality: {quality}", file=log, flush=True)
     return status
+
+
+def _launcher_failed(
+    cell: Cell, out: Path, log_path: Path, error: Exception, started_at: str
+) -> str:
+    """Record a cell the launcher itself failed; a result that cannot be written (OSError)
+    still ends the job, as nothing was recorded."""
+    _log_traceback(log_path, "the launcher failed")
+    last = traceback.format_exception_only(error)[-1].strip()
+    reason = f"the launcher failed: {last} (traceback in {log_path})"
+    failures.write_status(cell, out, "failed", reason, started_at)
+    return "failed"
+
+
+def _log_traceback(log_path: Path, what: str) -> None:
+    with suppress(OSError), open(log_path, "a") as log:
+        print(f"[dpscale] {what}:", file=log)
+        traceback.print_exc(file=log)
 
 
 def _launch(
