@@ -157,6 +157,9 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         page.pump(1.0)
         landing = page.evaluate("document.body.innerText")
         assert "The answer first" in landing and "beat 1 from global batch" in landing
+        # the study file's hostile description is shown as words and runs nothing
+        assert "onerror=" in landing and page.evaluate("document.title") != "pwned"
+        assert page.evaluate("document.querySelectorAll('img[onerror]').length") == 0
         page.screenshot(shots / "00-landing.png")
         order = page.evaluate("Object.keys(categories).sort((a, b) => a.localeCompare(b))")
         assert order[0] == FIRST_CATEGORY, order

@@ -2,7 +2,6 @@
 # list of final outputs (built from the rules' own outputs: each file name is written once,
 # in its rule).
 import json
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
+from dpscale.render.rst import plain_text
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
 # strategies declare) with defaults filled in, the rules a schema cannot express, and the
@@ -171,20 +171,18 @@ def training_tables(with_runs=False):
     return {name: f"{TABLES}/{name}.csv" for name in names}
 
 
-def rst_text(line):
-    """Plain text for reStructuredText: markup characters escaped."""
-    return re.sub(r"([\\*`_|])", r"\\\1", line)
-
-
 def report_lines(name):
     """Sentences a rule wrote for the report's texts (tables/<name>.json); empty until then.
     Read when `snakemake --report` parses the workflow: report/*.rst show them."""
     path = Path(f"{TABLES}/{name}.json")
     if not path.is_file():
         return []
-    return [rst_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
+    return [plain_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
 
 
+# Text that reaches the report from the study file or from results is pasted as plain text
+# (render.rst): a study file cannot inject markup or script into a reader's browser.
+config["report_description"] = plain_text(config.get("description") or "")
 config["report_top_findings"] = report_lines("findings_top")
 config["model_validation_lines"] = report_lines("model_validation_top")
 
