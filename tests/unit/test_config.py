@@ -56,6 +56,10 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             "precision: 'amp_bf16' needs accelerator 'cuda'",
         ),
         (
+            lambda c: (c.update(accelerator="cuda"), c["measure"].update(memory_limit_mb=4096)),
+            "measure.memory_limit_mb: 4096 is not allowed with accelerator 'cuda'",
+        ),
+        (
             lambda c: c.update(batchsize=[8]),
             "<config>: Additional properties are not allowed ('batchsize' was unexpected); "
             "allowed keys: [",

@@ -318,6 +318,12 @@ def _check_combinations(config: dict[str, Any]) -> None:
         )
     if measure["max_windows"] is not None and measure["target_ci"] is None:
         raise ConfigError("measure.max_windows: only used with measure.target_ci; set both")
+    if config["accelerator"] == "cuda" and measure["memory_limit_mb"] is not None:
+        raise ConfigError(
+            f"measure.memory_limit_mb: {measure['memory_limit_mb']} is not allowed with "
+            "accelerator 'cuda' (an address-space cap ends CUDA's large virtual reservations "
+            "as a false 'oom'); allowed: null, and cluster.mem_mb_per_device for SLURM's --mem"
+        )
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
