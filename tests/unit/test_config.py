@@ -414,3 +414,32 @@ def test_an_adapter_s_version_bounds(requirement, version, unmet):
     if unmet:
         module = requirement.split(">")[0]
         assert reason == f"{module} {version} is not supported (dpscale drives {requirement})"
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda c: c.update(study="s" * 300), "study: 'sss"),
+        (
+            lambda c: c.update(networks=["host", {"name": "lan", "rate": "0mbit"}]),
+            "networks[1].rate: '0mbit' is not a rate; allowed: a number above 0",
+        ),
+        (
+            lambda c: c.update(predict={"networks": [{"name": "g0", "bandwidth": "0mbit"}]}),
+            "predict.networks[0].bandwidth: '0mbit' is not a bandwidth; allowed: a number above 0",
+        ),
+        (lambda c: c.update(results_dir="/proc/nope"), "results_dir: '/proc/nope' cannot be"),
+        (lambda c: c.update(env_dir="/proc/nope/envs"), "env_dir: '/proc/nope/envs' cannot be"),
+    ],
+)
+def test_names_too_long_zero_rates_and_unwritable_folders_are_one_line(default_config, edit, says):
+    edit(default_config)
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value).startswith(says) and "\n" not in str(error.value)
+
+
+def test_the_folder_check_creates_nothing(default_config, tmp_path):
+    default_config["results_dir"] = str(tmp_path / "a" / "b" / "results")
+    check(default_config)
+    assert list(tmp_path.iterdir()) == []

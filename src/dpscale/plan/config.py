@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import datetime
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
-from dpscale.plan.units import DELAY, RATE
+from dpscale.plan.units import DELAY, RATE, parse_quantity
 
 
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
@@ -234,9 +235,11 @@ def _check_networks(networks: Any) -> None:
             raise ConfigError(
                 f"{where}: give either rate (an emulated link) or interface (a real one)"
             )
-        if "rate" in entry and not RATE.match(str(entry["rate"])):
+        if "rate" in entry and (
+            not RATE.match(str(entry["rate"])) or not parse_quantity(entry["rate"])
+        ):
             raise ConfigError(
-                f"{where}.rate: {entry['rate']!r} is not a rate; allowed: a number with "
+                f"{where}.rate: {entry['rate']!r} is not a rate; allowed: a number above 0 with "
                 "kbit, mbit or gbit (e.g. 100mbit, 1gbit, 10gbit)"
             )
         if "delay" in entry and not DELAY.match(str(entry["delay"])):
@@ -270,10 +273,10 @@ def _check_predict(predict: Any, networks: list[Any]) -> None:
                 "the model predicts it anyway: give this one another name"
             )
         names.append(name)
-        if not RATE.match(str(entry["bandwidth"])):
+        if not RATE.match(str(entry["bandwidth"])) or not parse_quantity(entry["bandwidth"]):
             raise ConfigError(
                 f"{where}.bandwidth: {entry['bandwidth']!r} is not a bandwidth; allowed: a "
-                "number with kbit, mbit or gbit (e.g. 10gbit, 25gbit, 100gbit)"
+                "number above 0 with kbit, mbit or gbit (e.g. 10gbit, 25gbit, 100gbit)"
             )
         if "latency" in entry and not DELAY.match(str(entry["latency"])):
             raise ConfigError(
@@ -297,6 +300,27 @@ def _check_paths(config: dict[str, Any]) -> None:
     source = config["train"]["cifar10_source"]
     if source and not Path(source).exists():
         raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
+    for key in ("results_dir", "env_dir"):
+        if not _can_create(Path(config[key])):
+            raise ConfigError(
+                f"{key}: {config[key]!r} cannot be created or written; allowed: a folder "
+                "this user can write, or one that can be made inside such a folder"
+            )
+
+
+def _can_create(folder: Path) -> bool:
+    """Whether ``folder`` exists writable or can be made: a scratch folder is made and
+    removed in its nearest existing ancestor, so the check leaves nothing behind."""
+    ancestor = folder.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return False
+    try:
+        Path(tempfile.mkdtemp(prefix=".dpscale-check-", dir=ancestor)).rmdir()
+    except OSError:
+        return False
+    return True
 
 
 def _check_combinations(config: dict[str, Any]) -> None:
