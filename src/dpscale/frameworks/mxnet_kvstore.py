@@ -169,10 +169,10 @@ class KVStoreRank(MXNetRank):
         self._system_extra = system_extra
 
     def gather(self, value: Any) -> list[Any]:
-        return self._gather(value)
+        return self._gather(value)  # [distributed] files, then a kvstore barrier
 
     def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
-        return self._allreduce(nbytes)
+        return self._allreduce(nbytes)  # [distributed] a pushpull per message size
 
     def allreduce_description(self) -> dict[str, str]:
         if self.cell.comm.name == "2bit":

@@ -2,8 +2,8 @@
 the synthetic step, the training backend, and the ranks the core loop drives: :class:`TorchRank`
 (one process) and :class:`DistributedTorchRank` (a torch.distributed group).
 
-Every call that talks to other ranks is in the adapters (marked ``[distributed]``); here
-only DistributedTorchRank's gather, all-reduce and finish.
+Every call that talks to other ranks is marked ``[distributed]``: in the adapters, and here
+in DistributedTorchRank's gather, all-reduce and finish.
 """
 
 from __future__ import annotations

@@ -158,7 +158,9 @@ class RemedyHooks:
             delayed = self.state
             # a lambda: DDP checks a hook's annotations, which this module keeps as text
             model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
-            self.applied["hook"] = "dpscale torch_remedies.DelayedAllreduce (1 step stale)"
+            # the text results have always recorded (the class lived in torch_ddp.py): cells of
+            # one study keep one comm_hook for the same hook
+            self.applied["hook"] = "dpscale torch_ddp.DelayedAllreduce (1 step stale)"
 
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""

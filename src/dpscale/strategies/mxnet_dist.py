@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         compression_params=compression,
     )
     if cell.comm.name == "2bit":
-        mxnet_kvstore.push_then_pull(trainer)
+        mxnet_kvstore.push_then_pull(trainer)  # [distributed] compressed pushes, then pulls
     if cell.mode == "train":
         mxnet_kvstore.broadcast_initial_parameters(trainer)
         startup.mark("broadcast")  # synthetic mode: inside the first step (Gluon's lazy init)
