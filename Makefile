@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STUDY ?= default
 
-.PHONY: study test test-fast format lint
+.PHONY: study test test-fast test-tools format lint
 
 $(BIN)/.dpscale-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,15 @@ study: $(BIN)/.dpscale-installed
 	$(BIN)/snakemake
 	$(BIN)/snakemake --report results/$(STUDY)/report.html
 
-test: $(BIN)/.dpscale-installed
+test: $(BIN)/.dpscale-installed test-tools
 	$(BIN)/python -m pytest
+
+# The report test opens the report in headless Chromium (Debian's package): installed here
+# when missing and apt-get can (root), as make study installs what the workflow needs.
+test-tools:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "dpscale: no chromium; the report test will say so (apt-get install chromium)"
 
 test-fast: $(BIN)/.dpscale-installed
 	$(BIN)/python -m pytest -m "not slow"
