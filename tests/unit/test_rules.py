@@ -1,5 +1,6 @@
-"""Workflow rules: a job that can start before the last cell has finished holds the bench slot,
-so it never runs beside a measuring cell (docs/decisions/benchmark-cells-never-overlap.md)."""
+"""Workflow rules: a cell takes both bench slots of the machine, and a job that can start before
+the last cell has finished takes one, so it never runs beside a measuring cell (two such jobs
+may run side by side; docs/decisions/benchmark-cells-never-overlap.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def rule_blocks() -> dict[str, str]:
     blocks = {}
     for path in sorted(RULES.glob("*.smk")):
         text = path.read_text(encoding="utf-8")
-        for match in re.finditer(r"^rule (\w+):\n(.*?)(?=^\S|\Z)", text, re.M | re.S):
+        for match in re.finditer(
+            r"^(?:rule|checkpoint) (\w+):\n(.*?)(?=^\S|\Z)", text, re.M | re.S
+        ):
             blocks[match.group(1)] = match.group(2)
     return blocks
 
@@ -38,5 +41,14 @@ def test_every_job_that_can_run_beside_a_cell_holds_the_bench_slot():
     }
     assert {"bench_cell", "build_env", "prepare_digits", "accuracy", "collectives"} <= early
     assert "aggregate" not in early and "figures" not in early
-    without = sorted(name for name in early if "bench_slot=1" not in blocks[name])
+    without = sorted(name for name in early if not re.search(r"bench_slot=[12]\b", blocks[name]))
     assert without == [], f"rules that can run beside a cell without the bench slot: {without}"
+
+
+def test_a_cell_takes_every_bench_slot_of_the_profile():
+    profile = (REPO / "profiles" / "default" / "config.yaml").read_text(encoding="utf-8")
+    slots = int(re.search(r"- bench_slot=(\d+)", profile).group(1))
+    measuring = [name for name, block in rule_blocks().items() if "dpscale.launch --cell" in block]
+    assert measuring, "no rule launches a cell"
+    for name in measuring:
+        assert f"bench_slot={slots}," in rule_blocks()[name], f"{name} leaves a slot free"

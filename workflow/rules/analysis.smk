@@ -3,9 +3,10 @@
 
 rule aggregate:
     input:
-        # every cell, collectives too (their own rule reads them): nothing downstream of the
-        # tables runs beside a measuring cell
+        # every cell, collectives too (their own rule reads them), and every cell measured
+        # again: nothing downstream of the tables runs beside a measuring cell
         cell_results(),
+        again=again_results(),
     output:
         cells=f"{TABLES}/cells.csv",
         windows=f"{TABLES}/windows.csv",
@@ -25,6 +26,7 @@ rule aggregate:
 rule accuracy:
     input:
         results=cell_results("train"),
+        again=again_results("train"),
     output:
         runs=f"{TABLES}/training_runs.csv",
         epochs=f"{TABLES}/training_epochs.csv",
@@ -59,7 +61,7 @@ rule accuracy:
         f"{LOGS}/accuracy.log",
     localrule: True
     resources:
-        bench_slot=1,  # it can start while cells measure: never beside one
+        bench_slot=1,  # it can start while cells measure: never beside one (a cell takes 2)
     script:
         "../scripts/step.py"
 

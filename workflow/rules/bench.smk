@@ -12,7 +12,7 @@ rule bench_cell:
         f"{LOGS}/cells/{CELL_PATTERN}.log",
     priority: cell_priority
     resources:
-        bench_slot=1,
+        bench_slot=2,  # the whole machine (profiles/default): nothing runs beside a cell
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its
         # processes; see src/dpscale/launch/cluster.py. Local runs ignore these.
         nodes=slurm_resource("nodes"),
@@ -32,7 +32,36 @@ rule bench_cell:
         " --out {output} --log {log} 2>> {log}"
 
 
+# After the last cell, with the machine quiet, a cell whose quality was one of measure.again
+# (noisy, contaminated) is measured once more into <cell>.again.json; both results are kept
+# and every reader of cell results uses the better one (dpscale.analysis.again).
+checkpoint quality_review:
+    input:
+        results=cell_results(),
+    output:
+        review=f"{TABLES}/measure_again.json",
+    log:
+        f"{LOGS}/quality_review.log",
+    localrule: True
+    params:
+        qualities=config["measure"]["again"],
+    script:
+        "../scripts/step.py"
+
+
+use rule bench_cell as measure_again with:
+    input:
+        first=f"{CELLS_DIR}/{CELL_PATTERN}.json",
+        env=cell_env_marker,
+        data=cell_dataset,
+    output:
+        f"{CELLS_DIR}/{CELL_PATTERN}.again.json",
+    log:
+        f"{LOGS}/cells/{CELL_PATTERN}.again.log",
+
+
 rule cells:
     input:
         cell_results(),
+        again_results(),
     localrule: True

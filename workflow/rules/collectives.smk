@@ -6,6 +6,7 @@
 rule collectives:
     input:
         results=cell_results("collectives"),
+        again=again_results("collectives"),
     output:
         table=f"{TABLES}/collectives.csv",
         fits=f"{TABLES}/comm_fits.csv",
@@ -25,6 +26,6 @@ rule collectives:
         f"{LOGS}/collectives.log",
     localrule: True
     resources:
-        bench_slot=1,  # it can start while cells measure: never beside one
+        bench_slot=1,  # it can start while cells measure: never beside one (a cell takes 2)
     script:
         "../scripts/step.py"

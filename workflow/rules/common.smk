@@ -147,6 +147,25 @@ def cell_results(mode=None, exclude=()):
     ]
 
 
+def again_results(mode=None, exclude=()):
+    """The second results of the cells the quality review picked (checkpoint
+    quality_review, bench.smk): an input of every rule that reads cell results."""
+
+    def second_results(wildcards):
+        review = json.loads(
+            Path(checkpoints.quality_review.get().output.review).read_text()
+        )
+        return [
+            f"{CELLS_DIR}/{cell_id}.again.json"
+            for cell_id in review["measure_again"]
+            if cell_id in CELLS
+            and (mode is None or CELLS[cell_id].mode == mode)
+            and CELLS[cell_id].mode not in exclude
+        ]
+
+    return second_results
+
+
 def study_envs():
     """The environments dpscale builds: the study's, less those the config points elsewhere."""
     envs = {STRATEGIES[name].env for name in config["strategies"]}

@@ -10,7 +10,7 @@ rule prepare_digits:
         f"{DATA}/logs/digits-{{size}}.log",
     localrule: True
     resources:
-        bench_slot=1,  # it can start while cells measure: never beside one
+        bench_slot=1,  # it can start while cells measure: never beside one (a cell takes 2)
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
     shell:
@@ -25,7 +25,7 @@ rule prepare_cifar10:
         f"{DATA}/logs/cifar10.log",
     localrule: True
     resources:
-        bench_slot=1,  # it can start while cells measure: never beside one
+        bench_slot=1,  # it can start while cells measure: never beside one (a cell takes 2)
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
         source=cifar10_source_args,

@@ -11,7 +11,7 @@ rule build_env:
         f"{config['env_dir']}/logs/{{env}}-{{hash}}.log",
     localrule: True
     resources:
-        bench_slot=1,
+        bench_slot=1,  # never beside a cell (which takes 2); two builds side by side
     params:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
     shell:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.again import again_sentence
 from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images
 from dpscale.analysis.words import delta_words, is_known, layout_words, readable_model
@@ -120,7 +121,8 @@ def quality_line(cells: pd.DataFrame) -> str:
         worst = measured.loc[foreign.idxmax()]
         line += f"; the worst foreign load was {worst['foreign_cpu_cores_mean']:.2f} cores"
         line += f" ({worst['cell_id']})" if "cell_id" in measured.columns else ""
-    return line + "."
+    second = again_sentence(measured)
+    return line + "." + (f" {second}" if second else "")
 
 
 def matching_rows(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis import fits
+from dpscale.analysis.again import with_second_measurements
 from dpscale.analysis.collectives import comm_key
 from dpscale.plan import ring
 from dpscale.plan.columns import FIT_GROUP, POINT
@@ -40,9 +41,16 @@ BREAK_EVEN_COLUMNS = [
 ]
 
 
-def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """The readable results; each unreadable file (truncated by an old crash, edited by
-    hand, or not a result) is left out with one line on stderr naming it and the cure."""
+def load_results(
+    paths: Iterable[str | Path], again: Iterable[str | Path] = ()
+) -> list[dict[str, Any]]:
+    """The readable results, each cell measured again (``again``: its second results) as the
+    better of its two; each unreadable file (truncated by an old crash, edited by hand, or
+    not a result) is left out with one line on stderr naming it and the cure."""
+    return with_second_measurements(_readable(paths), _readable(again))
+
+
+def _readable(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     results = []
     for path in paths:
         try:
@@ -86,10 +94,14 @@ def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
     launcher's own wall time."""
     contention = result["system"].get("contention") or {}
     launcher = result["system"].get("launcher") or {}
+    again = result.get("measured_again") or {}
     return {
         "launcher_wall_s": launcher.get("wall_s", math.nan),
         "quality": result.get("quality"),
         "quality_reason": result.get("quality_reason"),
+        "measured_again": bool(again),
+        "first_quality": again.get("first_quality"),
+        "kept": again.get("kept"),
         **{
             key: contention.get(key, math.nan)
             for key in (

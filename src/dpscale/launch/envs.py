@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -61,6 +62,16 @@ def env_python(prefix: Path) -> Path:
     return prefix / "bin" / "python"
 
 
+def wheel_cache(name: str, envs_dir: Path = ENVS_DIR) -> Path:
+    """Where a post script keeps the wheels it compiles (``$DPSCALE_WHEELS``): outside the
+    checkout, like pip's cache, keyed by the environment's files, Python and platform, so a
+    fresh clone reuses them and a changed file never does.  ``DPSCALE_WHEEL_CACHE`` moves it."""
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpscale"
+    root = Path(os.environ.get("DPSCALE_WHEEL_CACHE") or default / "wheels")
+    key = f"{env_folder_name(name, envs_dir)}-{sys.implementation.cache_tag}"
+    return root / f"{key}-{sysconfig.get_platform()}"
+
+
 def built_env_hash(prefix: Path) -> str:
     """The content hash a built environment was made from (first line of its marker)."""
     marker = prefix / READY_MARKER
@@ -87,7 +98,13 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
     python = env_python(prefix)
     _run([str(python), "-m", "pip", "install", "-r", str(files[0])], log)
     if len(files) > 1:
-        env = dict(os.environ, PYTHON=str(python), PIP=f"{python} -m pip", VIRTUAL_ENV=str(prefix))
+        env = dict(
+            os.environ,
+            PYTHON=str(python),
+            PIP=f"{python} -m pip",
+            VIRTUAL_ENV=str(prefix),
+            DPSCALE_WHEELS=str(wheel_cache(name, envs_dir)),
+        )
         _run(["bash", "-euo", "pipefail", str(files[1])], log, env=env)
     elapsed = time.monotonic() - started
     complete.write_text(f"{env_hash(name, envs_dir)}\nbuilt in {elapsed:.0f} s\n")

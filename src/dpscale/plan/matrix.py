@@ -127,6 +127,7 @@ def _comms(config: dict[str, Any], processes: int) -> list[remedies.Comm]:
 def _measure(config: dict[str, Any]) -> Measure:
     measure = dict(config["measure"])
     measure.pop("repeats")
+    measure.pop("again", None)  # which cells are measured once more: the workflow's business
     if measure.get("collective_timeout_s") is None:
         measure["collective_timeout_s"] = min(300, measure["timeout_s"] // 2)
     return Measure(**measure)

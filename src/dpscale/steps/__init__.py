@@ -20,6 +20,7 @@ from dpscale.steps import findings, model, tables
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
 STEPS: dict[str, Step] = {
+    "quality_review": tables.quality_review,
     "aggregate": tables.aggregate,
     "html_tables": tables.html_tables,
     "figures": tables.figures,

@@ -3,10 +3,13 @@ workflow/rules/analysis.smk, report.smk, collectives.smk)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dpscale.analysis import accuracy as acc
+from dpscale.analysis import again as again_
 from dpscale.analysis import collectives as coll
 from dpscale.analysis import tables as tbl
 from dpscale.analysis.drift import drift_sentence, drift_table
@@ -21,9 +24,20 @@ from dpscale.steps.io import figure_path, or_message, read, write
 Files = Mapping[str, Any]
 
 
+def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
+    """Every cell's result -> the cells to measure once more, now that the machine is quiet
+    (config measure.again; the workflow's checkpoint reads the list)."""
+    results = tbl.load_results(inputs["results"])
+    ids = again_.to_measure_again(results, params["qualities"])
+    review = {"qualities": list(params["qualities"]), "measure_again": ids}
+    Path(outputs["review"]).write_text(json.dumps(review, indent=1) + "\n", encoding="utf-8")
+    return f"[dpscale] {len(ids)} of {len(results)} cells to measure again: {ids}"
+
+
 def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
-    """Throughput cells -> cells, windows, fits, scaling, break-even, repeatability."""
-    results = tbl.load_results(params["results"])
+    """Throughput cells (the better of two where measured again) -> cells, windows, fits,
+    scaling, break-even, repeatability."""
+    results = tbl.load_results(params["results"], inputs.get("again", ()))
     cells = tbl.cells_table(results)
     windows = tbl.windows_table(results)
     fits = tbl.add_fit_mfu(tbl.fits_table(windows), cells)
@@ -86,7 +100,8 @@ def figures(inputs: Files, outputs: Files, params: Files) -> str:
 
 def accuracy(inputs: Files, outputs: Files, params: Files) -> str:
     """Training cells -> tidy tables, accuracy and epoch-time figures, HTML tables."""
-    results = acc.training_results(tbl.load_results(inputs["results"]))
+    results = tbl.load_results(inputs["results"], inputs.get("again", ()))
+    results = acc.training_results(results)
     runs, epochs = acc.runs_table(results), acc.epochs_table(results)
     deltas, tta = acc.delta_table(runs), acc.time_to_accuracy_table(runs)
     frames = {
@@ -107,7 +122,7 @@ def accuracy(inputs: Files, outputs: Files, params: Files) -> str:
 
 def collectives(inputs: Files, outputs: Files, params: Files) -> str:
     """Collectives cells -> per-size table, alpha-beta fits, bus-bandwidth figure, HTML."""
-    sizes = coll.collectives_table(tbl.load_results(inputs["results"]))
+    sizes = coll.collectives_table(tbl.load_results(inputs["results"], inputs.get("again", ())))
     comm_fits = coll.comm_fits_table(sizes)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
