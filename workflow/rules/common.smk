@@ -14,6 +14,7 @@ from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
+from dpscale.plan.profile import check_default_resources
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.render.rst import plain_text
@@ -23,6 +24,10 @@ from dpscale.render.rst import plain_text
 # matrix, expanded once here (plan.study).
 try:
     checked, planned_cells = plan_study(config, STRATEGIES)
+    # a --profile's placeholders (slurm/config.yaml): before any job is submitted
+    check_default_resources(
+        getattr(workflow.resource_settings.default_resources, "args", None) or ()
+    )
 except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
 config.update(checked)
