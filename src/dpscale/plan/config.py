@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import copy
 import datetime
+import math
+import os
 import re
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +100,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     the allowed ones, their own config keys are validated with the schemas they declare."""
     schema = config_schema(strategies)
     config = _dates_as_text(config)
+    _check_values(config)
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
     _check_comm(config.get("comm", ["none"]))
@@ -113,6 +117,35 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_train_nodes(filled)
     _check_cost(filled)
     return filled
+
+
+# Integers beyond this lose precision as JSON numbers and in every framework's arithmetic.
+LARGEST_NUMBER = 2**53
+# Texts that may hold line breaks and tabs; no other text may hold a control character.
+MULTI_LINE = {("description",)}
+
+
+def _check_values(value: Any, path: tuple = ()) -> None:
+    """Before the schema, whatever the field: numbers finite and within JSON's exact range,
+    texts free of control characters (which the schema's types and bounds let through)."""
+    where = _field_name(path)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_values(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_values(item, (*path, index))
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: {value!r} is not allowed; allowed: a finite number")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if abs(value) > LARGEST_NUMBER:
+            raise ConfigError(f"{where}: {value:.3g} is out of range; allowed: at most 2**53")
+    elif isinstance(value, str):
+        allowed = "\n\t" if path in MULTI_LINE else ""
+        if any(unicodedata.category(c) == "Cc" and c not in allowed for c in value):
+            raise ConfigError(
+                f"{where}: {value[:60]!r} holds a control character; allowed: printable text"
+            )
 
 
 def _check_comm(entries: Any) -> None:
@@ -298,27 +331,47 @@ def _check_train_nodes(config: dict[str, Any]) -> None:
 
 def _check_paths(config: dict[str, Any]) -> None:
     source = config["train"]["cifar10_source"]
-    if source and not Path(source).exists():
+    if source and not _exists(Path(source)):
         raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
-    for key in ("results_dir", "env_dir"):
-        if not _can_create(Path(config[key])):
+    folders = {
+        "results_dir": config["results_dir"],
+        "env_dir": config["env_dir"],
+        "train.data_dir": config["train"]["data_dir"],
+    }
+    for key, folder in folders.items():
+        if not folder.strip():
+            raise ConfigError(f"{key}: {folder!r} is blank; allowed: a folder path")
+        if not _can_create(Path(folder)):
             raise ConfigError(
-                f"{key}: {config[key]!r} cannot be created or written; allowed: a folder "
-                "this user can write, or one that can be made inside such a folder"
+                f"{key}: {folder[:80]!r} cannot be created or written; allowed: a folder "
+                "this user can write, or one that can be made inside such a folder (each "
+                "name at most 255 bytes)"
             )
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long for the file system
+        return False
 
 
 def _can_create(folder: Path) -> bool:
     """Whether ``folder`` exists writable or can be made: a scratch folder is made and
     removed in its nearest existing ancestor, so the check leaves nothing behind."""
-    ancestor = folder.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        return False
     try:
+        ancestor = folder.absolute()
+        missing = []
+        while not ancestor.exists():
+            missing.append(ancestor.name)
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            return False
+        longest = os.pathconf(ancestor, "PC_NAME_MAX")
+        if any(len(name.encode()) > longest for name in missing):
+            return False
         Path(tempfile.mkdtemp(prefix=".dpscale-check-", dir=ancestor)).rmdir()
-    except OSError:
+    except OSError:  # a name too long for the file system, no permission, no space
         return False
     return True
 
