@@ -37,9 +37,8 @@ def main(study: Path) -> None:
             aborts[strategy].append(f"{result['cell']['cell_id']}: {found.group(0)}")
     for strategy in sorted(statuses):
         counts = dict(statuses[strategy])
-        print(
-            f"{strategy}: {sum(counts.values())} cells {counts}; exit aborts in logs: {len(aborts[strategy])}"
-        )
+        found = len(aborts[strategy])
+        print(f"{strategy}: {sum(counts.values())} cells {counts}; exit aborts in logs: {found}")
         for line in aborts[strategy]:
             print(f"  {line}")
 
