@@ -189,6 +189,8 @@ CELL_COLUMNS = [
     "reason",
     "quality",
     "foreign_cpu_cores_mean",
+    "first_quality",
+    "kept",
     "world_size",
     "batch_per_device",
     "global_batch",
