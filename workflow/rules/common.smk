@@ -144,17 +144,23 @@ def cell_dataset(wildcards):
     return cell.training.dataset_file
 
 
-def cell_results(mode=None, exclude=()):
+def cell_ids(mode=None, exclude=()):
+    """The study's cells, of one mode or all but some."""
     return [
-        f"{CELLS_DIR}/{cell_id}.json"
+        cell_id
         for cell_id, cell in CELLS.items()
         if (mode is None or cell.mode == mode) and cell.mode not in exclude
     ]
 
 
-def again_results(mode=None, exclude=()):
+def cell_results(mode=None, exclude=()):
+    return [f"{CELLS_DIR}/{cell_id}.json" for cell_id in cell_ids(mode, exclude)]
+
+
+def again_results(mode=None):
     """The second results of the cells the quality review picked (checkpoint
     quality_review, bench.smk): an input of every rule that reads cell results."""
+    of_mode = set(cell_ids(mode))
 
     def second_results(wildcards):
         review = json.loads(
@@ -163,9 +169,7 @@ def again_results(mode=None, exclude=()):
         return [
             f"{CELLS_DIR}/{cell_id}.again.json"
             for cell_id in review["measure_again"]
-            if cell_id in CELLS
-            and (mode is None or CELLS[cell_id].mode == mode)
-            and CELLS[cell_id].mode not in exclude
+            if cell_id in of_mode
         ]
 
     return second_results

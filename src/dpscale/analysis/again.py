@@ -13,7 +13,6 @@ from typing import Any
 
 # better first: a quiet measurement, then a noisy one, then one whose quiet is unknown
 QUALITY_ORDER = ("ok", "noisy", "unknown", "contaminated")
-AGAIN_SUFFIX = ".again.json"
 
 
 def to_measure_again(results: Iterable[dict[str, Any]], qualities: Iterable[str]) -> list[str]:
@@ -39,8 +38,6 @@ def better_result(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any
     chosen = dict(again if kept_again else first)
     chosen["measured_again"] = {
         "first_quality": first.get("quality"),
-        "again_status": again["status"],
-        "again_quality": again.get("quality"),
         "kept": "again" if kept_again else "first",
     }
     return chosen

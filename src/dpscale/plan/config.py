@@ -128,7 +128,6 @@ MULTI_LINE = {("description",)}
 def _check_values(value: Any, path: tuple = ()) -> None:
     """Before the schema, whatever the field: numbers finite and within JSON's exact range,
     texts free of control characters (which the schema's types and bounds let through)."""
-    where = _field_name(path)
     if isinstance(value, dict):
         for key, item in value.items():
             _check_values(item, (*path, key))
@@ -136,15 +135,20 @@ def _check_values(value: Any, path: tuple = ()) -> None:
         for index, item in enumerate(value):
             _check_values(item, (*path, index))
     elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: {value!r} is not allowed; allowed: a finite number")
+        raise ConfigError(
+            f"{_field_name(path)}: {value!r} is not allowed; allowed: a finite number"
+        )
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if abs(value) > LARGEST_NUMBER:
-            raise ConfigError(f"{where}: {value:.3g} is out of range; allowed: at most 2**53")
+            raise ConfigError(
+                f"{_field_name(path)}: {value:.3g} is out of range; allowed: at most 2**53"
+            )
     elif isinstance(value, str):
         allowed = "\n\t" if path in MULTI_LINE else ""
         if any(unicodedata.category(c) == "Cc" and c not in allowed for c in value):
             raise ConfigError(
-                f"{where}: {value[:60]!r} holds a control character; allowed: printable text"
+                f"{_field_name(path)}: {value[:60]!r} holds a control character; "
+                "allowed: printable text"
             )
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.analysis import accuracy as acc
-from dpscale.analysis import again as again_
 from dpscale.analysis import collectives as coll
 from dpscale.analysis import tables as tbl
+from dpscale.analysis.again import to_measure_again
 from dpscale.analysis.drift import drift_sentence, drift_table
 from dpscale.analysis.startup import startup_table
 from dpscale.registry import STRATEGIES
@@ -28,7 +28,7 @@ def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
     """Every cell's result -> the cells to measure once more, now that the machine is quiet
     (config measure.again; the workflow's checkpoint reads the list)."""
     results = tbl.load_results(inputs["results"])
-    ids = again_.to_measure_again(results, params["qualities"])
+    ids = to_measure_again(results, params["qualities"])
     review = {"qualities": list(params["qualities"]), "measure_again": ids}
     Path(outputs["review"]).write_text(json.dumps(review, indent=1) + "\n", encoding="utf-8")
     return f"[dpscale] {len(ids)} of {len(results)} cells to measure again: {ids}"
