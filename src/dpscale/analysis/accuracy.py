@@ -1,14 +1,18 @@
 """What distribution does to the model: tidy tables from training cells (mode train).
 
 The baseline of a configuration is the same strategy, model and dataset on one device at the
-base batch (learning rate unscaled).  Accuracy deltas carry a Welch 95% interval over seeds;
-time-to-accuracy is the wall time (training plus validation) to the first epoch whose
-validation accuracy reaches the target.
+base batch (learning rate unscaled).  Accuracy deltas carry a 95% interval over seeds:
+paired by seed where both arms ran the same seeds (the same seed gives the same initial
+weights and epoch permutations in every strategy), Welch's otherwise; with the degrees of
+freedom, the smallest difference the seeds could detect, and the seeds that would resolve
+one point.  Time-to-accuracy is the wall time (training plus validation) to the first epoch
+whose validation accuracy reaches the target.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -156,8 +160,86 @@ def welch_interval(sample: np.ndarray, reference: np.ndarray) -> tuple[float, fl
     se = math.sqrt(var_s + var_r)
     if se == 0:
         return delta, 0.0
-    df = (var_s + var_r) ** 2 / (var_s**2 / (len(sample) - 1) + var_r**2 / (len(reference) - 1))
+    df = _welch_df(var_s * len(sample), len(sample), var_r * len(reference), len(reference))
     return delta, float(stats.t.ppf(0.975, df) * se)
+
+
+def _welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom from the two samples' variances."""
+    a, b = var_a / n_a, var_b / n_b
+    return float((a + b) ** 2 / (a**2 / (n_a - 1) + b**2 / (n_b - 1)))
+
+
+RESOLVED_HALF = 0.05  # a delta known to within ±5 points says something; wider, it does not
+TARGET_HALF = 0.01  # the resolution the "seeds needed" figure aims at: ±1 point
+POWER_Z = 0.8  # the power of the detectable difference
+MAX_SEEDS = 10_000
+DELTA_FIELDS = ("delta", "ci95", "df", "method", "mde80", "seeds_for_1pt")
+
+
+def _needed(half_at: Callable[[int], float]) -> float:
+    """The fewest seeds per arm whose 95% half-width is at most TARGET_HALF (nan if none)."""
+    if half_at(2) <= TARGET_HALF:
+        return 2.0
+    low, high = 2, MAX_SEEDS
+    if half_at(high) > TARGET_HALF:
+        return math.nan
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if half_at(middle) <= TARGET_HALF else (middle, high)
+    return float(high)
+
+
+def _power_factor(df: float) -> float:
+    """t(97.5%) + t(80%): the detectable difference is this many standard errors."""
+    return float(stats.t.ppf(0.975, df) + stats.t.ppf(POWER_Z, df))
+
+
+def paired_delta(sample: pd.Series, reference: pd.Series) -> dict[str, Any]:
+    """Mean of per-seed differences (both indexed by seed), its paired-t 95% half-width."""
+    common = sample.index.intersection(reference.index)
+    diffs = (sample[common] - reference[common]).to_numpy(dtype=float)
+    n, sd = len(diffs), float(np.std(diffs, ddof=1))
+    se, df = sd / math.sqrt(n), n - 1
+    return {
+        "delta": float(diffs.mean()),
+        "ci95": float(stats.t.ppf(0.975, df) * se),
+        "df": float(df),
+        "method": "paired",
+        "mde80": _power_factor(df) * se,
+        "seeds_for_1pt": _needed(lambda m: stats.t.ppf(0.975, m - 1) * sd / math.sqrt(m)),
+    }
+
+
+def welch_delta(sample: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """Difference of means, Welch's 95% half-width and its degrees of freedom."""
+    delta, half = welch_interval(sample, reference)
+    out = dict.fromkeys(DELTA_FIELDS, math.nan) | {"delta": delta, "ci95": half}
+    out["method"] = "welch"
+    if not math.isfinite(half):
+        return out
+    var_s, var_r = np.var(sample, ddof=1), np.var(reference, ddof=1)
+    se = math.sqrt(var_s / len(sample) + var_r / len(reference))
+    df = _welch_df(var_s, len(sample), var_r, len(reference)) if se else 1.0
+    out.update(df=df, mde80=_power_factor(df) * se)
+    out["seeds_for_1pt"] = _needed(
+        lambda m: stats.t.ppf(0.975, 2 * m - 2) * math.sqrt((var_s + var_r) / m)
+    )
+    return out
+
+
+def seed_delta(sample: pd.DataFrame, reference: pd.DataFrame, column: str) -> dict[str, Any]:
+    """``sample`` minus ``reference`` in ``column``: paired by seed where both arms ran the
+    same seeds (two or more), Welch's otherwise."""
+    by_seed = [frame.groupby("seed")[column].mean() for frame in (sample, reference)]
+    if set(by_seed[0].index) == set(by_seed[1].index) and len(by_seed[0]) >= 2:
+        return paired_delta(*by_seed)
+    return welch_delta(sample[column].to_numpy(float), reference[column].to_numpy(float))
+
+
+def resolved(half: float) -> bool:
+    """Is a delta known well enough to be stated as a number?"""
+    return math.isfinite(half) and half <= RESOLVED_HALF
 
 
 def _baselines(ok: pd.DataFrame) -> pd.DataFrame:
@@ -178,11 +260,10 @@ def delta_table(runs: pd.DataFrame) -> pd.DataFrame:
         ]
         if reference.empty:
             continue
-        for metric in ("final", "best"):
-            column = f"{metric}_val_accuracy"
-            delta, half = welch_interval(group[column].to_numpy(), reference[column].to_numpy())
-            row[f"{metric}_delta"] = delta
-            row[f"{metric}_delta_ci95"] = half
+        for metric in ("best", "final"):
+            found = seed_delta(group, reference, f"{metric}_val_accuracy")
+            row[f"{metric}_delta"], row[f"{metric}_delta_ci95"] = found["delta"], found["ci95"]
+        row.update({f"final_delta_{field}": found[field] for field in DELTA_FIELDS[2:]})
         row["seeds"] = group["seed"].nunique()
         row["baseline_seeds"] = reference["seed"].nunique()
         row["baseline_final_mean"] = reference["final_val_accuracy"].mean()
@@ -196,6 +277,7 @@ def delta_table(runs: pd.DataFrame) -> pd.DataFrame:
         "final_mean",
         "final_delta",
         "final_delta_ci95",
+        *(f"final_delta_{field}" for field in DELTA_FIELDS[2:]),
         "best_delta",
         "best_delta_ci95",
     ]

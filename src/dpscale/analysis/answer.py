@@ -10,14 +10,82 @@ import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
 from dpscale.analysis.findings import matching_rows
-from dpscale.analysis.words import delta_words, is_known, layout_words, readable_model
+from dpscale.analysis.words import (
+    batch_words,
+    delta_words,
+    is_known,
+    layout_words,
+    readable_model,
+)
 from dpscale.plan.columns import LAYOUT
 
+TIE_RULE = "the smaller break-even batch, then fewer nodes, then fewer devices"
 
-def _fastest(costs: pd.DataFrame) -> dict[str, Any]:
-    """The layout with the most img/s at the largest per-device batch measured."""
+
+def _tied(costs: pd.DataFrame) -> pd.DataFrame:
+    """The layouts at the largest per-device batch measured whose img/s 95% intervals
+    overlap the fastest's, fastest first."""
     largest = costs[costs["batch_per_device"] == costs["batch_per_device"].max()]
-    return largest.sort_values("img_s", ascending=False).iloc[0].to_dict()
+    ordered = largest.sort_values("img_s", ascending=False)
+    top = ordered.iloc[0]
+    half = ordered["img_s_ci95"].fillna(0.0)
+    overlaps = top["img_s"] - ordered["img_s"] <= half + (half.iloc[0])
+    return ordered[overlaps]
+
+
+def _break_even(row: dict[str, Any], findings: pd.DataFrame) -> float:
+    """The global batch from which this layout beats one device: 0 for one device itself,
+    infinite where unknown (a tie rule must not prefer what was not measured)."""
+    if row["world_size"] == 1:
+        return 0.0
+    finding = _finding(findings, row)
+    even = finding.get("break_even_global_batch") if finding else math.nan
+    return float(even) if is_known(even) else math.inf
+
+
+def _tie_key(row: dict[str, Any], findings: pd.DataFrame) -> tuple:
+    return (_break_even(row, findings), row["nodes"], row["world_size"], row["strategy"])
+
+
+def _where(row: dict[str, Any]) -> str:
+    return layout_words(int(row["nodes"]), int(row["devices_per_node"]), row["network"])
+
+
+def _tie_words(tied: list[dict[str, Any]], chosen: dict[str, Any], findings: pd.DataFrame) -> str:
+    """Who tied, with their numbers, and which the tie rule picks and why."""
+    batch = int(chosen["batch_per_device"])
+    named = " and ".join(
+        f"{row['strategy']} on {_where(row)} ({row['img_s']:.0f} ±{row['img_s_ci95']:.0f} img/s)"
+        for row in tied
+    )
+    runner_up = next(row for row in tied if row is not chosen)
+    evens = [_break_even(row, findings) for row in (chosen, runner_up)]
+    if evens[0] < evens[1]:
+        why = (
+            f"it beats one device from the smaller global batch "
+            f"({_batch(evens[0])} against {_batch(evens[1])})"
+            if chosen["world_size"] > 1
+            else "one device needs no break-even batch"
+        )
+    elif (chosen["nodes"], chosen["world_size"]) != (runner_up["nodes"], runner_up["world_size"]):
+        why = "the simpler layout"
+    else:
+        why = "the tie rule cannot separate them, so the first by name"
+    return (
+        f"{named} tie at per-device batch {batch} (their 95% intervals overlap); "
+        f"by the rule for a tie ({TIE_RULE}), choose {chosen['strategy']} on "
+        f"{_where(chosen)}: {why}"
+    )
+
+
+def _pick(costs: pd.DataFrame, findings: pd.DataFrame) -> tuple[dict[str, Any], str]:
+    """The layout to recommend and the words that name it: the fastest at the largest
+    per-device batch, or, where intervals overlap, the tied layout the tie rule picks."""
+    tied = _tied(costs).to_dict("records")
+    if len(tied) == 1:
+        return tied[0], _choice(tied[0], _finding(findings, tied[0]))
+    chosen = min(tied, key=lambda row: _tie_key(row, findings))
+    return chosen, _tie_words(tied, chosen, findings)
 
 
 def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -26,21 +94,31 @@ def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | No
 
 
 def _choice(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
-    where = layout_words(int(row["nodes"]), int(row["devices_per_node"]), row["network"])
     batch = int(row["batch_per_device"])
     text = (
-        f"choose {row['strategy']} on {where}: {row['img_s']:.0f} img/s "
+        f"choose {row['strategy']} on {_where(row)}: {row['img_s']:.0f} img/s "
         f"(±{row['img_s_ci95']:.0f}) at per-device batch {batch} "
         f"(global {batch * int(row['world_size'])})"
     )
     if row["world_size"] == 1:
         return text + ", faster than every multi-device layout measured"
+    return text + _beats(row, finding)
+
+
+def _beats(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
+    if row["world_size"] == 1:
+        return ""
     even = finding.get("break_even_global_batch") if finding else math.nan
     if is_known(even) and math.isinf(even):
-        return text + "; by the fitted laws it never beats one device at the same global batch"
+        return "; by the fitted laws it never beats one device at the same global batch"
     if is_known(even):
-        return text + f"; it beats one device from global batch {max(math.ceil(even), 1)}"
-    return text
+        return f"; it beats one device from global batch {_batch(even)}"
+    return ""
+
+
+def _batch(even: float) -> str:
+    """A break-even global batch as the batch to run: the next whole one, at least 1."""
+    return batch_words(even) if math.isinf(even) else str(max(math.ceil(even), 1))
 
 
 def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> str:
@@ -75,15 +153,45 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
     return text + f" (prices: {prices.source}, {prices.date})"
 
 
-def _accuracy(finding: dict[str, Any] | None) -> str:
-    if not finding:
-        return "its accuracy cost is not measured (no training runs)"
-    deltas = [k for k in finding if k.startswith("accuracy_delta_") and not k.endswith("ci95")]
-    for key in deltas:
-        if is_known(finding[key]):
-            half = finding.get(f"{key}_ci95", math.nan)
-            return f"{delta_words(100 * finding[key], 100 * half)} ({key.split('_')[-1]} rule)"
-    return "its accuracy cost is not measured (no training runs)"
+def _accuracy_of(finding: dict[str, Any]) -> str | None:
+    for rule in ("linear", "none", *sorted(_rules(finding))):
+        delta = finding.get(f"accuracy_delta_{rule}", math.nan)
+        if is_known(delta):
+            words = delta_words(
+                100 * delta,
+                100 * finding.get(f"accuracy_delta_{rule}_ci95", math.nan),
+                finding.get(f"accuracy_seeds_{rule}", math.nan),
+                finding.get(f"accuracy_seeds_for_1pt_{rule}", math.nan),
+            )
+            return f"under the {rule} learning-rate rule, {words}"
+    return None
+
+
+def _rules(finding: dict[str, Any]) -> set[str]:
+    prefix = "accuracy_delta_"
+    return {
+        key.removeprefix(prefix)
+        for key in finding
+        if key.startswith(prefix) and not key.endswith("_ci95")
+    }
+
+
+def _accuracy(row: dict[str, Any], findings: pd.DataFrame) -> str:
+    """The chosen layout's accuracy cost: from its own model's training runs, else from the
+    same strategy and layout training another model (the sentence names which)."""
+    own = _finding(findings, row)
+    words = _accuracy_of(own) if own else None
+    if words:
+        return f"its accuracy cost: {words}"
+    keys = [k for k in LAYOUT if k != "model"]
+    for other in matching_rows(findings, row, keys).to_dict("records"):
+        words = _accuracy_of(other)
+        if words:
+            return (
+                f"its accuracy cost, measured by training {readable_model(other['model'])} "
+                f"with the same strategy and layout: {words}"
+            )
+    return "its accuracy cost is not measured (no training runs with this strategy and layout)"
 
 
 def answer_paragraph(
@@ -95,10 +203,9 @@ def answer_paragraph(
         return f"No cell was measured, so there is no answer yet. {quality}"
     sentences = []
     for model, mine in costs.groupby("model", sort=True):
-        row = _fastest(mine)
-        finding = _finding(findings, row)
+        row, choice = _pick(mine, findings)
         sentences.append(
-            f"For {readable_model(model)}, {_choice(row, finding)}. It costs "
-            f"{_cost(row, mine, prices)}; {_accuracy(finding)}."
+            f"For {readable_model(model)}, {choice}. It costs "
+            f"{_cost(row, mine, prices)}; {_accuracy(row, findings)}."
         )
     return " ".join(sentences) + f" {quality}"

@@ -178,20 +178,26 @@ def _largest_batch(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy_numbers(
     row: dict[str, Any], deltas: pd.DataFrame, tta: pd.DataFrame, rules: list[str]
 ) -> dict[str, float]:
-    """Final-accuracy delta (with its Welch 95% half-width) and time-to-accuracy speedup of
-    this layout under every learning-rate rule, at its largest per-device training batch;
-    NaN where that run does not exist. The accuracy tables key layouts by world size only."""
+    """Final-accuracy delta (with its 95% half-width, the seeds run and the seeds that would
+    resolve one point) and time-to-accuracy speedup of this layout under every learning-rate
+    rule, at its largest per-device training batch; NaN where that run does not exist. The
+    accuracy tables key layouts by world size only."""
     keys = [*RUN, "world_size"]
     numbers: dict[str, float] = {}
     for rule in rules:
         numbers[f"accuracy_delta_{rule}"] = math.nan
         numbers[f"accuracy_delta_{rule}_ci95"] = math.nan
+        numbers[f"accuracy_seeds_{rule}"] = math.nan
+        numbers[f"accuracy_seeds_for_1pt_{rule}"] = math.nan
         numbers[f"tta_speedup_{rule}"] = math.nan
         delta = deltas if deltas.empty else deltas[deltas["lr_rule"] == rule]
         delta = _largest_batch(matching_rows(delta, row, keys))
         if not delta.empty:
             numbers[f"accuracy_delta_{rule}"] = float(delta.iloc[0]["final_delta"])
             numbers[f"accuracy_delta_{rule}_ci95"] = float(delta.iloc[0]["final_delta_ci95"])
+            numbers[f"accuracy_seeds_{rule}"] = float(delta.iloc[0].get("seeds", math.nan))
+            needed = delta.iloc[0].get("final_delta_seeds_for_1pt", math.nan)
+            numbers[f"accuracy_seeds_for_1pt_{rule}"] = float(needed)
         times = tta if tta.empty else tta[tta["lr_rule"] == rule]
         times = _largest_batch(matching_rows(times, row, keys))
         if not times.empty:
@@ -352,7 +358,9 @@ def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:
         if not is_known(delta):
             continue
         half = row.get(f"accuracy_delta_{rule}_ci95", math.nan)
-        text = delta_words(100 * delta, 100 * half)
+        seeds = row.get(f"accuracy_seeds_{rule}", math.nan)
+        needed = row.get(f"accuracy_seeds_for_1pt_{rule}", math.nan)
+        text = delta_words(100 * delta, 100 * half, seeds, needed)
         tta = row.get(f"tta_speedup_{rule}", math.nan)
         if is_known(tta):
             text += f", reaches the target {tta:.2f}x as fast"
@@ -448,6 +456,8 @@ def findings_table(
         for name, suffix in (
             ("accuracy_delta", ""),
             ("accuracy_delta", "_ci95"),
+            ("accuracy_seeds", ""),
+            ("accuracy_seeds_for_1pt", ""),
             ("tta_speedup", ""),
         )
     ]

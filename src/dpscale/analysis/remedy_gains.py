@@ -11,7 +11,7 @@ network F of the same layout,
 
 (1: as fast as on F; 0: no help; their published remedy: (21.3 h - 7.71 h) / (21.3 h - 6.96 h)
 = 95%). The accuracy cost is each remedy's training runs against the same configuration's
-runs without a remedy: the difference of mean final accuracy with its Welch 95% interval.
+runs without a remedy: the difference of mean final accuracy with its 95% interval (paired by seed).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis import fits
-from dpscale.analysis.accuracy import welch_interval
+from dpscale.analysis.accuracy import resolved, seed_delta
 from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
 from dpscale.analysis.words import batch_words, layout_words, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
@@ -63,6 +63,9 @@ ACCURACY_COLUMNS = [
     "final_none",
     "accuracy_delta_vs_none",
     "accuracy_delta_vs_none_ci95",
+    "accuracy_delta_vs_none_df",
+    "accuracy_delta_vs_none_method",
+    "accuracy_delta_vs_none_seeds_for_1pt",
     "time_to_target_s",
     "time_to_target_none_s",
 ]
@@ -192,17 +195,18 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
         ]
         if plain.empty:
             continue
-        delta, half = welch_interval(
-            group["final_val_accuracy"].to_numpy(), plain["final_val_accuracy"].to_numpy()
-        )
+        found = seed_delta(group, plain, "final_val_accuracy")
         rows.append(
             {
                 **named,
                 "seeds": group["seed"].nunique(),
                 "final_mean": group["final_val_accuracy"].mean(),
                 "final_none": plain["final_val_accuracy"].mean(),
-                "accuracy_delta_vs_none": delta,
-                "accuracy_delta_vs_none_ci95": half,
+                "accuracy_delta_vs_none": found["delta"],
+                "accuracy_delta_vs_none_ci95": found["ci95"],
+                "accuracy_delta_vs_none_df": found["df"],
+                "accuracy_delta_vs_none_method": found["method"],
+                "accuracy_delta_vs_none_seeds_for_1pt": found["seeds_for_1pt"],
                 "time_to_target_s": _all_reached(group),
                 "time_to_target_none_s": _all_reached(plain),
             }
@@ -273,12 +277,19 @@ def _accuracy_words(row: dict[str, Any], accuracy: pd.DataFrame) -> str:
     same = same.assign(_here=same["network"] != row["network"]).sort_values("_here")
     best = same.iloc[0]
     half = best["accuracy_delta_vs_none_ci95"]
-    interval = f" (±{half * 100:.1f})" if np.isfinite(half) else " (one seed: no interval)"
     where = layout_words(best["nodes"], best["devices_per_node"], best["network"])
+    source = f"{readable_model(best['model'])} on {where}"
+    if np.isfinite(half) and not resolved(half):
+        needed = best.get("accuracy_delta_vs_none_seeds_for_1pt", math.nan)
+        more = f"; about {needed:,.0f} would resolve ±1 point" if np.isfinite(needed) else ""
+        return (
+            f"its final accuracy against the same training without it is not resolved "
+            f"({best['seeds']} seeds: 95% interval ±{half * 100:.1f} points{more}; {source})"
+        )
+    interval = f" (±{half * 100:.1f})" if np.isfinite(half) else " (one seed: no interval)"
     return (
         f"final accuracy {best['accuracy_delta_vs_none'] * 100:+.1f} points{interval} against "
-        f"the same training without it ({best['seeds']} seeds, {readable_model(best['model'])} "
-        f"on {where})"
+        f"the same training without it ({best['seeds']} seeds, {source})"
     )
 
 

@@ -35,10 +35,21 @@ def batch_words(value: float) -> str:
     return "any batch" if value == 0 else f"{value:,.0f}"
 
 
-def delta_words(points: float, half: float) -> str:
-    """An accuracy delta (percentage points) and its 95% half-width, in words."""
+def delta_words(
+    points: float, half: float, seeds: float = math.nan, needed: float = math.nan
+) -> str:
+    """An accuracy delta (percentage points) and its 95% half-width, in words; a half-width
+    over 5 points is "not resolved" with the seeds run and those that would resolve 1 point."""
     if not is_known(half):
         return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
+    if half > 5:
+        ran = f"{seeds:.0f} seeds, " if is_known(seeds) else ""
+        more = (
+            f"about {needed:,.0f} seeds would resolve ±1 point"
+            if is_known(needed)
+            else "more seeds than 10,000 would be needed to resolve ±1 point"
+        )
+        return f"final accuracy not resolved ({ran}95% interval ±{half:.1f} points; {more})"
     lowest, highest = points - half, points + half
     if lowest > 0 or highest < 0:
         sense = "higher" if points > 0 else "lower"
