@@ -84,11 +84,14 @@ def test_accuracy_measured_on_another_model_says_which():
         accuracy_delta_linear_ci95=0.018,
         accuracy_seeds_linear=2,
         accuracy_seeds_for_1pt_linear=3,
+        accuracy_delta_none=-0.026,
+        accuracy_delta_none_ci95=0.008,
     )
     text = landing([cost_row("torch-ddp", 150, 2)], [finding("torch-ddp", 10.0), trained])
     assert "not measured" not in text
     assert "measured by training ResNet-18 (16 px, 10 classes) with the same strategy" in text
-    assert "not distinguishable from 1 device (+0.4 ± 1.8 points)" in text
+    assert "under the linear learning-rate rule, final accuracy not distinguishable from 1 " in text
+    assert "under the none learning-rate rule, final accuracy 2.6 points lower" in text
 
 
 def test_a_delta_wider_than_five_points_is_not_resolved_and_not_stated():

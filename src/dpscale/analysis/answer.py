@@ -154,7 +154,9 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
 
 
 def _accuracy_of(finding: dict[str, Any]) -> str | None:
-    for rule in ("linear", "none", *sorted(_rules(finding))):
+    """Every learning-rate rule's accuracy delta of this finding, in words (None if none)."""
+    parts = []
+    for rule in sorted(_rules(finding)):
         delta = finding.get(f"accuracy_delta_{rule}", math.nan)
         if is_known(delta):
             words = delta_words(
@@ -163,8 +165,8 @@ def _accuracy_of(finding: dict[str, Any]) -> str | None:
                 finding.get(f"accuracy_seeds_{rule}", math.nan),
                 finding.get(f"accuracy_seeds_for_1pt_{rule}", math.nan),
             )
-            return f"under the {rule} learning-rate rule, {words}"
-    return None
+            parts.append(f"under the {rule} learning-rate rule, {words}")
+    return "; ".join(parts) or None
 
 
 def _rules(finding: dict[str, Any]) -> set[str]:
