@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from dpscale.analysis import accuracy as acc
-from dpscale.analysis import answer
+from dpscale.analysis import answer, remedy_gains
 from dpscale.analysis.words import delta_words
 
 
@@ -145,3 +145,70 @@ def test_the_detectable_difference_has_80_percent_power():
     shift = found["mde80"] / se
     power = 1 - stats.nct.cdf(critical, df, shift) + stats.nct.cdf(-critical, df, shift)
     assert power == pytest.approx(0.8, abs=0.02)
+
+
+def remedy_point(network: str, comm: str, img_s: float, half: float, batch: int) -> dict:
+    return {
+        "strategy": "torch-ddp",
+        "model": "resnet18-imagenet64-c10",
+        "mode": "synthetic",
+        "nodes": 2,
+        "network": network,
+        "devices_per_node": 1,
+        "world_size": 2,
+        "batch_per_device": batch,
+        "comm": comm,
+        "img_s": img_s,
+        "img_s_ci95": half,
+        "speedup": img_s / 50,
+        "speedup_ci95": 0.05,
+    }
+
+
+def remedy_lines(points: list[tuple]) -> list[str]:
+    scaling = pd.DataFrame([remedy_point(*p) for p in points])
+    table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
+    return remedy_gains.finding_lines(table, pd.DataFrame())
+
+
+def test_remedies_whose_gains_overlap_are_a_tie():
+    [line] = remedy_lines(
+        [
+            ("1gbe", "none", 50.0, 1.0, 64),
+            ("1gbe", "fp16", 64.0, 2.0, 64),
+            ("1gbe", "powersgd-r2", 63.5, 2.0, 64),
+            ("10gbe", "none", 100.0, 1.0, 64),
+        ]
+    )
+    assert "fp16 (1.28x ±" in line and "powersgd-r2 (1.27x ±" in line
+    assert "tie at per-device batch 64" in line and "helps most" not in line
+    assert remedy_gains.RANK_RULE in line
+
+
+def test_a_ranking_that_changes_with_the_batch_says_so():
+    [line] = remedy_lines(
+        [
+            ("1gbe", "none", 50.0, 0.5, 64),
+            ("1gbe", "fp16", 80.0, 0.5, 64),
+            ("1gbe", "powersgd-r2", 60.0, 0.5, 64),
+            ("1gbe", "none", 20.0, 0.2, 16),
+            ("1gbe", "fp16", 22.0, 0.2, 16),
+            ("1gbe", "powersgd-r2", 30.0, 0.2, 16),
+            ("10gbe", "none", 100.0, 1.0, 64),
+            ("10gbe", "none", 40.0, 1.0, 16),
+        ]
+    )
+    assert "fp16 helps most at per-device batch 64, the largest measured: 1.60x" in line
+    assert "the ranking changes with the batch: at per-device batch 16 powersgd-r2" in line
+
+
+def test_a_fraction_above_one_says_why_and_the_post_comparison_says_what_differs():
+    [line] = remedy_lines(
+        [
+            ("1gbe", "none", 50.0, 0.5, 64),
+            ("1gbe", "powersgd-r2", 110.0, 0.5, 64),
+            ("10gbe", "none", 100.0, 0.5, 64),
+        ]
+    )
+    assert "recovering 109% of what 1gbe cost against 10gbe (over 100%: with it, 1gbe ran " in line
+    assert "double buffering and fp16 all-reduce on 32 GPUs" in line

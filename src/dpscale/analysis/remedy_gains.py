@@ -220,46 +220,130 @@ def _all_reached(runs: pd.DataFrame) -> float:
     return float(times.mean()) if times.notna().all() else math.nan
 
 
+RANK_RULE = (
+    "the largest gain over no remedy at the largest per-device batch measured; where gains' "
+    "95% intervals overlap, the smaller break-even global batch"
+)
+CHAINERMN_SETUP = "double buffering and fp16 all-reduce on 32 GPUs, 10 GbE against InfiniBand"
+
+
+def _slow_points(table: pd.DataFrame) -> pd.DataFrame:
+    """Remedy rows on a network slower than the fastest one measured for their layout."""
+    between_nodes = table[table["fastest_network"].notna()]
+    return between_nodes[between_nodes["network"] != between_nodes["fastest_network"]]
+
+
+def _tied_at(point: pd.DataFrame) -> pd.DataFrame:
+    """The remedies at one measured point whose gain intervals overlap the largest gain's,
+    largest gain first."""
+    ordered = point.sort_values("gain_vs_none", ascending=False)
+    half = ordered["gain_vs_none_ci95"].fillna(0.0)
+    top = ordered["gain_vs_none"].iloc[0]
+    return ordered[top - ordered["gain_vs_none"] <= half + half.iloc[0]]
+
+
+def _pick(tied: pd.DataFrame) -> pd.Series:
+    """Of tied remedies, the one with the smaller break-even batch (then the larger gain)."""
+    ranked = tied.assign(_even=tied["break_even_global_batch"].fillna(math.inf))
+    ranked = ranked.sort_values(["_even", "gain_vs_none"], ascending=[True, False])
+    return ranked.drop(columns="_even").iloc[0]
+
+
 def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy, model, slow network and layout: the remedy that makes distribution pay
-    soonest (smallest break-even global batch; then the largest gain at the largest batch)."""
+    """Per strategy, model, slow network and layout, the remedy RANK_RULE picks, with the
+    remedies tied with it (``tied_with``) and the one that gains most at the smallest batch
+    measured where that differs (``smallest_batch_best``)."""
     if table.empty:
         return table
-    between_nodes = table[table["fastest_network"].notna()]
-    slow = between_nodes[between_nodes["network"] != between_nodes["fastest_network"]]
-    largest = slow[
-        slow["batch_per_device"] == slow.groupby(MODE_LAYOUT)["batch_per_device"].transform("max")
-    ]
-    ranked = largest.assign(
-        _even=largest["break_even_global_batch"].fillna(math.inf),
-    ).sort_values(["_even", "gain_vs_none"], ascending=[True, False])
+    rows = []
+    for _, layout in _slow_points(table).groupby(MODE_LAYOUT, sort=True):
+        batches = sorted(layout["batch_per_device"].unique())
+        at_largest = layout[layout["batch_per_device"] == batches[-1]]
+        tied = _tied_at(at_largest)
+        chosen = _pick(tied).to_dict()
+        chosen["tied_with"] = ", ".join(c for c in tied["comm"] if c != chosen["comm"])
+        chosen["smallest_batch_best"] = None
+        if len(batches) > 1:
+            at_smallest = _tied_at(layout[layout["batch_per_device"] == batches[0]])
+            if chosen["comm"] not in set(at_smallest["comm"]):
+                chosen["smallest_batch_best"] = at_smallest.iloc[0].to_dict()
+        rows.append(chosen)
+    return pd.DataFrame(rows)
+
+
+def _ranking_words(row: dict[str, Any], tied: pd.DataFrame) -> str:
+    """Which remedy helps most at the largest batch, by RANK_RULE, said with its numbers."""
+    batch = row["batch_per_device"]
+    gain = f"{row['gain_vs_none']:.2f}x (±{row['gain_vs_none_ci95']:.2f})"
+    if tied.empty:
+        return (
+            f"{row['comm']} helps most at per-device batch {batch}, the largest measured: "
+            f"{gain} the img/s without a remedy ({row['img_s']:.1f} ±{row['img_s_ci95']:.1f})"
+        )
+    named = " and ".join(
+        f"{r['comm']} ({r['gain_vs_none']:.2f}x ±{r['gain_vs_none_ci95']:.2f})"
+        for r in [row, *tied.to_dict("records")]
+    )
     return (
-        ranked.groupby(MODE_LAYOUT, sort=True).head(1).drop(columns="_even").reset_index(drop=True)
+        f"{named} tie at per-device batch {batch}, the largest measured (their gains' 95% "
+        f"intervals overlap); by the smaller break-even batch, {row['comm']} "
+        f"({row['img_s']:.1f} ±{row['img_s_ci95']:.1f} img/s)"
+    )
+
+
+def _recovered_words(row: dict[str, Any]) -> str:
+    recovered = row["fraction_recovered"]
+    if not np.isfinite(recovered):
+        return ""
+    text = (
+        f", recovering {recovered:.0%} of what {row['network']} cost against "
+        f"{row['fastest_network']}"
+    )
+    if recovered > 1:
+        text += (
+            f" (over 100%: with it, {row['network']} ran faster than {row['fastest_network']} "
+            "did without it)"
+        )
+    return text + (
+        f" (ChainerMN's published remedy recovered {CHAINERMN_RECOVERED:.0%} with "
+        f"{CHAINERMN_SETUP})"
+    )
+
+
+def _even_words(even: float) -> str:
+    return batch_words(even) if not math.isnan(even) else "not fitted"
+
+
+def _other_batch_words(row: dict[str, Any]) -> str:
+    other = row.get("smallest_batch_best")
+    if not isinstance(other, dict):
+        return ""
+    return (
+        f"; the ranking changes with the batch: at per-device batch "
+        f"{other['batch_per_device']} {other['comm']} gains most "
+        f"({other['gain_vs_none']:.2f}x ±{other['gain_vs_none_ci95']:.2f})"
     )
 
 
 def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
-    """In words, per slow network and layout: the best remedy, its speedup, what it
-    recovers, and its accuracy cost (or that it was not measured)."""
+    """In words, per slow network and layout: the remedy RANK_RULE picks (or the tie), its
+    gain and speedup, what it recovers, and its accuracy cost (or that it was not measured)."""
     lines = []
+    slow = _slow_points(table) if not table.empty else table
     for row in best_remedies(table).to_dict("records"):
         layout = layout_words(row["nodes"], row["devices_per_node"], row["network"])
-        recovered = row["fraction_recovered"]
-        recovers = (
-            f", recovering {recovered:.0%} of what {row['network']} cost against "
-            f"{row['fastest_network']} (ChainerMN's published remedy: {CHAINERMN_RECOVERED:.0%})"
-            if np.isfinite(recovered)
-            else ""
-        )
+        tied = slow[
+            np.logical_and.reduce([slow[k] == row[k] for k in MODE_POINT])
+            & slow["comm"].isin(row["tied_with"].split(", "))
+        ]
         lines.append(
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
-            f"{row['strategy']} on {layout}, "
-            f"{row['comm']} helps most: {row['img_s']:.1f} img/s (±{row['img_s_ci95']:.1f}) at "
-            f"per-device batch {row['batch_per_device']}, {row['gain_vs_none']:.2f}x (±"
-            f"{row['gain_vs_none_ci95']:.2f}) the cell without a remedy, speedup "
-            f"{row['speedup']:.2f} over 1 device; it beats 1 device from global batch "
-            f"{batch_words(row['break_even_global_batch'])} (without: "
-            f"{batch_words(row['break_even_none'])}){recovers}; {_accuracy_words(row, accuracy)}."
+            f"{row['strategy']} on {layout}, {_ranking_words(row, tied)} (ranked by "
+            f"{RANK_RULE}); speedup {row['speedup']:.2f} (±{row['speedup_ci95']:.2f}) over 1 "
+            f"device; it beats 1 device from global batch "
+            f"{_even_words(row['break_even_global_batch'])} (without: "
+            f"{_even_words(row['break_even_none'])}){_recovered_words(row)}"
+            f"{_other_batch_words(row)}; {_accuracy_words(row, accuracy)}."
         )
     return lines
 
