@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
@@ -180,18 +181,23 @@ def _rules(finding: dict[str, Any]) -> set[str]:
 
 def _accuracy(row: dict[str, Any], findings: pd.DataFrame) -> str:
     """The chosen layout's accuracy cost: from its own model's training runs, else from the
-    same strategy and layout training another model (the sentence names which)."""
+    same strategy training another model on as many devices (synchronous data parallelism
+    computes the same update wherever the devices are; the sentence names what was trained)."""
     own = _finding(findings, row)
     words = _accuracy_of(own) if own else None
     if words:
         return f"its accuracy cost: {words}"
-    keys = [k for k in LAYOUT if k != "model"]
-    for other in matching_rows(findings, row, keys).to_dict("records"):
+    others = matching_rows(findings, row, ["strategy", "world_size"])
+    if others.empty:
+        return "its accuracy cost is not measured (no training runs with this strategy)"
+    same_place = np.logical_and.reduce([others[k] == row[k] for k in LAYOUT[2:]])
+    for other in others.assign(_elsewhere=~same_place).sort_values("_elsewhere").to_dict("records"):
         words = _accuracy_of(other)
         if words:
+            where = "" if not other["_elsewhere"] else f" on {_where(other)}"
             return (
                 f"its accuracy cost, measured by training {readable_model(other['model'])} "
-                f"with the same strategy and layout: {words}"
+                f"with the same strategy{where} ({int(row['world_size'])} devices): {words}"
             )
     return "its accuracy cost is not measured (no training runs with this strategy and layout)"
 
