@@ -90,7 +90,7 @@ def test_accuracy_measured_on_another_model_says_which():
     text = landing([cost_row("torch-ddp", 150, 2)], [finding("torch-ddp", 10.0), trained])
     assert "not measured" not in text
     assert (
-        "measured by training ResNet-18 (16 px, 10 classes) with the same strategy (2 devices)"
+        "measured by training ResNet-18 (16 px, 10 classes) with the same strategy and layout"
         in text
     )
     assert "under the linear learning-rate rule, final accuracy not distinguishable from 1 " in text
@@ -104,7 +104,10 @@ def test_accuracy_from_the_same_device_count_elsewhere_says_where():
     two_nodes["network"] = "10gbe"
     there = {**finding("torch-ddp", 10.0), "nodes": 2, "devices_per_node": 1, "network": "10gbe"}
     text = landing([two_nodes], [there, trained])
-    assert "ResNet-18 (8 px, 10 classes) with the same strategy on 1 node x 2 devices (2 " in text
+    assert (
+        "ResNet-18 (8 px, 10 classes) with the same strategy on 1 node x 2 devices (2 devices as "
+        in text
+    )
     assert "final accuracy 1.0 points lower" in text
     alone = landing([cost_row("mxnet-dist", 150, 2)], [finding("mxnet-dist", 10.0)])
     assert "its accuracy cost is not measured" in alone

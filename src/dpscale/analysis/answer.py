@@ -194,10 +194,14 @@ def _accuracy(row: dict[str, Any], findings: pd.DataFrame) -> str:
     for other in others.assign(_elsewhere=~same_place).sort_values("_elsewhere").to_dict("records"):
         words = _accuracy_of(other)
         if words:
-            where = "" if not other["_elsewhere"] else f" on {_where(other)}"
+            where = (
+                f" on {_where(other)} ({int(row['world_size'])} devices as well)"
+                if other["_elsewhere"]
+                else " and layout"
+            )
             return (
                 f"its accuracy cost, measured by training {readable_model(other['model'])} "
-                f"with the same strategy{where} ({int(row['world_size'])} devices): {words}"
+                f"with the same strategy{where}: {words}"
             )
     return "its accuracy cost is not measured (no training runs with this strategy and layout)"
 
