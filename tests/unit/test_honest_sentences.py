@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from test_remedy_gains import point
 
 from dpscale.analysis import accuracy as acc
 from dpscale.analysis import answer, remedy_gains
@@ -167,21 +168,7 @@ def test_the_detectable_difference_has_80_percent_power():
 
 
 def remedy_point(network: str, comm: str, img_s: float, half: float, batch: int) -> dict:
-    return {
-        "strategy": "torch-ddp",
-        "model": "resnet18-imagenet64-c10",
-        "mode": "synthetic",
-        "nodes": 2,
-        "network": network,
-        "devices_per_node": 1,
-        "world_size": 2,
-        "batch_per_device": batch,
-        "comm": comm,
-        "img_s": img_s,
-        "img_s_ci95": half,
-        "speedup": img_s / 50,
-        "speedup_ci95": 0.05,
-    }
+    return {**point(network, comm, img_s, batch), "img_s_ci95": half}
 
 
 def remedy_lines(points: list[tuple]) -> list[str]:

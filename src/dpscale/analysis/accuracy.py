@@ -156,11 +156,11 @@ def welch_interval(sample: np.ndarray, reference: np.ndarray) -> tuple[float, fl
     delta = float(np.mean(sample) - np.mean(reference))
     if len(sample) < 2 or len(reference) < 2:
         return delta, math.nan
-    var_s, var_r = np.var(sample, ddof=1) / len(sample), np.var(reference, ddof=1) / len(reference)
-    se = math.sqrt(var_s + var_r)
+    var_s, var_r = np.var(sample, ddof=1), np.var(reference, ddof=1)
+    se = math.sqrt(var_s / len(sample) + var_r / len(reference))
     if se == 0:
         return delta, 0.0
-    df = _welch_df(var_s * len(sample), len(sample), var_r * len(reference), len(reference))
+    df = _welch_df(var_s, len(sample), var_r, len(reference))
     return delta, float(stats.t.ppf(0.975, df) * se)
 
 

@@ -17,6 +17,7 @@ runs without a remedy: the difference of mean final accuracy with its 95% interv
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -249,26 +250,32 @@ def _pick(tied: pd.DataFrame) -> pd.Series:
     return ranked.drop(columns="_even").iloc[0]
 
 
-def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy, model, slow network and layout, the remedy RANK_RULE picks, with the
-    remedies tied with it (``tied_with``) and the one that gains most at the smallest batch
-    measured where that differs (``smallest_batch_best``)."""
+Ranked = tuple[dict[str, Any], pd.DataFrame, dict[str, Any] | None]
+
+
+def _ranked(table: pd.DataFrame) -> Iterator[Ranked]:
+    """Per strategy, model, slow network and layout: the remedy RANK_RULE picks, the rows of
+    the remedies tied with it, and the remedy that gains most at the smallest batch measured
+    where that is another one (else None)."""
     if table.empty:
-        return table
-    rows = []
+        return
     for _, layout in _slow_points(table).groupby(MODE_LAYOUT, sort=True):
         batches = sorted(layout["batch_per_device"].unique())
-        at_largest = layout[layout["batch_per_device"] == batches[-1]]
-        tied = _tied_at(at_largest)
+        tied = _tied_at(layout[layout["batch_per_device"] == batches[-1]])
         chosen = _pick(tied).to_dict()
-        chosen["tied_with"] = ", ".join(c for c in tied["comm"] if c != chosen["comm"])
-        chosen["smallest_batch_best"] = None
+        other = None
         if len(batches) > 1:
             at_smallest = _tied_at(layout[layout["batch_per_device"] == batches[0]])
             if chosen["comm"] not in set(at_smallest["comm"]):
-                chosen["smallest_batch_best"] = at_smallest.iloc[0].to_dict()
-        rows.append(chosen)
-    return pd.DataFrame(rows)
+                other = at_smallest.iloc[0].to_dict()
+        yield chosen, tied[tied["comm"] != chosen["comm"]], other
+
+
+def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, model, slow network and layout, the remedy RANK_RULE picks."""
+    if table.empty:
+        return table
+    return pd.DataFrame([chosen for chosen, _, _ in _ranked(table)])
 
 
 def _ranking_words(row: dict[str, Any], tied: pd.DataFrame) -> str:
@@ -314,9 +321,8 @@ def _even_words(even: float) -> str:
     return batch_words(even) if not math.isnan(even) else "not fitted"
 
 
-def _other_batch_words(row: dict[str, Any]) -> str:
-    other = row.get("smallest_batch_best")
-    if not isinstance(other, dict):
+def _other_batch_words(other: dict[str, Any] | None) -> str:
+    if other is None:
         return ""
     return (
         f"; the ranking changes with the batch: at per-device batch "
@@ -329,13 +335,8 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
     """In words, per slow network and layout: the remedy RANK_RULE picks (or the tie), its
     gain and speedup, what it recovers, and its accuracy cost (or that it was not measured)."""
     lines = []
-    slow = _slow_points(table) if not table.empty else table
-    for row in best_remedies(table).to_dict("records"):
+    for row, tied, other in _ranked(table):
         layout = layout_words(row["nodes"], row["devices_per_node"], row["network"])
-        tied = slow[
-            np.logical_and.reduce([slow[k] == row[k] for k in MODE_POINT])
-            & slow["comm"].isin(row["tied_with"].split(", "))
-        ]
         lines.append(
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
             f"{row['strategy']} on {layout}, {_ranking_words(row, tied)} (ranked by "
@@ -343,7 +344,7 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
             f"device; it beats 1 device from global batch "
             f"{_even_words(row['break_even_global_batch'])} (without: "
             f"{_even_words(row['break_even_none'])}){_recovered_words(row)}"
-            f"{_other_batch_words(row)}; {_accuracy_words(row, accuracy)}."
+            f"{_other_batch_words(other)}; {_accuracy_words(row, accuracy)}."
         )
     return lines
 

@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 
+from dpscale.analysis.accuracy import resolved
+
 
 def is_known(value: float) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
@@ -39,10 +41,11 @@ def delta_words(
     points: float, half: float, seeds: float = math.nan, needed: float = math.nan
 ) -> str:
     """An accuracy delta (percentage points) and its 95% half-width, in words; a half-width
-    over 5 points is "not resolved" with the seeds run and those that would resolve 1 point."""
+    too wide to tell anything (accuracy.RESOLVED_HALF) is "not resolved", with the seeds run
+    and those that would resolve 1 point."""
     if not is_known(half):
         return f"final accuracy {points:+.1f} points (no interval: fewer than 2 seeds)"
-    if half > 5:
+    if not resolved(half / 100):
         ran = f"{seeds:.0f} seeds, " if is_known(seeds) else ""
         more = (
             f"about {needed:,.0f} seeds would resolve ±1 point"
