@@ -31,6 +31,12 @@ def test_only_measured_cells_of_the_asked_qualities_are_measured_again():
     assert again.to_measure_again(results, []) == []
 
 
+def test_a_drift_probe_is_never_measured_again():
+    probe = result("torch-dp/m/drift/n1-d1-b4-r0", quality="noisy")
+    probe["cell"]["drift_probe"] = True
+    assert again.to_measure_again([probe, result("a", quality="noisy")], ["noisy"]) == ["a"]
+
+
 @pytest.mark.parametrize(
     ("first", "second", "kept"),
     [

@@ -16,10 +16,13 @@ QUALITY_ORDER = ("ok", "noisy", "unknown", "contaminated")
 
 
 def to_measure_again(results: Iterable[dict[str, Any]], qualities: Iterable[str]) -> list[str]:
-    """The ids of the measured cells whose quality is one of ``qualities``."""
+    """The ids of the measured cells whose quality is one of ``qualities``; never a drift
+    probe, whose measurement means something only at the time it ran."""
     wanted = set(qualities)
     return sorted(
-        r["cell"]["cell_id"] for r in results if r["status"] == "ok" and r.get("quality") in wanted
+        r["cell"]["cell_id"]
+        for r in results
+        if r["status"] == "ok" and r.get("quality") in wanted and not r["cell"].get("drift_probe")
     )
 
 
