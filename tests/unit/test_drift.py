@@ -7,7 +7,15 @@ import math
 import pandas as pd
 import pytest
 
-from dpscale.analysis.drift import drift_summary, drift_table
+from dpscale.analysis.drift import (
+    REPEATABILITY_GOAL,
+    drift_factors,
+    drift_summary,
+    drift_table,
+    repeatability_sentence,
+    repeatability_with_drift,
+    with_drift_columns,
+)
 from dpscale.analysis.tables import point_means, repeatability_table
 from dpscale.plan.cell import Cell
 from dpscale.plan.config import check_config
@@ -114,3 +122,122 @@ def test_no_probes_no_trace():
     table = drift_table(cells_frame().iloc[:1])
     assert table.empty
     assert math.isnan(drift_summary(table)["cv"])
+
+
+def drifting_study(probes: tuple[float, ...] = (1.05, 1.0, 0.95)) -> pd.DataFrame:
+    """Probes at 0, 5 and 10 min at ``probes`` times the reference's speed; three repeats of
+    two configurations between them, each at its true speed times the drift (linear from
+    +5% at 0 min to -5% at 10 min): a machine-wide, multiplicative drift."""
+    base = cells_frame().iloc[0].to_dict()
+
+    def row(mode: str, batch: int, repeat: int, minute: float, img_s: float) -> dict:
+        stamp = pd.Timestamp("2026-11-24T12:00:00+00:00") + pd.Timedelta(minutes=minute)
+        cell_id = f"{mode}/b{batch}-r{repeat}"
+        return {
+            **base,
+            "mode": mode,
+            "batch_per_device": batch,
+            "repeat": repeat,
+            "cell_id": cell_id,
+            "started_at": stamp.isoformat(),
+            "img_s_mean": img_s,
+        }
+
+    rows = [row("drift", 16, k, 5.0 * k, 100.0 * f) for k, f in enumerate(probes)]
+    for batch, speed, minutes in ((16, 200.0, (1, 4, 9)), (32, 50.0, (2, 6, 8))):
+        rows += [
+            row("synthetic", batch, k, m, speed * (1.05 - 0.01 * m)) for k, m in enumerate(minutes)
+        ]
+    return pd.DataFrame(rows)
+
+
+def test_each_cell_reads_the_trace_at_the_time_it_ran():
+    cells = drifting_study()
+    factors = drift_factors(cells)
+    by_id = dict(zip(cells["cell_id"], factors, strict=True))
+    assert by_id["drift/b16-r0"] == pytest.approx(1.05)  # a probe reads itself
+    assert by_id["synthetic/b16-r0"] == pytest.approx(1.04)  # 1 min: between the first two
+    assert by_id["synthetic/b32-r2"] == pytest.approx(0.97)  # 8 min: between the last two
+    late = cells.assign(started_at=cells["started_at"].str.replace("T12:08", "T12:15"))
+    assert drift_factors(late).iloc[-1] == pytest.approx(0.95)  # after the last probe: its own
+
+
+def test_cells_csv_carries_each_cells_factor_and_corrected_img_s():
+    cells = with_drift_columns(drifting_study())
+    one = cells[cells["cell_id"] == "synthetic/b16-r0"].iloc[0]
+    assert one["drift_factor"] == pytest.approx(1.04)
+    assert one["img_s_drift_corrected"] == pytest.approx(200.0)  # its true speed
+    assert one["img_s_mean"] == pytest.approx(200.0 * 1.04)  # the measured value stays
+
+
+def test_half_the_launcher_wall_time_places_a_cell_at_its_middle():
+    cells = drifting_study().assign(launcher_wall_s=0.0)
+    cells.loc[cells["cell_id"] == "synthetic/b16-r0", "launcher_wall_s"] = 120.0  # 1 -> 2 min
+    factors = dict(zip(cells["cell_id"], drift_factors(cells), strict=True))
+    assert factors["synthetic/b16-r0"] == pytest.approx(1.03)
+
+
+def test_a_multiplicative_drift_is_taken_out_of_the_repeats_cv():
+    table = repeatability_with_drift(drifting_study())
+    assert list(table["batch_per_device"]) == [16, 32] and list(table["repeats"]) == [3, 3]
+    assert (table["img_s_cv"] > REPEATABILITY_GOAL).all()  # the drift, measured as is
+    assert table["img_s_cv_drift_corrected"].tolist() == pytest.approx([0.0, 0.0], abs=1e-12)
+    sentence = repeatability_sentence(table)
+    assert sentence == (
+        "CV across repeats: 3.1-4.0% as measured, 0.0% relative to the drift trace "
+        "(goal 3%: 0 of 2 configurations meet it as measured, 2 of 2 after the correction)"
+    )
+
+
+def test_without_two_ok_probes_there_is_no_correction():
+    cells = drifting_study()
+    cells.loc[cells["cell_id"] == "drift/b16-r1", "status"] = "failed"
+    cells.loc[cells["cell_id"] == "drift/b16-r1", "img_s_mean"] = math.nan
+    cells.loc[cells["cell_id"] == "drift/b16-r2", "quality"] = "noisy"
+    assert drift_factors(cells).isna().all()
+    table = repeatability_with_drift(cells)
+    assert table["img_s_cv_drift_corrected"].isna().all()
+    assert table["img_s_cv"].notna().all()  # the measured CV stays
+    assert repeatability_sentence(table).endswith(
+        "(goal 3%: 0 of 2 configurations meet it); "
+        "no drift correction (fewer than 2 ok drift probes)"
+    )
+    assert drift_factors(cells[cells["mode"] != "drift"]).isna().all()
+
+
+def test_probes_that_are_not_ok_are_left_out_of_the_trace():
+    cells = drifting_study()
+    broken = pd.DataFrame(
+        [
+            {**cells.iloc[1].to_dict(), "cell_id": "drift/b16-r3", "status": "failed"},
+            {**cells.iloc[1].to_dict(), "cell_id": "drift/b16-r4", "quality": "contaminated"},
+        ]
+    ).assign(img_s_mean=[math.nan, 10.0])  # a failed probe, and one that others slowed down
+    with_broken = pd.concat([cells, broken], ignore_index=True)
+    ratio = drift_factors(with_broken).iloc[: len(cells)] / drift_factors(cells)
+    assert ratio.tolist() == pytest.approx([ratio.iloc[0]] * len(cells))  # the same trace
+    corrected = repeatability_with_drift(with_broken)["img_s_cv_drift_corrected"]
+    assert corrected.tolist() == pytest.approx([0.0, 0.0], abs=1e-12)
+
+
+def test_no_repeats_no_sentence_of_their_cv():
+    table = repeatability_with_drift(cells_frame())
+    assert table.empty and "img_s_cv_drift_corrected" in table.columns
+    assert repeatability_sentence(table).endswith("not measured (every configuration ran once)")
+
+
+def test_a_repeat_without_a_time_leaves_its_configuration_uncorrected():
+    cells = drifting_study()
+    cells.loc[cells["cell_id"] == "synthetic/b32-r1", "started_at"] = None
+    corrected = repeatability_with_drift(cells)["img_s_cv_drift_corrected"]
+    assert corrected.iloc[0] == pytest.approx(0.0, abs=1e-12) and math.isnan(corrected.iloc[1])
+
+
+def test_the_drift_figure_and_its_log_give_the_cv_with_and_without_the_correction(tmp_path):
+    from dpscale.steps.tables import drift as step
+
+    drifting_study().to_csv(tmp_path / "cells.csv", index=False)
+    outputs = {"table": tmp_path / "drift.csv", "figure": tmp_path / "drift.png"}
+    message = step({"cells": tmp_path / "cells.csv"}, outputs, {})
+    assert message.endswith("2 of 2 after the correction)")
+    assert outputs["figure"].is_file() and len(pd.read_csv(outputs["table"])) == 3

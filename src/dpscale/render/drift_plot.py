@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -12,15 +13,14 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpscale.analysis.drift import drift_sentence  # noqa: E402
+from dpscale.analysis.drift import REPEATABILITY_GOAL, drift_sentence  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
-REPEATABILITY_GOAL = 0.03  # README, "Measurement quality": repeats within 3% on a quiet machine
 
-
-def drift_figure(table: pd.DataFrame, path: Path) -> None:
+def drift_figure(table: pd.DataFrame, path: Path, note: str = "") -> None:
     """Each probe's mean img/s relative to the probes' median (95% interval as error bar),
-    the +/-3% repeatability goal shaded; probes that were not ok are marked with their state."""
+    the +/-3% repeatability goal shaded; probes that were not ok are marked with their state.
+    ``note``, a line under the title (the repeats' CV with and without the drift correction)."""
     if table.empty:
         empty_figure(path, "no drift probes in this study (drift.probes: 0)")
         return
@@ -39,6 +39,7 @@ def drift_figure(table: pd.DataFrame, path: Path) -> None:
     axis.set_xlabel("minutes since the study's first cell started")
     axis.set_ylabel("img/s vs the probes' median (%)")
     reference = re.sub(r"-r\d+$", "", str(table["cell_id"].iloc[0]))  # the probes' own id
-    axis.set_title(f"{reference}\n{drift_sentence(table)}", fontsize=9)
+    title = [reference, drift_sentence(table), *textwrap.wrap(note, 100)]
+    axis.set_title("\n".join(title), fontsize=9)
     figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)

@@ -12,7 +12,13 @@ from dpscale.analysis import accuracy as acc
 from dpscale.analysis import collectives as coll
 from dpscale.analysis import tables as tbl
 from dpscale.analysis.again import to_measure_again
-from dpscale.analysis.drift import drift_sentence, drift_table
+from dpscale.analysis.drift import (
+    drift_sentence,
+    drift_table,
+    repeatability_sentence,
+    repeatability_with_drift,
+    with_drift_columns,
+)
 from dpscale.analysis.startup import startup_table
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
@@ -36,9 +42,9 @@ def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
 
 def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
     """Throughput cells (the better of two where measured again) -> cells, windows, fits,
-    scaling, break-even, repeatability."""
+    scaling, break-even, repeatability (its CV also relative to the drift trace)."""
     results = tbl.load_results(params["results"], inputs.get("again", ()))
-    cells = tbl.cells_table(results)
+    cells = with_drift_columns(tbl.cells_table(results))
     windows = tbl.windows_table(results)
     fits = tbl.add_fit_mfu(tbl.fits_table(windows), cells)
     frames = {
@@ -47,7 +53,7 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
         "fits": fits,
         "scaling": tbl.scaling_table(cells),
         "break_even": tbl.break_even_table(fits, cells),
-        "repeatability": tbl.repeatability_table(cells),
+        "repeatability": repeatability_with_drift(cells),
     }
     for name, frame in frames.items():
         write(frame, outputs[name])
@@ -64,12 +70,16 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
     cells = read(inputs["cells"])
     write_table_html(tbl.cell_columns(cells), outputs["cells"], "Every cell")
     write_table_html(tbl.systems_table(cells), outputs["systems"], "Systems")
+    repeats = read(inputs["repeatability"])
     repeatability = or_message(
-        read(inputs["repeatability"]),
-        "repeatability",
-        "not measured: every configuration ran once (measure.repeats)",
+        repeats, "repeatability", "not measured: every configuration ran once (measure.repeats)"
     )
-    write_table_html(repeatability, outputs["repeatability"], "Repeatability across repeats")
+    write_table_html(
+        repeatability,
+        outputs["repeatability"],
+        "Repeatability across repeats",
+        note=repeatability_sentence(repeats) if not repeats.empty else "",
+    )
     write_table_html(read(inputs["fits"]), outputs["fits"], "Throughput-law fits")
     write_table_html(
         read(inputs["break_even"]),
@@ -136,11 +146,14 @@ def collectives(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def drift(inputs: Files, outputs: Files, params: Files) -> str:
-    """cells.csv -> the drift probes' table and trace."""
-    table = drift_table(read(inputs["cells"]))
+    """cells.csv -> the drift probes' table and trace; the figure's title also gives the
+    repeats' CV as measured and relative to the trace."""
+    cells = read(inputs["cells"])
+    table = drift_table(cells)
+    repeats = repeatability_sentence(repeatability_with_drift(cells))
     write(table, outputs["table"])
-    drift_figure(table, figure_path(outputs["figure"]))
-    return drift_sentence(table)
+    drift_figure(table, figure_path(outputs["figure"]), repeats)
+    return f"[dpscale] {drift_sentence(table)}; {repeats}"
 
 
 def startup(inputs: Files, outputs: Files, params: Files) -> str:
