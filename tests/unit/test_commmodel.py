@@ -381,3 +381,14 @@ def test_the_max_form_fits_with_one_configuration_fewer_than_pollux_needs():
     )
     assert set(groups[0].fits) == {"max"} and groups[0].chosen == "max"
     assert "6 configurations for 6 parameters" in groups[0].reason
+
+
+def test_predicted_break_even_carries_an_interval_that_narrows_with_less_noise():
+    halves = []
+    for noise in (0.05, 0.005):
+        groups, *_ = analyse(synthetic_windows(1.0, noise=noise), validate=False)
+        table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
+        row = table[(table["network"] == "slow") & (table["nodes"] == 2)].iloc[0]
+        assert 0 < row["break_even_global_batch_ci95"] < row["break_even_global_batch"]
+        halves.append(row["break_even_global_batch_ci95"] / row["break_even_global_batch"])
+    assert halves[1] < halves[0] / 3

@@ -91,8 +91,16 @@ def test_findings_one_row_per_layout_with_break_even_verdict(tables):
     assert ddp["speedup"] == pytest.approx(expected, rel=0.05)
     # B > (t_2 - t_1) / (1/v0_1 - 1/(2 v0_2)) = 0.03 / 0.005 = 6
     assert ddp["break_even_global_batch"] == pytest.approx(6, rel=0.3)
-    even = math.ceil(ddp["break_even_global_batch"])
-    assert f"2 devices beat 1 from global batch {even}; below that, one is faster" in ddp["verdict"]
+    even, half = ddp["break_even_global_batch"], ddp["break_even_global_batch_ci95"]
+    assert 0 < half < even
+    low, high = math.floor(even - half), math.ceil(even + half)
+    assert (
+        f"2 devices beat 1 from global batch {math.ceil(even)} (95% CI {low} to {high}); "
+        "below that, one is faster"
+    ) in ddp["verdict"]
+    speedup = f"{ddp['speedup']:.2f}x (±{ddp['speedup_ci95']:.2f}) as fast as 1"
+    assert speedup in ddp["verdict"]
+    assert f"(efficiency {100 * ddp['efficiency']:.0f}% ±" in ddp["verdict"]
     assert ddp["predicted_speedup_more_devices"] == "not predicted"  # no predictions.csv
 
 

@@ -81,3 +81,40 @@ def test_ring_allreduce_model():
 
 def test_ratio_interval():
     assert fits.ratio_ci95(2.0, 0.2, 1.0, 0.1) == pytest.approx(2.0 * math.hypot(0.1, 0.1))
+
+
+def _law(fit: fits.ThroughputFit) -> fits.LawEstimate:
+    return fits.LawEstimate.from_fit(fit.v0, fit.v0_se, fit.t_c, fit.t_c_se, fit.slope_t_c_cov)
+
+
+def test_break_even_interval_covers_the_true_batch_about_95_times_in_100():
+    """The delta-method interval against the truth over many noisy pairs of fits: the
+    single device's law (100 img/s, 0.02 s) and two devices' (95 img/s, 0.08 s)."""
+    truth = fits.break_even_global_batch(100.0, 0.02, 95.0, 0.08, 2)
+    inside, trials = 0, 300
+    for seed in range(trials):
+        one = fits.fit_throughput_law(*synthetic_steps(100.0, 0.02, [4, 8, 16, 32], 5, 0.03, seed))
+        two = fits.fit_throughput_law(
+            *synthetic_steps(95.0, 0.08, [4, 8, 16, 32], 5, 0.03, seed + trials)
+        )
+        even = fits.break_even_global_batch(one.v0, one.t_c, two.v0, two.t_c, 2)
+        half = fits.break_even_ci95(_law(one), _law(two), 2)
+        inside += abs(even - truth) <= half
+    assert 0.90 < inside / trials < 0.99
+
+
+def test_break_even_interval_edges():
+    tight = fits.LawEstimate(slope=0.01, slope_var=1e-10, t_c=0.02, t_c_var=1e-8, cov=0.0)
+    slow = fits.LawEstimate(slope=0.0105, slope_var=1e-10, t_c=0.08, t_c_var=1e-8, cov=0.0)
+    assert 0 < fits.break_even_ci95(tight, slow, 2) < 1
+    # two devices always faster: B = 0, no interval to give
+    assert math.isnan(fits.break_even_ci95(slow, tight, 2))
+    # the per-image gain's interval reaches zero: no upper bound
+    vague = fits.LawEstimate(slope=0.0195, slope_var=1e-6, t_c=0.08, t_c_var=1e-8, cov=0.0)
+    assert fits.break_even_ci95(tight, vague, 2) == math.inf
+
+
+def test_overlapping_intervals():
+    assert fits.intervals_overlap(10.0, 2.0, 13.0, 1.5)
+    assert not fits.intervals_overlap(10.0, 1.0, 13.0, 1.5)
+    assert fits.intervals_overlap(10.0, math.nan, 10.0, math.nan)

@@ -56,7 +56,7 @@ def test_overlapping_intervals_are_named_together_and_the_tie_rule_decides():
     assert "tie at per-device batch 32" in text
     # the faster mean loses: the rule picks the smaller break-even batch, and says so
     assert "choose torch-ddp on 1 node x 2 devices: it beats one device from the smaller " in text
-    assert "(11 against 24)" in text and "choose mxnet-dist" not in text
+    assert "batch: 11 against 24" in text and "choose mxnet-dist" not in text
     assert answer.TIE_RULE in text
 
 
@@ -216,5 +216,173 @@ def test_a_fraction_above_one_says_why_and_the_post_comparison_says_what_differs
             ("10gbe", "none", 100.0, 0.5, 64),
         ]
     )
-    assert "recovering 109% of what 1gbe cost against 10gbe (over 100%: with it, 1gbe ran " in line
+    assert (
+        "recovering 109% (95% CI 108% to 110%) of what 1gbe cost against 10gbe (over 100%: "
+        "with it, 1gbe ran faster than 10gbe did without it)"
+    ) in line
     assert "double buffering and fp16 all-reduce on 32 GPUs" in line
+
+
+def test_the_fraction_recovered_interval_covers_the_truth_about_95_times_in_100():
+    """Three independent points with known spread: the delta-method interval against the
+    true fraction (1/50 - 1/80) / (1/50 - 1/100) = 75%."""
+    rng = np.random.default_rng(7)
+    truth = remedy_gains.fraction_recovered(50.0, 80.0, 100.0, False)
+    sd = {50.0: 1.0, 80.0: 2.0, 100.0: 3.0}
+    inside, trials = 0, 1000
+    for _ in range(trials):
+        none, remedy, fast = (value + rng.normal(0, sd[value]) for value in (50.0, 80.0, 100.0))
+        value = remedy_gains.fraction_recovered(none, remedy, fast, False)
+        half = remedy_gains.fraction_recovered_ci95(
+            (none, 1.96 * sd[50.0]), (remedy, 1.96 * sd[80.0]), (fast, 1.96 * sd[100.0])
+        )
+        inside += abs(value - truth) <= half
+    assert 0.93 < inside / trials < 0.97
+
+
+def test_a_fraction_from_no_help_to_full_recovery_is_not_resolved():
+    [line] = remedy_lines(
+        [
+            ("1gbe", "none", 50.0, 8.0, 64),
+            ("1gbe", "fp16", 56.0, 8.0, 64),
+            ("10gbe", "none", 62.0, 8.0, 64),
+        ]
+    )
+    assert "what it recovers of what 1gbe cost against 10gbe is not resolved (95% interval " in line
+    assert "from no help to full recovery" in line and "recovering" not in line
+    # a gain whose interval reaches 1 helps nobody measurably
+    assert "no remedy's gain is resolved at per-device batch 64" in line
+    assert "helps most" not in line
+    assert "its break-even batch is not fitted (without it: not fitted)" in line
+
+
+def host_points() -> list[dict]:
+    one_node = {**remedy_point("host", "none", 120.0, 2.0, 64), "nodes": 1, "devices_per_node": 2}
+    return [
+        remedy_point("1gbe", "none", 50.0, 1.0, 64),
+        remedy_point("1gbe", "fp16", 70.0, 1.0, 64),
+        remedy_point("10gbe", "none", 100.0, 1.0, 64),
+        one_node,
+    ]
+
+
+def collective(network: str, nodes: int, busbw: float, spread: float, link: float) -> dict:
+    return {
+        "strategy": "torch-ddp",
+        "comm": "none",
+        "network": network,
+        "nodes": nodes,
+        "devices_per_node": 2 // nodes,
+        "world_size": 2,
+        "message_bytes": 44_000_000,
+        "busbw_GB_s": busbw,
+        "busbw_lo_GB_s": busbw - spread,
+        "busbw_hi_GB_s": busbw + spread,
+        "link_GB_s": link,
+    }
+
+
+def host_lines(collectives: list[dict]) -> list[str]:
+    scaling = pd.DataFrame(host_points())
+    table = remedy_gains.remedies_table(
+        scaling, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(collectives)
+    )
+    return remedy_gains.finding_lines(table, pd.DataFrame())
+
+
+def test_a_fast_link_bound_by_the_host_gives_the_fraction_against_one_node_as_well():
+    [line] = host_lines(
+        [
+            collective("10gbe", 2, 1.12, 0.02, 1.25),
+            collective("host", 1, 1.15, 0.08, math.nan),
+            collective("1gbe", 2, 0.118, 0.001, 0.125),
+        ]
+    )
+    assert "10gbe's all-reduce (1.12 GB/s bus bandwidth) is within the spread of the same " in line
+    assert "bound by the host, so against 1 node x 2 devices as well: recovering" in line
+    # (1/50 - 1/70) / (1/50 - 1/120) = 49%
+    assert "recovering 49% (95% CI" in line and "cost against 1 node x 2 devices" in line
+
+
+def test_a_fast_link_far_below_its_line_rate_is_bound_by_the_host():
+    [line] = host_lines(
+        [collective("10gbe", 2, 0.59, 0.02, 1.25), collective("host", 1, 1.69, 0.05, math.nan)]
+    )
+    assert "10gbe's all-reduce reached 0.59 GB/s, 47% of its 1.25 GB/s line rate" in line
+
+
+def test_a_fast_link_at_its_line_rate_is_the_reference_alone():
+    [line] = host_lines(
+        [collective("10gbe", 2, 1.15, 0.02, 1.25), collective("host", 1, 1.69, 0.05, math.nan)]
+    )
+    assert "bound by the host" not in line and "1 node x 2 devices" not in line
+
+
+def test_remedies_tied_in_gain_and_break_even_are_told_apart_by_what_they_change():
+    scaling = pd.DataFrame(
+        [
+            remedy_point("1gbe", "none", 50.0, 1.0, 64),
+            remedy_point("1gbe", "powersgd-r2", 64.0, 2.0, 64),
+            remedy_point("1gbe", "fp16", 63.5, 2.0, 64),
+            remedy_point("10gbe", "none", 100.0, 1.0, 64),
+        ]
+    )
+    layout = {k: v for k, v in point("1gbe", "none", 1.0).items() if k in remedy_gains.MODE_POINT}
+    evens = pd.DataFrame(
+        [
+            {**layout, "comm": "powersgd-r2", "break_even_global_batch": 21.0},
+            {**layout, "comm": "fp16", "break_even_global_batch": 21.8},
+            {**layout, "comm": "none", "break_even_global_batch": 40.0},
+        ]
+    )
+    for half, decided in ((3.0, "fp16"), (0.1, "powersgd-r2")):
+        table = remedy_gains.remedies_table(
+            scaling, pd.DataFrame(), evens.assign(break_even_global_batch_ci95=half)
+        )
+        [line] = remedy_gains.finding_lines(table, pd.DataFrame())
+        best = remedy_gains.best_remedies(table).iloc[0]["comm"]
+        assert best == decided
+        if decided == "fp16":
+            assert "their break-even batches overlap too (powersgd-r2 21 (95% CI 18 to 24)" in line
+            assert "so by the one that changes the update least, fp16" in line
+        else:
+            assert "by the smaller break-even batch, powersgd-r2" in line
+
+
+def test_break_even_batches_that_overlap_leave_the_choice_to_the_simpler_layout():
+    two_nodes = {**cost_row("torch-ddp", 158, 8), "nodes": 2, "devices_per_node": 1}
+    two_nodes["network"] = "10gbe"
+    there = {**finding("torch-ddp", 14.3), "nodes": 2, "devices_per_node": 1, "network": "10gbe"}
+    here = finding("torch-ddp", 17.9)
+    costs = [two_nodes, cost_row("torch-ddp", 165, 12)]
+    wide = landing(
+        costs,
+        [
+            {**there, "break_even_global_batch_ci95": 4.0},
+            {**here, "break_even_global_batch_ci95": 5.0},
+        ],
+    )
+    assert (
+        "their break-even global batches overlap (18 (95% CI 12 to 23) and 15 (95% CI 10 to 19)); "
+        "so the layout with fewer nodes"
+    ) in wide
+    assert "choose torch-ddp on 1 node x 2 devices" in wide
+    narrow = landing(
+        costs,
+        [
+            {**there, "break_even_global_batch_ci95": 1.0},
+            {**here, "break_even_global_batch_ci95": 1.0},
+        ],
+    )
+    assert (
+        "choose torch-ddp on 2 nodes x 1 device over 10gbe: it beats one device from the " in narrow
+    )
+    assert "smaller global batch: 15 (95% CI 13 to 16) against 18 (95% CI 16 to 19)" in narrow
+
+
+def test_a_chosen_layout_states_its_break_even_interval():
+    text = landing(
+        [cost_row("torch-ddp", 150, 2)],
+        [{**finding("torch-ddp", 12.7), "break_even_global_batch_ci95": 2.5}],
+    )
+    assert "it beats one device from global batch 13 (95% CI 10 to 16)" in text

@@ -11,9 +11,11 @@ import pandas as pd
 
 from dpscale.analysis.cost import Prices, cheapest, money
 from dpscale.analysis.findings import matching_rows
+from dpscale.analysis.fits import intervals_overlap
 from dpscale.analysis.words import (
     batch_words,
     delta_words,
+    even_interval,
     is_known,
     layout_words,
     readable_model,
@@ -34,44 +36,78 @@ def _tied(costs: pd.DataFrame) -> pd.DataFrame:
     return ordered[overlaps]
 
 
-def _break_even(row: dict[str, Any], findings: pd.DataFrame) -> float:
-    """The global batch from which this layout beats one device: 0 for one device itself,
-    infinite where unknown (a tie rule must not prefer what was not measured)."""
+def _break_even(row: dict[str, Any], findings: pd.DataFrame) -> tuple[float, float]:
+    """The global batch from which this layout beats one device and its 95% half-width:
+    0 for one device itself, infinite where unknown (a tie rule must not prefer what was
+    not measured)."""
     if row["world_size"] == 1:
-        return 0.0
-    finding = _finding(findings, row)
-    even = finding.get("break_even_global_batch") if finding else math.nan
-    return float(even) if is_known(even) else math.inf
-
-
-def _tie_key(row: dict[str, Any], findings: pd.DataFrame) -> tuple:
-    return (_break_even(row, findings), row["nodes"], row["world_size"], row["strategy"])
+        return 0.0, 0.0
+    finding = _finding(findings, row) or {}
+    even = finding.get("break_even_global_batch", math.nan)
+    if not is_known(even):
+        return math.inf, math.nan
+    return float(even), float(finding.get("break_even_global_batch_ci95", math.nan))
 
 
 def _where(row: dict[str, Any]) -> str:
     return layout_words(int(row["nodes"]), int(row["devices_per_node"]), row["network"])
 
 
-def _tie_words(tied: list[dict[str, Any]], chosen: dict[str, Any], findings: pd.DataFrame) -> str:
+def _even_words(row: dict[str, Any], findings: pd.DataFrame) -> str:
+    even, half = _break_even(row, findings)
+    return _batch(even) + even_interval(even, half)
+
+
+def _by_break_even(
+    tied: list[dict[str, Any]], findings: pd.DataFrame
+) -> tuple[list[dict[str, Any]], str]:
+    """The tied layouts whose break-even interval overlaps the smallest one's, and the words
+    for what the criterion decided ("" where it separated none)."""
+    evens = [_break_even(row, findings) for row in tied]
+    best = min(range(len(tied)), key=lambda i: evens[i][0])
+    kept = [row for row, e in zip(tied, evens, strict=True) if intervals_overlap(*e, *evens[best])]
+    dropped = [row for row in tied if row not in kept]
+    if not dropped:
+        return kept, ""
+    if len(kept) == 1 and kept[0]["world_size"] == 1:
+        return kept, "one device needs no break-even batch"
+    mine = " and ".join(_even_words(row, findings) for row in kept)
+    against = ", ".join(_even_words(row, findings) for row in dropped)
+    return kept, (f"it beats one device from the smaller global batch: {mine} against {against}")
+
+
+def _by_fewer(rows: list[dict[str, Any]], key: str, words: str) -> tuple[list[dict[str, Any]], str]:
+    fewest = min(row[key] for row in rows)
+    kept = [row for row in rows if row[key] == fewest]
+    return kept, (words if len(kept) < len(rows) else "")
+
+
+def _decide(tied: list[dict[str, Any]], findings: pd.DataFrame) -> tuple[dict[str, Any], str]:
+    """TIE_RULE's criteria in order, each keeping the layouts it cannot separate; the words
+    say which criterion decided, and that the break-even batches tie where they do."""
+    kept, why = _by_break_even(tied, findings)
+    if len(kept) > 1:
+        evens = " and ".join(_even_words(row, findings) for row in kept)
+        overlap = f"their break-even global batches overlap ({evens}); so "
+        for key, words in (
+            ("nodes", "the layout with fewer nodes"),
+            ("world_size", "fewer devices"),
+        ):
+            kept, why = _by_fewer(kept, key, overlap + words)
+            if why:
+                break
+    if len(kept) > 1:
+        why = "the tie rule cannot separate them, so the first by name"
+    return min(kept, key=lambda row: row["strategy"]), why
+
+
+def _tie_words(tied: list[dict[str, Any]], chosen: dict[str, Any], why: str) -> str:
     """Who tied, with their numbers, and which the tie rule picks and why."""
     batch = int(chosen["batch_per_device"])
     named = " and ".join(
         f"{row['strategy']} on {_where(row)} ({row['img_s']:.0f} ±{row['img_s_ci95']:.0f} img/s)"
         for row in tied
     )
-    runner_up = next(row for row in tied if row is not chosen)
-    evens = [_break_even(row, findings) for row in (chosen, runner_up)]
-    if evens[0] < evens[1]:
-        why = (
-            f"it beats one device from the smaller global batch "
-            f"({_batch(evens[0])} against {_batch(evens[1])})"
-            if chosen["world_size"] > 1
-            else "one device needs no break-even batch"
-        )
-    elif (chosen["nodes"], chosen["world_size"]) != (runner_up["nodes"], runner_up["world_size"]):
-        why = "the simpler layout"
-    else:
-        why = "the tie rule cannot separate them, so the first by name"
     return (
         f"{named} tie at per-device batch {batch} (their 95% intervals overlap); "
         f"by the rule for a tie ({TIE_RULE}), choose {chosen['strategy']} on "
@@ -85,8 +121,8 @@ def _pick(costs: pd.DataFrame, findings: pd.DataFrame) -> tuple[dict[str, Any], 
     tied = _tied(costs).to_dict("records")
     if len(tied) == 1:
         return tied[0], _choice(tied[0], _finding(findings, tied[0]))
-    chosen = min(tied, key=lambda row: _tie_key(row, findings))
-    return chosen, _tie_words(tied, chosen, findings)
+    chosen, why = _decide(tied, findings)
+    return chosen, _tie_words(tied, chosen, why)
 
 
 def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -113,7 +149,8 @@ def _beats(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
     if is_known(even) and math.isinf(even):
         return "; by the fitted laws it never beats one device at the same global batch"
     if is_known(even):
-        return f"; it beats one device from global batch {_batch(even)}"
+        half = finding.get("break_even_global_batch_ci95", math.nan) if finding else math.nan
+        return f"; it beats one device from global batch {_batch(even)}{even_interval(even, half)}"
     return ""
 
 

@@ -19,7 +19,15 @@ import pandas as pd
 from dpscale.analysis.again import again_sentence
 from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images
-from dpscale.analysis.words import delta_words, is_known, layout_words, readable_model
+from dpscale.analysis.words import (
+    delta_words,
+    even_interval,
+    is_known,
+    layout_words,
+    percent_words,
+    readable_model,
+    speedup_words,
+)
 from dpscale.plan.columns import LAYOUT, RUN
 
 NOT_MEASURED = "not measured"
@@ -32,7 +40,9 @@ THROUGHPUT_COLUMNS = [
     "speedup",
     "speedup_ci95",
     "efficiency",
+    "efficiency_ci95",
     "break_even_global_batch",
+    "break_even_global_batch_ci95",
     "b90",
     "b90_1",
 ]
@@ -151,6 +161,7 @@ def throughput_numbers(
             speedup=float(largest["speedup"]),
             speedup_ci95=float(largest["speedup_ci95"]),
             efficiency=float(largest["efficiency"]),
+            efficiency_ci95=float(largest.get("efficiency_ci95", math.nan)),
         )
     ok_fits = fits[(fits["status"] == "ok") & (fits["mode"] == "synthetic")]
     fit = matching_rows(ok_fits, row, LAYOUT)
@@ -166,6 +177,9 @@ def throughput_numbers(
     even = matching_rows(break_even[break_even["mode"] == "synthetic"], row, LAYOUT)
     if not even.empty:
         numbers["break_even_global_batch"] = float(even.iloc[0]["break_even_global_batch"])
+        numbers["break_even_global_batch_ci95"] = float(
+            even.iloc[0].get("break_even_global_batch_ci95", math.nan)
+        )
     return numbers
 
 
@@ -337,17 +351,25 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
     elif is_known(even) and even <= 0:
         parts.append(f"{n} devices beat 1 at every global batch (fitted laws)")
     elif is_known(even):
+        interval = even_interval(even, row.get("break_even_global_batch_ci95", math.nan))
         parts.append(
-            f"{n} devices beat 1 from global batch {math.ceil(even)}; below that, one is faster"
+            f"{n} devices beat 1 from global batch {math.ceil(even)}{interval}; below that, "
+            "one is faster"
         )
     if is_known(speedup):
         batch = int(row["batch_per_device"])
-        slower = ", slower than one device" if speedup < 1 else ""
         parts.append(
             f"at per-device batch {batch} (global {batch * n}) {n} devices are "
-            f"{speedup:.2f}x as fast as 1 ({100 * row['efficiency']:.0f}% efficiency{slower})"
+            f"{speedup_words(speedup, row.get('speedup_ci95', math.nan))} as fast as 1 "
+            f"(efficiency {percent_words(row['efficiency'], row.get('efficiency_ci95', math.nan))}"
+            f"{_slower(speedup, row.get('speedup_ci95', math.nan))})"
         )
     return "; ".join(parts) if parts else None
+
+
+def _slower(speedup: float, half: float) -> str:
+    """Said only where the whole interval lies below 1."""
+    return ", slower than one device" if speedup + (half if is_known(half) else 0) < 1 else ""
 
 
 def accuracy_verdict(row: dict[str, Any], rules: list[str]) -> str | None:

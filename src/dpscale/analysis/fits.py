@@ -47,6 +47,7 @@ class ThroughputFit:
     batches: int
     b90: float
     b90_se: float
+    slope_t_c_cov: float = math.nan  # covariance of 1/v0 and t_c, for the break-even's interval
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -92,6 +93,7 @@ def fit_throughput_law(batch: Sequence[float], seconds_per_step: Sequence[float]
         batches=int(distinct),
         b90=float(b90),
         b90_se=math.sqrt(max(b90_var, 0.0)),
+        slope_t_c_cov=float(cov_si),
     )
 
 
@@ -117,6 +119,57 @@ def break_even_global_batch(
     if gain_per_image <= 0:
         return math.inf
     return extra_constant / gain_per_image
+
+
+Z95 = 1.959964  # two-sided 95% quantile of the normal distribution
+
+
+@dataclass(frozen=True)
+class LawEstimate:
+    """What a break-even interval needs of one fitted law: slope 1/v0 and intercept t_c,
+    their variances and their covariance (from fits_table's columns)."""
+
+    slope: float
+    slope_var: float
+    t_c: float
+    t_c_var: float
+    cov: float
+
+    @classmethod
+    def from_fit(cls, v0: float, v0_se: float, t_c: float, t_c_se: float, cov: float):
+        return cls(1.0 / v0, (v0_se / v0**2) ** 2, t_c, t_c_se**2, cov)
+
+
+def break_even_ci95(single: LawEstimate, multi: LawEstimate, devices: int) -> float:
+    """95% half-width of break_even_global_batch by the delta method: B = (t_N - t_1) / g
+    with g = s_1 - s_N / N (s = 1/v0). The two fits are independent; within each the slope
+    and intercept covary. NaN where B is 0 or infinite (no interval to give); infinite where
+    g's own interval reaches 0 (the data cannot bound B from above)."""
+    gain = single.slope - multi.slope / devices
+    extra = multi.t_c - single.t_c
+    if gain <= 0 or extra <= 0:
+        return math.nan
+    gain_var = single.slope_var + multi.slope_var / devices**2
+    if Z95 * math.sqrt(gain_var) >= gain:
+        return math.inf
+    even = extra / gain
+    variance = (
+        single.t_c_var
+        + multi.t_c_var
+        + even**2 * gain_var
+        + 2 * even * single.cov
+        + 2 * even * multi.cov / devices
+    ) / gain**2
+    return Z95 * math.sqrt(max(variance, 0.0))
+
+
+def intervals_overlap(a: float, a_half: float, b: float, b_half: float) -> bool:
+    """Whether two 95% intervals overlap (a missing half-width counts as zero width)."""
+    a_half = 0.0 if math.isnan(a_half) else a_half
+    b_half = 0.0 if math.isnan(b_half) else b_half
+    if math.isinf(a) and math.isinf(b):
+        return True
+    return abs(a - b) <= a_half + b_half
 
 
 def ratio_ci95(

@@ -26,7 +26,8 @@ import pandas as pd
 from dpscale.analysis import fits
 from dpscale.analysis.accuracy import resolved, seed_delta
 from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
-from dpscale.analysis.words import batch_words, layout_words, readable_model
+from dpscale.analysis.fits import intervals_overlap
+from dpscale.analysis.words import batch_words, even_interval, layout_words, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
 
 MODE_POINT = [*MODE_LAYOUT, "batch_per_device"]
@@ -42,6 +43,10 @@ REMEDY_COLUMNS = [
     "gain_vs_none_ci95",
     "fastest_network",
     "fraction_recovered",
+    "fraction_recovered_ci95",
+    "reference_host_bound",
+    "fraction_recovered_vs_one_node",
+    "fraction_recovered_vs_one_node_ci95",
     "wire_ratio",
     "collective_bytes",
     "collective_wire_bytes",
@@ -49,7 +54,9 @@ REMEDY_COLUMNS = [
     "collective_wire_busbw_GB_s",
     "collective_busbw_none_GB_s",
     "break_even_global_batch",
+    "break_even_global_batch_ci95",
     "break_even_none",
+    "break_even_none_ci95",
 ]
 # the collectives table's layout columns a remedy row is matched on
 COLLECTIVE_KEY = ["strategy", "network", "nodes", "devices_per_node", "world_size"]
@@ -96,7 +103,8 @@ def remedies_table(
         if key not in none.index:
             continue
         plain = none.loc[key]
-        fastest, fast_img_s = _fastest_network(none, row)
+        fastest, fast = _fastest_network(none, row)
+        one_node = _one_node(none, row)
         rows.append(
             {
                 **{k: row[k] for k in MODE_POINT},
@@ -111,13 +119,13 @@ def remedies_table(
                     row["img_s"], row["img_s_ci95"], plain["img_s"], plain["img_s_ci95"]
                 ),
                 "fastest_network": fastest,
-                "fraction_recovered": fraction_recovered(
-                    plain["img_s"], row["img_s"], fast_img_s, row["network"] == fastest
-                ),
+                **_recovered(plain, row, fast, "", row["network"] == fastest),
+                **_recovered(plain, row, one_node, "_vs_one_node", row["nodes"] == 1),
+                "reference_host_bound": host_bound(collectives, row, fastest),
                 "wire_ratio": ratios.get((row["strategy"], row["comm"]), math.nan),
                 **_largest_collective(collectives, row),
-                "break_even_global_batch": _break_even(break_even, row, row["comm"]),
-                "break_even_none": _break_even(break_even, row, "none"),
+                **_break_even(break_even, row, row["comm"], "break_even_global_batch"),
+                **_break_even(break_even, row, "none", "break_even_none"),
             }
         )
     return pd.DataFrame(rows).reindex(columns=REMEDY_COLUMNS)
@@ -136,10 +144,106 @@ def fraction_recovered(
     return (1 / none_img_s - 1 / remedy_img_s) / cost
 
 
-def _fastest_network(none: pd.DataFrame, row: dict[str, Any]) -> tuple[str | None, float]:
-    """The network on which the same layout and batch ran fastest without a remedy."""
+def fraction_recovered_ci95(
+    none: tuple[float, float], remedy: tuple[float, float], fast: tuple[float, float]
+) -> float:
+    """95% half-width of fraction_recovered from each point's (img/s, half-width), by the
+    delta method: f = (a - b) / (a - c) in times per image a = 1/none, b = 1/remedy,
+    c = 1/fast, the three points measured independently."""
+    a, b, c = 1 / none[0], 1 / remedy[0], 1 / fast[0]
+    cost = a - c
+    if cost <= 0:
+        return math.nan
+    return math.hypot(
+        (b - c) / cost**2 * none[1] / none[0] ** 2,
+        1 / cost * remedy[1] / remedy[0] ** 2,
+        (a - b) / cost**2 * fast[1] / fast[0] ** 2,
+    )
+
+
+NO_POINT = (math.nan, math.nan)
+
+
+def _recovered(
+    plain: pd.Series,
+    row: dict[str, Any],
+    reference: tuple[float, float],
+    suffix: str,
+    is_reference: bool,
+) -> dict[str, float]:
+    """The fraction recovered against a reference point (img/s, half-width) and its interval."""
+    name = f"fraction_recovered{suffix}"
+    value = fraction_recovered(plain["img_s"], row["img_s"], reference[0], is_reference)
+    if not np.isfinite(value):
+        return {name: math.nan, f"{name}_ci95": math.nan}
+    half = fraction_recovered_ci95(
+        (plain["img_s"], plain["img_s_ci95"]), (row["img_s"], row["img_s_ci95"]), reference
+    )
+    return {name: value, f"{name}_ci95": half}
+
+
+def _one_node(none: pd.DataFrame, row: dict[str, Any]) -> tuple[float, float]:
+    """The same number of devices on one node, without a remedy (img/s, half-width): the
+    reference where no link between nodes binds."""
+    same = none.reset_index()
+    same = same[
+        (same["strategy"] == row["strategy"])
+        & (same["model"] == row["model"])
+        & (same["mode"] == row["mode"])
+        & (same["nodes"] == 1)
+        & (same["world_size"] == row["world_size"])
+        & (same["batch_per_device"] == row["batch_per_device"])
+    ]
+    if same.empty:
+        return NO_POINT
+    return float(same["img_s"].iloc[0]), float(same["img_s_ci95"].iloc[0])
+
+
+# A link whose all-reduce reaches less than this fraction of its line rate is not what binds
+HOST_BOUND_LINE_FRACTION = 0.5
+
+
+def host_bound(collectives: pd.DataFrame | None, row: dict[str, Any], network: str | None) -> str:
+    """Why ``network``'s all-reduce (largest message, no remedy) is bound by the host rather
+    than its link, in words ("" where it is not, or no collectives cell says): its bus
+    bandwidth lies within the spread of the one-node cell's (the same ranks without any
+    link), or below HOST_BOUND_LINE_FRACTION of the link's line rate."""
+    if network is None or collectives is None or collectives.empty or "comm" not in collectives:
+        return ""
+    plain = collectives[
+        (collectives["comm"] == "none")
+        & (collectives["strategy"] == row["strategy"])
+        & (collectives["world_size"] == row["world_size"])
+    ]
+    plain = plain[plain["message_bytes"] == plain["message_bytes"].max()]
+    fast = plain[(plain["network"] == network) & (plain["nodes"] == row["nodes"])]
+    local = plain[plain["nodes"] == 1]
+    if fast.empty:
+        return ""
+    busbw = float(fast["busbw_GB_s"].iloc[0])
+    if not local.empty:
+        low, high = (float(local[k].iloc[0]) for k in ("busbw_lo_GB_s", "busbw_hi_GB_s"))
+        if low <= busbw <= high:
+            return (
+                f"{network}'s all-reduce ({busbw:.2f} GB/s bus bandwidth) is within the spread "
+                f"of the same ranks on one node ({low:.2f}-{high:.2f} GB/s): bound by the host"
+            )
+    line = float(fast["link_GB_s"].iloc[0]) if "link_GB_s" in fast else math.nan
+    if np.isfinite(line) and busbw < HOST_BOUND_LINE_FRACTION * line:
+        return (
+            f"{network}'s all-reduce reached {busbw:.2f} GB/s, {busbw / line:.0%} of its "
+            f"{line:.2f} GB/s line rate: bound by the host"
+        )
+    return ""
+
+
+def _fastest_network(
+    none: pd.DataFrame, row: dict[str, Any]
+) -> tuple[str | None, tuple[float, float]]:
+    """The network on which the same layout and batch ran fastest without a remedy, with its
+    img/s and half-width."""
     if row["nodes"] == 1:
-        return None, math.nan
+        return None, NO_POINT
     same = none.reset_index()
     same = same[
         (same["strategy"] == row["strategy"])
@@ -150,9 +254,9 @@ def _fastest_network(none: pd.DataFrame, row: dict[str, Any]) -> tuple[str | Non
         & (same["batch_per_device"] == row["batch_per_device"])
     ]
     if same.empty:
-        return None, math.nan
+        return None, NO_POINT
     best = same.loc[same["img_s"].idxmax()]
-    return best["network"], float(best["img_s"])
+    return best["network"], (float(best["img_s"]), float(best["img_s_ci95"]))
 
 
 def _largest_collective(collectives: pd.DataFrame | None, row: dict[str, Any]) -> dict[str, Any]:
@@ -173,13 +277,21 @@ def _largest_collective(collectives: pd.DataFrame | None, row: dict[str, Any]) -
     }
 
 
-def _break_even(table: pd.DataFrame, row: dict[str, Any], comm: str) -> float:
+def _break_even(table: pd.DataFrame, row: dict[str, Any], comm: str, name: str) -> dict[str, float]:
+    """The layout's break-even global batch with ``comm`` and its 95% half-width."""
+    empty = {name: math.nan, f"{name}_ci95": math.nan}
     if table.empty or "comm" not in table:
-        return math.nan
+        return empty
     found = table[
         (table["comm"] == comm) & np.logical_and.reduce([table[k] == row[k] for k in MODE_LAYOUT])
     ]
-    return float(found["break_even_global_batch"].iloc[0]) if len(found) else math.nan
+    if found.empty:
+        return empty
+    first = found.iloc[0]
+    return {
+        name: float(first["break_even_global_batch"]),
+        f"{name}_ci95": float(first.get("break_even_global_batch_ci95", math.nan)),
+    }
 
 
 def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -221,9 +333,14 @@ def _all_reached(runs: pd.DataFrame) -> float:
     return float(times.mean()) if times.notna().all() else math.nan
 
 
+# How far each remedy's update departs from synchronous SGD on exact gradients, least first:
+# a bucket size changes only when bytes move; fp16 and bf16 round the gradients; delayed
+# applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
+FIDELITY = ("none", "fp16", "bf16", "delayed", "powersgd", "2bit")
 RANK_RULE = (
     "the largest gain over no remedy at the largest per-device batch measured; where gains' "
-    "95% intervals overlap, the smaller break-even global batch"
+    "95% intervals overlap, the smaller break-even global batch; where those overlap too, the "
+    "remedy that changes the update least (" + ", ".join(FIDELITY[1:]) + ")"
 )
 CHAINERMN_SETUP = "double buffering and fp16 all-reduce on 32 GPUs, 10 GbE against InfiniBand"
 
@@ -243,14 +360,41 @@ def _tied_at(point: pd.DataFrame) -> pd.DataFrame:
     return ordered[top - ordered["gain_vs_none"] <= half + half.iloc[0]]
 
 
-def _pick(tied: pd.DataFrame) -> pd.Series:
-    """Of tied remedies, the one with the smaller break-even batch (then the larger gain)."""
-    ranked = tied.assign(_even=tied["break_even_global_batch"].fillna(math.inf))
-    ranked = ranked.sort_values(["_even", "gain_vs_none"], ascending=[True, False])
-    return ranked.drop(columns="_even").iloc[0]
+def _fidelity(comm: str) -> int:
+    """A remedy key's place in FIDELITY (``powersgd-r2`` -> powersgd); unknown ones last."""
+    name = comm.split("-")[0]
+    return FIDELITY.index(name) if name in FIDELITY else len(FIDELITY)
 
 
-Ranked = tuple[dict[str, Any], pd.DataFrame, dict[str, Any] | None]
+def _even(row: dict[str, Any]) -> tuple[float, float]:
+    even = row["break_even_global_batch"]
+    return (math.inf, math.nan) if pd.isna(even) else (float(even), row[f"{EVEN}_ci95"])
+
+
+EVEN = "break_even_global_batch"
+
+
+def _pick(tied: pd.DataFrame) -> tuple[dict[str, Any], str]:
+    """Of tied remedies, RANK_RULE's choice after the gain: the smaller break-even batch where
+    the intervals separate it, else the remedy that changes the update least; and the words
+    for the criterion that decided."""
+    rows = tied.to_dict("records")
+    if len(rows) == 1:
+        return rows[0], ""
+    smallest = min((_even(row) for row in rows), key=lambda even: even[0])
+    kept = [row for row in rows if intervals_overlap(*_even(row), *smallest)]
+    if len(kept) < len(rows):
+        chosen = min(kept, key=lambda row: (_even(row)[0], _fidelity(row["comm"])))
+        return chosen, "by the smaller break-even batch"
+    chosen = min(kept, key=lambda row: (_fidelity(row["comm"]), row["comm"]))
+    evens = " and ".join(f"{row['comm']} {_even_words(*_even(row))}" for row in kept)
+    return chosen, (
+        f"their break-even batches overlap too ({evens}), so by the one that changes the "
+        "update least"
+    )
+
+
+Ranked = tuple[dict[str, Any], pd.DataFrame, dict[str, Any] | None, str]
 
 
 def _ranked(table: pd.DataFrame) -> Iterator[Ranked]:
@@ -262,26 +406,32 @@ def _ranked(table: pd.DataFrame) -> Iterator[Ranked]:
     for _, layout in _slow_points(table).groupby(MODE_LAYOUT, sort=True):
         batches = sorted(layout["batch_per_device"].unique())
         tied = _tied_at(layout[layout["batch_per_device"] == batches[-1]])
-        chosen = _pick(tied).to_dict()
+        chosen, why = _pick(tied)
         other = None
         if len(batches) > 1:
             at_smallest = _tied_at(layout[layout["batch_per_device"] == batches[0]])
             if chosen["comm"] not in set(at_smallest["comm"]):
                 other = at_smallest.iloc[0].to_dict()
-        yield chosen, tied[tied["comm"] != chosen["comm"]], other
+        yield chosen, tied[tied["comm"] != chosen["comm"]], other, why
 
 
 def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
     """Per strategy, model, slow network and layout, the remedy RANK_RULE picks."""
     if table.empty:
         return table
-    return pd.DataFrame([chosen for chosen, _, _ in _ranked(table)])
+    return pd.DataFrame([chosen for chosen, _, _, _ in _ranked(table)])
 
 
-def _ranking_words(row: dict[str, Any], tied: pd.DataFrame) -> str:
+def _ranking_words(row: dict[str, Any], tied: pd.DataFrame, why: str) -> str:
     """Which remedy helps most at the largest batch, by RANK_RULE, said with its numbers."""
     batch = row["batch_per_device"]
     gain = f"{row['gain_vs_none']:.2f}x (±{row['gain_vs_none_ci95']:.2f})"
+    if tied.empty and row["gain_vs_none"] - row["gain_vs_none_ci95"] <= 1:
+        return (
+            f"no remedy's gain is resolved at per-device batch {batch}, the largest measured: "
+            f"the largest, {row['comm']}, {gain} the img/s without a remedy "
+            f"({row['img_s']:.1f} ±{row['img_s_ci95']:.1f}), has an interval that reaches 1"
+        )
     if tied.empty:
         return (
             f"{row['comm']} helps most at per-device batch {batch}, the largest measured: "
@@ -293,23 +443,47 @@ def _ranking_words(row: dict[str, Any], tied: pd.DataFrame) -> str:
     )
     return (
         f"{named} tie at per-device batch {batch}, the largest measured (their gains' 95% "
-        f"intervals overlap); by the smaller break-even batch, {row['comm']} "
+        f"intervals overlap); {why}, {row['comm']} "
         f"({row['img_s']:.1f} ±{row['img_s_ci95']:.1f} img/s)"
     )
 
 
+def fraction_words(value: float, half: float, slow: str, reference: str) -> str:
+    """A fraction recovered with its 95% interval, in words; one whose interval reaches from
+    no help (0) to full recovery (1) is "not resolved", without its point value; above 100%,
+    why."""
+    cost = f"what {slow} cost against {reference}"
+    if not np.isfinite(half):
+        return f"recovering {value:.0%} of {cost} (no interval)"
+    low, high = value - half, value + half
+    if low <= 0 and high >= 1:
+        return (
+            f"what it recovers of {cost} is not resolved (95% interval {low:.0%} to "
+            f"{high:.0%}, from no help to full recovery; repeats of the three cells would "
+            "narrow it)"
+        )
+    text = f"recovering {value:.0%} (95% CI {low:.0%} to {high:.0%}) of {cost}"
+    if low > 1:
+        text += f" (over 100%: with it, {slow} ran faster than {reference} did without it)"
+    elif value > 1:
+        text += f" (over 100% by its point value only: within the noise, as fast as {reference})"
+    return text
+
+
 def _recovered_words(row: dict[str, Any]) -> str:
-    recovered = row["fraction_recovered"]
-    if not np.isfinite(recovered):
+    """The fraction against the fastest network; where that network's all-reduce is bound
+    by the host, also against the same devices on one node, and why."""
+    if not np.isfinite(row["fraction_recovered"]):
         return ""
-    text = (
-        f", recovering {recovered:.0%} of what {row['network']} cost against "
-        f"{row['fastest_network']}"
+    slow, fast = row["network"], row["fastest_network"]
+    text = ", " + fraction_words(
+        row["fraction_recovered"], row["fraction_recovered_ci95"], slow, fast
     )
-    if recovered > 1:
-        text += (
-            f" (over 100%: with it, {row['network']} ran faster than {row['fastest_network']} "
-            "did without it)"
+    one_node = row.get("fraction_recovered_vs_one_node", math.nan)
+    if row.get("reference_host_bound") and np.isfinite(one_node):
+        where = layout_words(1, int(row["world_size"]), "host")
+        text += f"; {row['reference_host_bound']}, so against {where} as well: " + fraction_words(
+            one_node, row["fraction_recovered_vs_one_node_ci95"], slow, where
         )
     return text + (
         f" (ChainerMN's published remedy recovered {CHAINERMN_RECOVERED:.0%} with "
@@ -317,8 +491,21 @@ def _recovered_words(row: dict[str, Any]) -> str:
     )
 
 
-def _even_words(even: float) -> str:
-    return batch_words(even) if not math.isnan(even) else "not fitted"
+def _even_words(even: float, half: float = math.nan) -> str:
+    if math.isnan(even):
+        return "not fitted"
+    return batch_words(even) + even_interval(even, half)
+
+
+def _beats_words(row: dict[str, Any]) -> str:
+    """From which global batch the layout beats one device with the remedy, and without."""
+    without = _even_words(row["break_even_none"], row["break_even_none_ci95"])
+    if pd.isna(row[EVEN]):
+        return f"its break-even batch is not fitted (without it: {without})"
+    return (
+        f"it beats 1 device from global batch {_even_words(row[EVEN], row[f'{EVEN}_ci95'])} "
+        f"(without: {without})"
+    )
 
 
 def _other_batch_words(other: dict[str, Any] | None) -> str:
@@ -335,15 +522,13 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
     """In words, per slow network and layout: the remedy RANK_RULE picks (or the tie), its
     gain and speedup, what it recovers, and its accuracy cost (or that it was not measured)."""
     lines = []
-    for row, tied, other in _ranked(table):
+    for row, tied, other, why in _ranked(table):
         layout = layout_words(row["nodes"], row["devices_per_node"], row["network"])
         lines.append(
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
-            f"{row['strategy']} on {layout}, {_ranking_words(row, tied)} (ranked by "
+            f"{row['strategy']} on {layout}, {_ranking_words(row, tied, why)} (ranked by "
             f"{RANK_RULE}); speedup {row['speedup']:.2f} (±{row['speedup_ci95']:.2f}) over 1 "
-            f"device; it beats 1 device from global batch "
-            f"{_even_words(row['break_even_global_batch'])} (without: "
-            f"{_even_words(row['break_even_none'])}){_recovered_words(row)}"
+            f"device; {_beats_words(row)}{_recovered_words(row)}"
             f"{_other_batch_words(other)}; {_accuracy_words(row, accuracy)}."
         )
     return lines

@@ -28,6 +28,7 @@ SCALING_COLUMNS = [
     "speedup",
     "speedup_ci95",
     "efficiency",
+    "efficiency_ci95",
     "scaling",
 ]
 BREAK_EVEN_COLUMNS = [
@@ -36,6 +37,7 @@ BREAK_EVEN_COLUMNS = [
     "t_c_n",
     "extra_constant_s",
     "break_even_global_batch",
+    "break_even_global_batch_ci95",
     "gradient_bytes",
     "effective_bus_bandwidth_GB_s",
 ]
@@ -384,6 +386,7 @@ def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
         "batches",
         "b90",
         "b90_se",
+        "slope_t_c_cov",
         "ceiling_img_s",
         "excluded_points",
     ]
@@ -454,19 +457,28 @@ def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
             continue
         ref = base.loc[key]
         speedup = row.img_s / ref["img_s"]
+        speedup_ci95 = fits.ratio_ci95(row.img_s, row.img_s_ci95, ref["img_s"], ref["img_s_ci95"])
         rows.append(
             {
                 **row._asdict(),
                 "baseline_img_s": ref["img_s"],
                 "speedup": speedup,
-                "speedup_ci95": fits.ratio_ci95(
-                    row.img_s, row.img_s_ci95, ref["img_s"], ref["img_s_ci95"]
-                ),
+                "speedup_ci95": speedup_ci95,
                 "efficiency": speedup / row.world_size,
+                "efficiency_ci95": speedup_ci95 / row.world_size,
                 "scaling": "weak (per-device batch fixed)",
             }
         )
     return pd.DataFrame(rows).reindex(columns=SCALING_COLUMNS)
+
+
+def _law(fit: Any) -> fits.LawEstimate:
+    """A fits.csv row as the break-even interval reads it (a table written before the
+    covariance column counts it as zero)."""
+    cov = fit.get("slope_t_c_cov", math.nan)
+    return fits.LawEstimate.from_fit(
+        fit["v0"], fit["v0_se"], fit["t_c"], fit["t_c_se"], 0.0 if pd.isna(cov) else cov
+    )
 
 
 def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
@@ -501,6 +513,9 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
                     "extra_constant_s": multi.t_c - one["t_c"],
                     "break_even_global_batch": fits.break_even_global_batch(
                         one["v0"], one["t_c"], multi.v0, multi.t_c, multi.world_size
+                    ),
+                    "break_even_global_batch_ci95": fits.break_even_ci95(
+                        _law(one), _law(multi._asdict()), multi.world_size
                     ),
                     "gradient_bytes": message,
                     "effective_bus_bandwidth_GB_s": ring.effective_bandwidth(

@@ -37,6 +37,28 @@ def batch_words(value: float) -> str:
     return "any batch" if value == 0 else f"{value:,.0f}"
 
 
+def even_interval(even: float, half: float) -> str:
+    """A break-even global batch's 95% interval, " (95% CI 9 to 17)"; "" where there is none
+    (0 or never, or no half-width); an upper bound the fits cannot give reads "unbounded"."""
+    if not is_known(half) or not is_known(even) or not np.isfinite(even) or even <= 0:
+        return ""
+    low = max(math.floor(even - half), 0)
+    high = "unbounded" if math.isinf(half) else f"{math.ceil(even + half):,}"
+    return f" (95% CI {low:,} to {high})"
+
+
+def speedup_words(value: float, half: float) -> str:
+    """ "1.62x (±0.08)"; "1.62x (no interval)" where none is known."""
+    interval = f"±{half:.2f}" if is_known(half) and np.isfinite(half) else "no interval"
+    return f"{value:.2f}x ({interval})"
+
+
+def percent_words(value: float, half: float) -> str:
+    """ "81% ±4": a fraction and its 95% half-width, in percent."""
+    interval = f" ±{100 * half:.0f}" if is_known(half) and np.isfinite(half) else ""
+    return f"{100 * value:.0f}%{interval}"
+
+
 def delta_words(
     points: float, half: float, seeds: float = math.nan, needed: float = math.nan
 ) -> str:

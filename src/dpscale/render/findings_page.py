@@ -37,6 +37,8 @@ def _display(value: object, column: str) -> str:
             )
         if column == "efficiency":
             return f"{100 * value:.0f}%"
+        if column == "efficiency_ci95":
+            return f"± {100 * value:.0f}%"
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
 

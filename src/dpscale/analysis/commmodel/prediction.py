@@ -41,6 +41,7 @@ PREDICTION_COLUMNS = [
     "speedup_lo",
     "speedup_hi",
     "break_even_global_batch",
+    "break_even_global_batch_ci95",
     "status",
     "reason",
 ]
@@ -167,6 +168,7 @@ def _prediction_rows(
     speed_log, speed_var = _log_speedup(fit, rows, n)
     values = fit.values
     even = break_even(values, _row(rows, 0), _row(rows, n))  # the same at every batch
+    even_half = _break_even_ci95(fit, _row(rows, 0), _row(rows, n), even)
     out = []
     for i, batch in enumerate(batches):
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
@@ -196,6 +198,7 @@ def _prediction_rows(
                 speedup_lo=safe_exp(speed_log[i] - s_half),
                 speedup_hi=safe_exp(speed_log[i] + s_half),
                 break_even_global_batch=even,
+                break_even_global_batch_ci95=even_half,
                 status="ok",
                 reason=None,
             )
@@ -215,6 +218,22 @@ def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray
     centre = log_speedup(fit.theta)
     gradient = jacobian(log_speedup, fit.theta, centre)
     return centre, propagate(gradient, fit.covariance)
+
+
+def _break_even_ci95(fit: Fit, multi: Design, single: Design, even: float) -> float:
+    """The break-even batch's 95% half-width from the fit's parameter covariance (delta
+    method, numerical gradient); NaN where it is 0 or never (no interval to give)."""
+    if not np.isfinite(even) or even <= 0:
+        return math.nan
+
+    def of(theta: np.ndarray) -> np.ndarray:
+        return np.array([break_even(fit.parameters.values(theta), multi, single)])
+
+    gradient = jacobian(of, fit.theta, np.array([even]))
+    if not np.isfinite(gradient).all():
+        return math.inf
+    variance = float(propagate(gradient, fit.covariance)[0])
+    return Z95 * math.sqrt(variance) if np.isfinite(variance) else math.nan
 
 
 def _row(rows: Design, index: int) -> Design:

@@ -331,7 +331,9 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
             lines.append(
                 f"{strategy} {model} over {network} ({first.bandwidth_Gbit_s:.3g} Gbit/s), "
                 f"{nodes} nodes x {devices} device(s) beat 1 device from global batch "
-                f"{batch_words(first.break_even_none)}; " + "; ".join(parts_) + " (model)."
+                f"{batch_words(first.break_even_none)}; "
+                + "; ".join(parts_)
+                + " (model; no interval yet: the encode time is fitted without one)."
             )
     for row in table[table["status"] == "ok"].itertuples(index=False):
         lines.append(
