@@ -13,6 +13,7 @@ from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
     collectives_table,
     comm_fits_table,
+    link_rate_GB_s,
 )
 from dpscale.plan import ring
 from dpscale.plan.cell import Collectives, ModelConfig
@@ -207,3 +208,10 @@ def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
     assert pd.read_csv(outputs["c.csv"]).empty
     assert "no collective cells" in outputs["f.html"].read_text()
     assert outputs["b.png"].stat().st_size > 0
+
+
+def test_an_emulated_links_line_rate_is_in_gb_per_second_and_a_real_ones_unknown():
+    assert link_rate_GB_s({"network": {"name": "10gbe", "rate": "10gbit"}}) == pytest.approx(1.25)
+    assert link_rate_GB_s({"network": {"name": "slow", "rate": "100mbit"}}) == pytest.approx(0.0125)
+    assert np.isnan(link_rate_GB_s({"network": {"name": "ib", "interface": "ib0"}}))
+    assert np.isnan(link_rate_GB_s({}))

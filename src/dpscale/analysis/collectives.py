@@ -3,6 +3,7 @@ fit per strategy, network and layout (analysis.alpha_beta)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pandas as pd
 from dpscale.analysis import alpha_beta
 from dpscale.plan import ring
 from dpscale.plan.remedies import NONE, Comm
+from dpscale.plan.units import parse_quantity
 
 LAYOUT = [
     "study",
@@ -36,6 +38,7 @@ COLLECTIVES_COLUMNS = [
     "busbw_hi_GB_s",
     "wire_bytes",
     "wire_busbw_GB_s",
+    "link_GB_s",
     "op",
     "backend",
     "quality",
@@ -87,6 +90,13 @@ def comm_key(cell: dict[str, Any]) -> str:
     return Comm(**cell["comm"]).key if cell.get("comm") else NONE.key
 
 
+def link_rate_GB_s(cell: dict[str, Any]) -> float:
+    """The line rate of an emulated link in GB/s (config ``rate``), NaN for the host's own
+    network or a real one (whose rate dpscale is not told)."""
+    rate = (cell.get("network") or {}).get("rate")
+    return parse_quantity(rate) / 8 / 1e9 if rate else math.nan
+
+
 def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per message size of every ok collectives cell (others have no sizes)."""
     rows = []
@@ -104,6 +114,7 @@ def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "devices_per_node": cell["devices_per_node"],
             "world_size": cell["world_size"],
             "cell_id": cell["cell_id"],
+            "link_GB_s": link_rate_GB_s(cell),
             "op": record["op"],
             "backend": record["backend"],
             "quality": result.get("quality"),
