@@ -343,7 +343,7 @@ def test_remedies_tied_in_gain_and_break_even_are_told_apart_by_what_they_change
         best = remedy_gains.best_remedies(table).iloc[0]["comm"]
         assert best == decided
         if decided == "fp16":
-            assert "their break-even batches overlap too (powersgd-r2 21 (95% CI 18 to 24)" in line
+            assert "their break-even batches overlap too: powersgd-r2 21 (95% CI 18 to 24)" in line
             assert "so by the one that changes the update least, fp16" in line
         else:
             assert "by the smaller break-even batch, powersgd-r2" in line
@@ -363,7 +363,7 @@ def test_break_even_batches_that_overlap_leave_the_choice_to_the_simpler_layout(
         ],
     )
     assert (
-        "their break-even global batches overlap (18 (95% CI 12 to 23) and 15 (95% CI 10 to 19)); "
+        "their break-even global batches overlap: 18 (95% CI 12 to 23) and 15 (95% CI 10 to 19); "
         "so the layout with fewer nodes"
     ) in wide
     assert "choose torch-ddp on 1 node x 2 devices" in wide
@@ -386,3 +386,24 @@ def test_a_chosen_layout_states_its_break_even_interval():
         [{**finding("torch-ddp", 12.7), "break_even_global_batch_ci95": 2.5}],
     )
     assert "it beats one device from global batch 13 (95% CI 10 to 16)" in text
+
+
+def test_a_remedy_whose_gain_reaches_one_is_no_candidate_for_helping_most():
+    points = [
+        ("1gbe", "none", 90.0, 10.0, 64),
+        ("1gbe", "fp16", 95.0, 20.0, 64),  # 1.06x ±0.25: overlaps PowerSGD's, and 1
+        ("1gbe", "powersgd-r2", 118.0, 15.0, 64),  # 1.31x ±0.22
+        ("10gbe", "none", 160.0, 5.0, 64),
+    ]
+    [line] = remedy_lines(points)
+    assert "powersgd-r2 helps most at per-device batch 64, the largest measured: 1.31x" in line
+    assert "; fp16 (1.06x ±0.25): gain not resolved from none (its interval reaches 1)" in line
+    scaling = pd.DataFrame([remedy_point(*p) for p in points])
+    table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
+    assert list(remedy_gains.best_remedies(table)["comm"]) == ["powersgd-r2"]
+    nobody = [p if p[1] != "powersgd-r2" else (*p[:2], 97.0, 15.0, 64) for p in points]
+    scaling = pd.DataFrame([remedy_point(*p) for p in nobody])
+    table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
+    assert remedy_gains.best_remedies(table).empty
+    [line] = remedy_gains.finding_lines(table, pd.DataFrame())
+    assert "no remedy's gain is resolved at per-device batch 64" in line

@@ -88,7 +88,7 @@ def _decide(tied: list[dict[str, Any]], findings: pd.DataFrame) -> tuple[dict[st
     kept, why = _by_break_even(tied, findings)
     if len(kept) > 1:
         evens = " and ".join(_even_words(row, findings) for row in kept)
-        overlap = f"their break-even global batches overlap ({evens}); so "
+        overlap = f"their break-even global batches overlap: {evens}; so "
         for key, words in (
             ("nodes", "the layout with fewer nodes"),
             ("world_size", "fewer devices"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -351,10 +352,16 @@ def _slow_points(table: pd.DataFrame) -> pd.DataFrame:
     return between_nodes[between_nodes["network"] != between_nodes["fastest_network"]]
 
 
+def _helps(point: pd.DataFrame) -> pd.Series:
+    """Whether each remedy's gain is resolved above 1 (its whole 95% interval)."""
+    return point["gain_vs_none"] - point["gain_vs_none_ci95"].fillna(0.0) > 1
+
+
 def _tied_at(point: pd.DataFrame) -> pd.DataFrame:
     """The remedies at one measured point whose gain intervals overlap the largest gain's,
-    largest gain first."""
-    ordered = point.sort_values("gain_vs_none", ascending=False)
+    largest gain first; among those whose gain is resolved above 1 where any is."""
+    helping = point[_helps(point)]
+    ordered = (helping if not helping.empty else point).sort_values("gain_vs_none", ascending=False)
     half = ordered["gain_vs_none_ci95"].fillna(0.0)
     top = ordered["gain_vs_none"].iloc[0]
     return ordered[top - ordered["gain_vs_none"] <= half + half.iloc[0]]
@@ -389,63 +396,91 @@ def _pick(tied: pd.DataFrame) -> tuple[dict[str, Any], str]:
     chosen = min(kept, key=lambda row: (_fidelity(row["comm"]), row["comm"]))
     evens = " and ".join(f"{row['comm']} {_even_words(*_even(row))}" for row in kept)
     return chosen, (
-        f"their break-even batches overlap too ({evens}), so by the one that changes the "
+        f"their break-even batches overlap too: {evens}; so by the one that changes the "
         "update least"
     )
 
 
-Ranked = tuple[dict[str, Any], pd.DataFrame, dict[str, Any] | None, str]
+@dataclass(frozen=True)
+class Ranking:
+    """RANK_RULE's outcome for one layout on one slow network: the pick, the remedies tied
+    with it, the one that gains most at the smallest batch where that is another (else None),
+    the words for the criterion that decided, and the remedies whose gain is not resolved
+    above 1 at the largest batch while another's is."""
+
+    chosen: dict[str, Any]
+    tied: pd.DataFrame
+    other: dict[str, Any] | None
+    why: str
+    unresolved: pd.DataFrame
+
+    @property
+    def helps(self) -> bool:
+        return self.chosen["gain_vs_none"] - _zero_if_nan(self.chosen["gain_vs_none_ci95"]) > 1
 
 
-def _ranked(table: pd.DataFrame) -> Iterator[Ranked]:
-    """Per strategy, model, slow network and layout: the remedy RANK_RULE picks, the rows of
-    the remedies tied with it, and the remedy that gains most at the smallest batch measured
-    where that is another one (else None)."""
+def _zero_if_nan(value: float) -> float:
+    return 0.0 if pd.isna(value) else float(value)
+
+
+def _ranked(table: pd.DataFrame) -> Iterator[Ranking]:
+    """Per strategy, model, slow network and layout: RANK_RULE's Ranking."""
     if table.empty:
         return
     for _, layout in _slow_points(table).groupby(MODE_LAYOUT, sort=True):
         batches = sorted(layout["batch_per_device"].unique())
-        tied = _tied_at(layout[layout["batch_per_device"] == batches[-1]])
+        largest = layout[layout["batch_per_device"] == batches[-1]]
+        tied = _tied_at(largest)
         chosen, why = _pick(tied)
         other = None
         if len(batches) > 1:
             at_smallest = _tied_at(layout[layout["batch_per_device"] == batches[0]])
             if chosen["comm"] not in set(at_smallest["comm"]):
                 other = at_smallest.iloc[0].to_dict()
-        yield chosen, tied[tied["comm"] != chosen["comm"]], other, why
+        helps = _helps(largest)
+        unresolved = largest[~helps] if helps.any() else largest.iloc[0:0]
+        yield Ranking(chosen, tied[tied["comm"] != chosen["comm"]], other, why, unresolved)
 
 
 def best_remedies(table: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy, model, slow network and layout, the remedy RANK_RULE picks."""
+    """Per strategy, model, slow network and layout, the remedy RANK_RULE picks, where its
+    gain is resolved above 1."""
     if table.empty:
         return table
-    return pd.DataFrame([chosen for chosen, _, _, _ in _ranked(table)])
+    return pd.DataFrame([r.chosen for r in _ranked(table) if r.helps])
 
 
-def _ranking_words(row: dict[str, Any], tied: pd.DataFrame, why: str) -> str:
+def _gain(row: dict[str, Any]) -> str:
+    return f"{row['comm']} ({row['gain_vs_none']:.2f}x ±{row['gain_vs_none_ci95']:.2f})"
+
+
+def _ranking_words(ranking: Ranking) -> str:
     """Which remedy helps most at the largest batch, by RANK_RULE, said with its numbers."""
+    row, tied = ranking.chosen, ranking.tied
     batch = row["batch_per_device"]
-    gain = f"{row['gain_vs_none']:.2f}x (±{row['gain_vs_none_ci95']:.2f})"
-    if tied.empty and row["gain_vs_none"] - row["gain_vs_none_ci95"] <= 1:
+    img_s = f"{row['img_s']:.1f} ±{row['img_s_ci95']:.1f} img/s"
+    if not ranking.helps:
+        named = " and ".join(_gain(r) for r in [row, *tied.to_dict("records")])
         return (
             f"no remedy's gain is resolved at per-device batch {batch}, the largest measured: "
-            f"the largest, {row['comm']}, {gain} the img/s without a remedy "
-            f"({row['img_s']:.1f} ±{row['img_s_ci95']:.1f}), has an interval that reaches 1"
+            f"{named} against the img/s without one, each interval reaching 1"
         )
     if tied.empty:
-        return (
+        text = (
             f"{row['comm']} helps most at per-device batch {batch}, the largest measured: "
-            f"{gain} the img/s without a remedy ({row['img_s']:.1f} ±{row['img_s_ci95']:.1f})"
+            f"{row['gain_vs_none']:.2f}x (±{row['gain_vs_none_ci95']:.2f}) the img/s without a "
+            f"remedy ({img_s})"
         )
-    named = " and ".join(
-        f"{r['comm']} ({r['gain_vs_none']:.2f}x ±{r['gain_vs_none_ci95']:.2f})"
-        for r in [row, *tied.to_dict("records")]
-    )
-    return (
-        f"{named} tie at per-device batch {batch}, the largest measured (their gains' 95% "
-        f"intervals overlap); {why}, {row['comm']} "
-        f"({row['img_s']:.1f} ±{row['img_s_ci95']:.1f} img/s)"
-    )
+    else:
+        named = " and ".join(_gain(r) for r in [row, *tied.to_dict("records")])
+        text = (
+            f"{named} tie at per-device batch {batch}, the largest measured (their gains' 95% "
+            f"intervals overlap); {ranking.why}, {row['comm']} ({img_s})"
+        )
+    if not ranking.unresolved.empty:
+        others = " and ".join(_gain(r) for r in ranking.unresolved.to_dict("records"))
+        text += f"; {others}: gain not resolved from none (its interval reaches 1)"
+    return text
 
 
 def fraction_words(value: float, half: float, slow: str, reference: str) -> str:
@@ -480,9 +515,10 @@ def _recovered_words(row: dict[str, Any]) -> str:
         row["fraction_recovered"], row["fraction_recovered_ci95"], slow, fast
     )
     one_node = row.get("fraction_recovered_vs_one_node", math.nan)
-    if row.get("reference_host_bound") and np.isfinite(one_node):
+    bound = row.get("reference_host_bound")
+    if isinstance(bound, str) and bound and np.isfinite(one_node):
         where = layout_words(1, int(row["world_size"]), "host")
-        text += f"; {row['reference_host_bound']}, so against {where} as well: " + fraction_words(
+        text += f"; {bound}, so against {where} as well: " + fraction_words(
             one_node, row["fraction_recovered_vs_one_node_ci95"], slow, where
         )
     return text + (
@@ -522,14 +558,15 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
     """In words, per slow network and layout: the remedy RANK_RULE picks (or the tie), its
     gain and speedup, what it recovers, and its accuracy cost (or that it was not measured)."""
     lines = []
-    for row, tied, other, why in _ranked(table):
+    for ranking in _ranked(table):
+        row = ranking.chosen
         layout = layout_words(row["nodes"], row["devices_per_node"], row["network"])
         lines.append(
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
-            f"{row['strategy']} on {layout}, {_ranking_words(row, tied, why)} (ranked by "
+            f"{row['strategy']} on {layout}, {_ranking_words(ranking)} (ranked by "
             f"{RANK_RULE}); speedup {row['speedup']:.2f} (±{row['speedup_ci95']:.2f}) over 1 "
             f"device; {_beats_words(row)}{_recovered_words(row)}"
-            f"{_other_batch_words(other)}; {_accuracy_words(row, accuracy)}."
+            f"{_other_batch_words(ranking.other)}; {_accuracy_words(row, accuracy)}."
         )
     return lines
 
