@@ -339,9 +339,10 @@ def _all_reached(runs: pd.DataFrame) -> float:
 # applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
 FIDELITY = ("none", "fp16", "bf16", "delayed", "powersgd", "2bit")
 RANK_RULE = (
-    "the largest gain over no remedy at the largest per-device batch measured; where gains' "
-    "95% intervals overlap, the smaller break-even global batch; where those overlap too, the "
-    "remedy that changes the update least (" + ", ".join(FIDELITY[1:]) + ")"
+    "the largest gain over no remedy at the largest per-device batch measured, among gains "
+    "resolved above 1; where gains' 95% intervals overlap, the smaller break-even global "
+    "batch; where those overlap too, the remedy that changes the update least (a bucket size, "
+    "then " + ", ".join(FIDELITY[1:]) + ")"
 )
 CHAINERMN_SETUP = "double buffering and fp16 all-reduce on 32 GPUs, 10 GbE against InfiniBand"
 
