@@ -12,9 +12,12 @@ $(BIN)/.dpscale-installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[analysis,dev]'
 	touch $@
 
+# STUDY=x runs studies/x.yaml over config.yaml (its results go where its `study:` says)
+STUDY_FILE := $(if $(filter default,$(STUDY)),,--configfile studies/$(STUDY).yaml)
+
 study: $(BIN)/.dpscale-installed
-	$(BIN)/snakemake
-	$(BIN)/snakemake --report results/$(STUDY)/report.html
+	$(BIN)/snakemake $(STUDY_FILE)
+	$(BIN)/snakemake $(STUDY_FILE) --report "$$($(BIN)/dpscale report-path $(STUDY_FILE:--configfile=))"
 
 test: $(BIN)/.dpscale-installed test-tools
 	$(BIN)/python -m pytest

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 
-def check_config_files(args: argparse.Namespace) -> None:
-    """config.yaml, then each study file over it, as the workflow merges them."""
+def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
+    """config.yaml, then each study file over it, as the workflow merges them; the checked
+    config and its cells, or one line naming the bad field."""
     from dpscale.plan.config import load_yaml, merged
     from dpscale.plan.errors import ConfigError
     from dpscale.plan.paths import REPO_ROOT
@@ -16,23 +21,105 @@ def check_config_files(args: argparse.Namespace) -> None:
 
     config: dict = {}
     try:
-        for path in [REPO_ROOT / "config.yaml", *args.files]:
+        for path in [REPO_ROOT / "config.yaml", *files]:
             config = merged(config, load_yaml(path))
-        plan_study(config, STRATEGIES)
+        return plan_study(config, STRATEGIES)
     except ConfigError as error:
         raise SystemExit(f"dpscale: config error: {error}") from None
+
+
+def check_config_files(args: argparse.Namespace) -> None:
+    _planned(args.files)
     print(f"dpscale: config ok: {', '.join(map(str, args.files)) or 'config.yaml'}")
+
+
+def report_path(args: argparse.Namespace) -> None:
+    config, _ = _planned(args.files)
+    print(Path(config["results_dir"]) / config["study"] / "report.html")
+
+
+def _progress(files: list[Path]):
+    from dpscale.plan.progress import study_progress
+
+    config, cells = _planned(files)
+    cells_dir = Path(config["results_dir"]) / config["study"] / "cells"
+    return study_progress(config["study"], cells_dir, cells)
+
+
+def status(args: argparse.Namespace) -> None:
+    from dpscale.plan.progress import progress_lines
+
+    print("\n".join(progress_lines(_progress(args.files), reasons=args.reasons)))
+
+
+def rerun_failed(args: argparse.Namespace) -> None:
+    """Snakemake with ``--forcerun`` on exactly the failed and oom cells' results (and so
+    what reads them); a result is replaced only when its cell has run again."""
+    from dpscale.plan.progress import failed_paths
+
+    paths = failed_paths(_progress(args.files))
+    if not paths:
+        print("dpscale: no failed or oom cell in this study: nothing to rerun")
+        return
+    command = [_snakemake(), *(f"--configfile={f}" for f in args.files), *args.snakemake_args]
+    command += ["--forcerun", *map(str, paths)]
+    print(f"dpscale: rerunning {len(paths)} cell(s): {' '.join(command)}", flush=True)
+    if not args.dry_run:
+        os.execv(command[0], command)
+
+
+def _snakemake() -> str:
+    """The Snakemake beside this interpreter (the analysis environment), else on PATH."""
+    beside = Path(sys.executable).with_name("snakemake")
+    found = str(beside) if beside.exists() else shutil.which("snakemake")
+    if not found:
+        raise SystemExit("dpscale: snakemake not found beside this Python or on PATH")
+    return found
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dpscale")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
+    parser.add_argument("--version", action="version", version=f"dpscale {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
         "check-config", help="check study files as the workflow merges them over config.yaml"
     )
     check.add_argument("files", nargs="*", type=Path, help="study files (YAML)")
     check.set_defaults(func=check_config_files)
-    args = parser.parse_args(argv)
+    where = commands.add_parser(
+        "report-path", help="where snakemake --report should write this study's report"
+    )
+    where.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
+    where.set_defaults(func=report_path)
+    state = commands.add_parser(
+        "status", help="cells done, ok, failed and pending, why, and the time left"
+    )
+    state.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
+    state.add_argument("--reasons", type=int, default=10, help="failed cells listed (10)")
+    state.set_defaults(func=status)
+    rerun = commands.add_parser(
+        "rerun-failed",
+        help="rerun exactly the failed and oom cells (snakemake --forcerun on their results); "
+        "Snakemake's own options after --",
+    )
+    rerun.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
+    rerun.add_argument("--dry-run", action="store_true", help="print the command only")
+    rerun.set_defaults(func=rerun_failed)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ours, passed = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args = parser.parse_args(ours)
+    args.snakemake_args = passed  # after --: Snakemake's own options (rerun-failed)
     args.func(args)
 
 

@@ -1,0 +1,165 @@
+"""Where a study stands: each planned cell's result (done: ok, oom, failed, skipped; or
+pending), the reasons of those that did not run, and the time the pending ones will take at
+the pace of those already measured. Read from the result files alone, so it works while a
+study runs, after a crash, and on a SLURM cluster's shared results folder."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpscale.plan.cell import Cell
+
+NOT_RUN = ("failed", "oom")
+# what a cell that will be skipped costs: planning only, no launch
+SKIP_SECONDS = 0.0
+
+
+@dataclass(frozen=True)
+class CellState:
+    """One planned cell: its result file, its status (``pending`` without a readable
+    result), the reason where it did not run, and the launcher's wall time."""
+
+    cell: Cell
+    path: Path
+    status: str
+    reason: str | None = None
+    wall_s: float | None = None
+    queue_wait_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The study's cells by state, and the estimate of the time the pending ones need."""
+
+    study: str
+    cells_dir: Path
+    states: list[CellState]
+    counts: Counter = field(default_factory=Counter)
+    seconds_done: float = 0.0
+    seconds_left: float = 0.0
+    estimated: int = 0  # pending cells with a done cell of their kind to time them by
+    queue_wait_s: float | None = None
+
+    @property
+    def not_run(self) -> list[CellState]:
+        return [state for state in self.states if state.status in NOT_RUN]
+
+
+def cell_state(cell: Cell, cells_dir: Path) -> CellState:
+    """The cell's result as it stands on disk; a missing or unreadable file is pending (a
+    crash or a kill can leave a cell half-written: the workflow measures it again)."""
+    path = cells_dir / f"{cell.cell_id}.json"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        status = result["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return CellState(cell, path, "pending")
+    launcher = (result.get("system") or {}).get("launcher") or {}
+    startup = result.get("startup") or {}
+    return CellState(
+        cell,
+        path,
+        status,
+        reason=result.get("reason"),
+        wall_s=launcher.get("wall_s"),
+        queue_wait_s=startup.get("queue_wait_s"),
+    )
+
+
+def _kind(cell: Cell) -> tuple[str, str]:
+    return cell.strategy, cell.mode
+
+
+def _pace(done: Iterable[CellState]) -> dict[Any, float]:
+    """Median launcher wall time per (strategy, mode), per mode, and over all measured cells."""
+    timed = [s for s in done if s.wall_s is not None and s.status != "skipped"]
+    groups: dict[Any, list[float]] = {}
+    for state in timed:
+        for key in (_kind(state.cell), state.cell.mode, None):
+            groups.setdefault(key, []).append(float(state.wall_s))
+    return {key: statistics.median(values) for key, values in groups.items()}
+
+
+def _estimate(cell: Cell, pace: dict[Any, float]) -> float | None:
+    if cell.skip_reason:
+        return SKIP_SECONDS
+    for key in (_kind(cell), cell.mode, None):
+        if key in pace:
+            return pace[key]
+    return None
+
+
+def study_progress(study: str, cells_dir: Path, cells: Iterable[Cell]) -> Progress:
+    """Every planned cell's state, the counts, and the time left at the measured pace."""
+    states = [cell_state(cell, cells_dir) for cell in cells]
+    done = [s for s in states if s.status != "pending"]
+    pace = _pace(done)
+    pending = [s.cell for s in states if s.status == "pending"]
+    guesses = [_estimate(cell, pace) for cell in pending]
+    waits = [s.queue_wait_s for s in done if s.queue_wait_s is not None]
+    return Progress(
+        study=study,
+        cells_dir=cells_dir,
+        states=states,
+        counts=Counter(s.status for s in states),
+        seconds_done=sum(float(s.wall_s) for s in done if s.wall_s is not None),
+        seconds_left=sum(g for g in guesses if g is not None),
+        estimated=sum(g is not None for g in guesses),
+        queue_wait_s=statistics.median(waits) if waits else None,
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def progress_lines(progress: Progress, reasons: int = 10) -> list[str]:
+    """The study's state in a few lines: counts, the cells that did not run and why, and
+    the time left (one cell at a time, as on one machine; SLURM runs some side by side)."""
+    counts = progress.counts
+    total = len(progress.states)
+    done = total - counts["pending"]
+    lines = [
+        f"study {progress.study} ({progress.cells_dir}): {total} cells, {done} done "
+        f"({counts['ok']} ok, {counts['failed']} failed, {counts['oom']} oom, "
+        f"{counts['skipped']} skipped), {counts['pending']} pending"
+    ]
+    for state in progress.not_run[:reasons]:
+        reason = (state.reason or "no reason recorded").splitlines()[0][:200]
+        lines.append(f"  {state.status}: {state.cell.cell_id}: {reason}")
+    if len(progress.not_run) > reasons:
+        lines.append(f"  ... and {len(progress.not_run) - reasons} more not run")
+    if progress.not_run:
+        lines.append(
+            "  rerun exactly these: dpscale rerun-failed [study files] [-- snakemake args]"
+        )
+    lines.append(_time_line(progress))
+    return lines
+
+
+def _time_line(progress: Progress) -> str:
+    pending = progress.counts["pending"]
+    done = f"the done cells took {_minutes(progress.seconds_done)} (launch to exit)"
+    if pending == 0:
+        return f"time: {done}; nothing left"
+    unknown = pending - progress.estimated
+    text = (
+        f"time: {done}; left, one cell at a time at their median pace: about "
+        f"{_minutes(progress.seconds_left)} for {progress.estimated} of {pending} pending cells"
+    )
+    if unknown:
+        text += f" ({unknown} of a kind not measured yet: not counted)"
+    if progress.queue_wait_s is not None:
+        text += f"; SLURM jobs waited a median {_minutes(progress.queue_wait_s)} in the queue"
+    return text + ", plus the analysis and report"
+
+
+def failed_paths(progress: Progress) -> list[Path]:
+    """The result files of the cells that did not run (failed, oom)."""
+    return [state.path for state in progress.not_run]

@@ -1,0 +1,139 @@
+"""dpscale status and rerun-failed: a half-finished study read from its result files alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dpscale import cli
+from dpscale.plan.progress import progress_lines, study_progress
+from dpscale.plan.result import make_result, write_json_atomic
+from dpscale.plan.study import plan_study
+from dpscale.registry import STRATEGIES
+
+STUDY = {
+    "study": "half",
+    "strategies": ["torch-ddp", "mxnet-dist"],
+    "models": [{"name": "resnet18", "stem": "cifar", "image_size": 16, "classes": 10}],
+    "batch_sizes": [4, 8],
+    "devices_per_node": [1, 2],
+    "modes": ["synthetic"],
+}
+
+
+@pytest.fixture
+def half_done(tmp_path, default_config, monkeypatch):
+    """A study of 8 cells: torch-ddp's four done (2 ok at 10 and 30 s, 1 failed, 1 oom),
+    one mxnet-dist cell ok at 100 s, a truncated result, and two never started."""
+    monkeypatch.chdir(tmp_path)
+    study = tmp_path / "half.yaml"
+    study.write_text(yaml.safe_dump({**STUDY, "results_dir": str(tmp_path / "results")}))
+    config, cells = plan_study({**default_config, **yaml.safe_load(study.read_text())}, STRATEGIES)
+    cells_dir = tmp_path / "results" / "half" / "cells"
+    torch = [c for c in cells if c.strategy == "torch-ddp"]
+    mxnet = [c for c in cells if c.strategy == "mxnet-dist"]
+    outcomes = [("ok", None, 10.0), ("ok", None, 30.0), ("failed", "rank 1 died\nlog", 5.0)]
+    outcomes += [("oom", "out of memory at batch 8", 7.0)]
+    for cell, (status, reason, wall) in zip(torch, outcomes, strict=True):
+        write(cells_dir, cell, status, reason, wall)
+    write(cells_dir, mxnet[0], "ok", None, 100.0)
+    (cells_dir / f"{mxnet[1].cell_id}.json").write_text('{"status": "o')  # cut by a crash
+    return study, cells_dir, cells
+
+
+def write(cells_dir: Path, cell, status: str, reason: str | None, wall: float) -> None:
+    system = {"host": "h", "cpu_model": "c", "python": "3.11", "launcher": {"wall_s": wall}}
+    result = make_result(cell, status, started_at="2026-11-25T12:00:00+00:00", system=system)
+    result["reason"] = reason  # status reads what the launcher wrote; the schema is aggregate's
+    write_json_atomic(cells_dir / f"{cell.cell_id}.json", result)
+
+
+def test_status_counts_every_state_and_says_why_cells_did_not_run(half_done):
+    study, cells_dir, cells = half_done
+    progress = study_progress("half", cells_dir, cells)
+    assert len(progress.states) == len(cells) == 8
+    assert progress.counts["ok"] == 3 and progress.counts["failed"] == 1
+    assert progress.counts["oom"] == 1 and progress.counts["pending"] == 3
+    lines = progress_lines(progress)
+    assert (
+        lines[0].startswith("study half (") and "8 cells, 5 done (3 ok, 1 failed, 1 oom" in lines[0]
+    )
+    assert any(
+        line.startswith("  failed: torch-ddp/") and line.endswith(": rank 1 died") for line in lines
+    )
+    assert any("oom: " in line and "out of memory at batch 8" in line for line in lines)
+
+
+def test_time_left_is_the_pending_cells_at_the_pace_of_their_own_kind(half_done):
+    study, cells_dir, cells = half_done
+    progress = study_progress("half", cells_dir, cells)
+    # three mxnet-dist cells pending (one truncated), timed by mxnet's one done cell: 100 s
+    assert progress.estimated == 3 and progress.seconds_left == pytest.approx(300.0)
+    assert progress.seconds_done == pytest.approx(10 + 30 + 5 + 7 + 100)
+    assert "about 5.0 min for 3 of 3 pending cells" in progress_lines(progress)[-1]
+
+
+def test_the_cli_prints_the_status_of_the_study_file(half_done, capsys):
+    study, _, _ = half_done
+    cli.main(["status", str(study)])
+    out = capsys.readouterr().out
+    assert "study half" in out and "3 pending" in out and "dpscale rerun-failed" in out
+
+
+def test_rerun_failed_forces_exactly_the_failed_and_oom_results(half_done, capsys):
+    study, cells_dir, cells = half_done
+    cli.main(["rerun-failed", str(study), "--dry-run", "--", "--profile", "slurm"])
+    out = capsys.readouterr().out
+    forced = out.split("--forcerun ", 1)[1].split()
+    torch = sorted(c.cell_id for c in cells if c.strategy == "torch-ddp")
+    expected = {
+        str(cells_dir / f"{cell_id}.json")
+        for cell_id in torch
+        if json.loads((cells_dir / f"{cell_id}.json").read_text())["status"] in ("failed", "oom")
+    }
+    assert set(forced) == expected and len(forced) == 2
+    assert f"--configfile={study} --profile slurm --forcerun" in out
+
+
+def test_a_study_with_nothing_failed_has_nothing_to_rerun(
+    tmp_path, default_config, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    study = tmp_path / "none.yaml"
+    study.write_text(yaml.safe_dump({**STUDY, "study": "none", "results_dir": str(tmp_path)}))
+    cli.main(["rerun-failed", str(study), "--dry-run"])
+    assert "nothing to rerun" in capsys.readouterr().out
+
+
+def test_version_is_printed(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.startswith("dpscale ")
+
+
+def test_report_path_follows_the_study_file(half_done, capsys):
+    study, cells_dir, _ = half_done
+    cli.main(["report-path", str(study)])
+    assert capsys.readouterr().out.strip() == str(cells_dir.parent / "report.html")
+
+
+def test_make_study_runs_the_named_preset_and_reports_where_it_wrote():
+    import subprocess
+
+    from conftest import REPO
+
+    plan = subprocess.run(
+        ["make", "-n", "study", "STUDY=post003_interconnect_mini"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "snakemake --configfile studies/post003_interconnect_mini.yaml\n" in plan
+    assert (
+        '--report "$(.venv/bin/dpscale report-path  studies/post003_interconnect_mini.yaml)"'
+        in plan
+    )
