@@ -27,10 +27,16 @@ class DelayedAllreduce:
     """A DDP communication hook: each step applies the previous step's averaged gradients
     while its own all-reduce runs on, behind the next forward and backward pass (ChainerMN's
     double buffering; the first step applies zeros). Kept per parameter, not per bucket:
-    DDP rebuilds its buckets after the first step."""
+    DDP rebuilds its buckets after the first step.
 
-    def __init__(self, world_size: int) -> None:
+    ``group``: a process group of its own, so that DDP's broadcast of the buffers before the
+    next forward (``broadcast_buffers``, on the default group) does not queue behind these
+    all-reduces: gloo serves one group's collectives in order
+    (docs/decisions/comm-remedies.md)."""
+
+    def __init__(self, world_size: int, group: Any = None) -> None:
         self.world_size = world_size
+        self.group = group
         # id(parameter) -> (the all-reduce of its bucket, the summed buffer, offset, length)
         self.pending: dict[int, tuple[Any, torch.Tensor, int, int]] = {}
 
@@ -38,7 +44,9 @@ class DelayedAllreduce:
         parameters = bucket.parameters()
         previous = torch.cat([self._previous(p).reshape(-1) for p in parameters])
         sending = bucket.buffer().div(self.world_size)
-        work = dist.all_reduce(sending, async_op=True)  # [distributed] left running
+        work = dist.all_reduce(
+            sending, group=self.group, async_op=True
+        )  # [distributed] left running
         offset = 0
         for parameter in parameters:
             self.pending[id(parameter)] = (work, sending, offset, parameter.numel())
@@ -154,13 +162,17 @@ class RemedyHooks:
                 rank=self.comm.rank, start_iter=POWERSGD_START_ITER, error_feedback=True
             )
         elif self.comm.name == "delayed":
-            self.state = DelayedAllreduce(dist.get_world_size())
+            # [distributed] every rank creates the group, in the same order
+            group = dist.new_group(backend=dist.get_backend())
+            self.state = DelayedAllreduce(dist.get_world_size(), group)
             delayed = self.state
             # a lambda: DDP checks a hook's annotations, which this module keeps as text
             model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
-            # the text results have always recorded (the class lived in torch_ddp.py): cells of
-            # one study keep one comm_hook for the same hook
-            self.applied["hook"] = "dpscale torch_ddp.DelayedAllreduce (1 step stale)"
+            # results before its own group read "... (1 step stale)": the hook's text says
+            # which of the two a cell measured
+            self.applied["hook"] = (
+                "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own)"
+            )
 
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""
