@@ -407,3 +407,24 @@ def test_a_remedy_whose_gain_reaches_one_is_no_candidate_for_helping_most():
     assert remedy_gains.best_remedies(table).empty
     [line] = remedy_gains.finding_lines(table, pd.DataFrame())
     assert "no remedy's gain is resolved at per-device batch 64" in line
+
+
+def test_what_a_remedy_hides_is_the_step_time_it_saves_beyond_compute():
+    one_device = {**remedy_point("host", "none", 80.0, 0.8, 16), "nodes": 1, "world_size": 1}
+    points = [
+        remedy_point("1gbe", "none", 60.0, 0.6, 16),  # 32 images: 0.533 s a step
+        remedy_point("1gbe", "delayed", 80.0, 0.8, 16),  # 0.400 s
+        remedy_point("10gbe", "none", 140.0, 1.4, 16),
+        {**one_device, "devices_per_node": 1},  # 16 images: 0.200 s a step
+    ]
+    table = remedy_gains.remedies_table(pd.DataFrame(points), pd.DataFrame(), pd.DataFrame())
+    row = table[table["network"] == "1gbe"].iloc[0]
+    assert row["exposed_comm_s"] == pytest.approx(0.2)
+    assert row["exposed_comm_none_s"] == pytest.approx(32 / 60 - 0.2)
+    assert row["hidden_comm_s"] == pytest.approx(32 / 60 - 0.4)
+    assert row["exposed_comm_s_ci95"] == pytest.approx(math.hypot(0.4 * 0.01, 0.2 * 0.01))
+    [line] = remedy_gains.finding_lines(table, pd.DataFrame())
+    assert (
+        "a step waits 0.20 s (±0.00) for communication beyond one device's step, against " in line
+    )
+    assert "0.33 s without: it hides 0.13 s (±0.01) per step" in line

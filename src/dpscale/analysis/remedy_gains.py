@@ -48,6 +48,11 @@ REMEDY_COLUMNS = [
     "reference_host_bound",
     "fraction_recovered_vs_one_node",
     "fraction_recovered_vs_one_node_ci95",
+    "exposed_comm_s",
+    "exposed_comm_s_ci95",
+    "exposed_comm_none_s",
+    "hidden_comm_s",
+    "hidden_comm_s_ci95",
     "wire_ratio",
     "collective_bytes",
     "collective_wire_bytes",
@@ -97,6 +102,7 @@ def remedies_table(
         return pd.DataFrame(columns=REMEDY_COLUMNS)
     multi = scaling[scaling["world_size"] > 1]
     none = multi[multi["comm"] == "none"].set_index(MODE_POINT)
+    single = scaling[(scaling["world_size"] == 1) & (scaling["comm"] == "none")]
     ratios = remedy_ratios(cells)
     rows = []
     for row in multi[multi["comm"] != "none"].to_dict("records"):
@@ -123,6 +129,7 @@ def remedies_table(
                 **_recovered(plain, row, fast, "", row["network"] == fastest),
                 **_recovered(plain, row, one_node, "_vs_one_node", row["nodes"] == 1),
                 "reference_host_bound": host_bound(collectives, row, fastest),
+                **exposed_communication(row, plain, _compute_only(single, row)),
                 "wire_ratio": ratios.get((row["strategy"], row["comm"]), math.nan),
                 **_largest_collective(collectives, row),
                 **_break_even(break_even, row, row["comm"], "break_even_global_batch"),
@@ -163,6 +170,46 @@ def fraction_recovered_ci95(
 
 
 NO_POINT = (math.nan, math.nan)
+
+
+def _compute_only(single: pd.DataFrame, row: dict[str, Any]) -> tuple[float, float]:
+    """One device at the same per-device batch (img/s, half-width): a step without any
+    all-reduce."""
+    same = single[
+        (single["strategy"] == row["strategy"])
+        & (single["model"] == row["model"])
+        & (single["mode"] == row["mode"])
+        & (single["batch_per_device"] == row["batch_per_device"])
+    ]
+    if same.empty:
+        return NO_POINT
+    return float(same["img_s"].iloc[0]), float(same["img_s_ci95"].iloc[0])
+
+
+def _step(images: float, img_s: float, half: float) -> tuple[float, float]:
+    """Seconds per step of ``images`` at ``img_s`` (± half), and the step's half-width."""
+    return images / img_s, images * half / img_s**2
+
+
+def exposed_communication(
+    row: dict[str, Any], plain: pd.Series, compute: tuple[float, float]
+) -> dict[str, float]:
+    """Communication the step waits for, with the remedy and without: each step's time minus
+    one device's step at the same per-device batch (compute only); and what the remedy hides,
+    the difference. Seconds per step, 95% half-widths from the three points' (independent)."""
+    batch, world = row["batch_per_device"], row["world_size"]
+    if not np.isfinite(compute[0]):
+        return {}
+    alone = _step(batch, *compute)
+    mine = _step(batch * world, row["img_s"], row["img_s_ci95"])
+    without = _step(batch * world, plain["img_s"], plain["img_s_ci95"])
+    return {
+        "exposed_comm_s": mine[0] - alone[0],
+        "exposed_comm_s_ci95": math.hypot(mine[1], alone[1]),
+        "exposed_comm_none_s": without[0] - alone[0],
+        "hidden_comm_s": without[0] - mine[0],
+        "hidden_comm_s_ci95": math.hypot(mine[1], without[1]),
+    }
 
 
 def _recovered(
@@ -534,6 +581,19 @@ def _even_words(even: float, half: float = math.nan) -> str:
     return batch_words(even) + even_interval(even, half)
 
 
+def _exposed_words(row: dict[str, Any]) -> str:
+    """How long a step waits for communication with the remedy and without (the step's time
+    beyond one device's at the same per-device batch), and what the remedy hides."""
+    exposed = row.get("exposed_comm_s", math.nan)
+    if pd.isna(exposed):
+        return ""
+    return (
+        f"; a step waits {exposed:.2f} s (±{row['exposed_comm_s_ci95']:.2f}) for communication "
+        f"beyond one device's step, against {row['exposed_comm_none_s']:.2f} s without: it "
+        f"hides {row['hidden_comm_s']:.2f} s (±{row['hidden_comm_s_ci95']:.2f}) per step"
+    )
+
+
 def _beats_words(row: dict[str, Any]) -> str:
     """From which global batch the layout beats one device with the remedy, and without."""
     without = _even_words(row["break_even_none"], row["break_even_none_ci95"])
@@ -566,7 +626,7 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
             f"{row['strategy']} on {layout}, {_ranking_words(ranking)} (ranked by "
             f"{RANK_RULE}); speedup {row['speedup']:.2f} (±{row['speedup_ci95']:.2f}) over 1 "
-            f"device; {_beats_words(row)}{_recovered_words(row)}"
+            f"device{_exposed_words(row)}; {_beats_words(row)}{_recovered_words(row)}"
             f"{_other_batch_words(ranking.other)}; {_accuracy_words(row, accuracy)}."
         )
     return lines
