@@ -1,6 +1,6 @@
 """Where a study stands: each planned cell's result (done: ok, oom, failed, skipped; or
 pending), the reasons of those that did not run, and the time the pending ones will take at
-the pace of those already measured. Read from the result files alone, so it works while a
+the pace of the most alike cells already measured. Read from the result files alone, so it works while a
 study runs, after a crash, and on a SLURM cluster's shared results folder."""
 
 from __future__ import annotations
@@ -72,27 +72,28 @@ def cell_state(cell: Cell, cells_dir: Path) -> CellState:
     )
 
 
-def _kind(cell: Cell) -> tuple[str, str]:
-    return cell.strategy, cell.mode
+def _kinds(cell: Cell) -> tuple[Any, ...]:
+    """The cell's kinds, most alike first: the same point (another repeat), the same layout,
+    strategy and mode, mode, any measured cell."""
+    layout = (cell.strategy, cell.mode, cell.nodes, cell.devices_per_node)
+    return ((*layout, cell.batch_per_device), layout, layout[:2], cell.mode, None)
 
 
 def _pace(done: Iterable[CellState]) -> dict[Any, float]:
-    """Median launcher wall time per (strategy, mode), per mode, and over all measured cells."""
+    """Median launcher wall time of the measured cells of each kind (_kinds)."""
     timed = [s for s in done if s.wall_s is not None and s.status != "skipped"]
     groups: dict[Any, list[float]] = {}
     for state in timed:
-        for key in (_kind(state.cell), state.cell.mode, None):
+        for key in _kinds(state.cell):
             groups.setdefault(key, []).append(float(state.wall_s))
     return {key: statistics.median(values) for key, values in groups.items()}
 
 
 def _estimate(cell: Cell, pace: dict[Any, float]) -> float | None:
+    """The pace of the most alike measured cells; SKIP_SECONDS for one that will be skipped."""
     if cell.skip_reason:
         return SKIP_SECONDS
-    for key in (_kind(cell), cell.mode, None):
-        if key in pace:
-            return pace[key]
-    return None
+    return next((pace[key] for key in _kinds(cell) if key in pace), None)
 
 
 def study_progress(study: str, cells_dir: Path, cells: Iterable[Cell]) -> Progress:
