@@ -1,7 +1,7 @@
 """Where a study stands: each planned cell's result (done: ok, oom, failed, skipped; or
 pending), the reasons of those that did not run, and the time the pending ones will take at
-the pace of the most alike cells already measured. Read from the result files alone, so it works while a
-study runs, after a crash, and on a SLURM cluster's shared results folder."""
+the pace of the most alike cells already measured. Read from the result files alone, so it
+works while a study runs, after a crash, and on a SLURM cluster's shared results folder."""
 
 from __future__ import annotations
 
