@@ -77,6 +77,24 @@ def _snakemake() -> str:
     return found
 
 
+COMPARE_OUTPUTS = ("ratios", "only", "fits", "links")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Two studies' results folders side by side: tables and one page under --out."""
+    try:
+        from dpscale.steps.compare import compare as compare_step
+    except ImportError as error:  # pandas and matplotlib: the analysis extra
+        raise SystemExit(
+            f"dpscale: compare needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
+        ) from None
+    out = args.out or Path("results") / "compare" / f"{args.b.name}-vs-{args.a.name}"
+    outputs = {name: out / f"{name}.csv" for name in COMPARE_OUTPUTS}
+    outputs["html"] = out / "compare.html"
+    print(compare_step({}, outputs, {"a": args.a, "b": args.b}))
+    print(f"dpscale: wrote {outputs['html']} and its tables")
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -100,6 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     where.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
     where.set_defaults(func=report_path)
+    both = commands.add_parser(
+        "compare", help="two studies' results folders side by side (did the upgrade help?)"
+    )
+    both.add_argument("a", type=Path, help="the reference study's folder (results/<study>)")
+    both.add_argument("b", type=Path, help="the study compared with it")
+    both.add_argument("--out", type=Path, help="where the tables and compare.html go")
+    both.set_defaults(func=compare)
     state = commands.add_parser(
         "status", help="cells done, ok, failed and pending, why, and the time left"
     )

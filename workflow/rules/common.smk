@@ -236,4 +236,6 @@ def final_outputs():
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
+    if config["compare_with"]:
+        outputs += list(rules.compare.output)
     return outputs

@@ -57,6 +57,31 @@ rule remedies:
         "../scripts/step.py"
 
 
+rule compare:
+    input:
+        cells=f"{TABLES}/cells.csv",
+        fits=f"{TABLES}/fits.csv",
+    output:
+        ratios=f"{RESULTS}/compare/ratios.csv",
+        only=f"{RESULTS}/compare/only.csv",
+        fits=f"{RESULTS}/compare/fits.csv",
+        links=f"{RESULTS}/compare/links.csv",
+        html=report(
+            f"{RESULTS}/compare/compare.html",
+            caption="../../report/compare.rst",
+            category="0. Findings",
+            labels={"table": "against an earlier study"},
+        ),
+    log:
+        f"{LOGS}/compare.log",
+    localrule: True
+    params:
+        a=config["compare_with"],
+        b=RESULTS,
+    script:
+        "../scripts/step.py"
+
+
 rule findings:
     input:
         **training_tables(),

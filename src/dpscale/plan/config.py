@@ -337,6 +337,12 @@ def _check_paths(config: dict[str, Any]) -> None:
     source = config["train"]["cifar10_source"]
     if source and not _exists(Path(source)):
         raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
+    earlier = config["compare_with"]
+    if earlier and not _exists(Path(earlier) / "tables" / "cells.csv"):
+        raise ConfigError(
+            f"compare_with: {earlier[:80]!r} has no tables/cells.csv; allowed: an earlier "
+            "study's results folder (results/<study>) after its analysis ran, or empty"
+        )
     folders = {
         "results_dir": config["results_dir"],
         "env_dir": config["env_dir"],

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.steps import findings, model, tables
+from dpscale.steps import compare, findings, model, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
@@ -35,6 +35,7 @@ STEPS: dict[str, Step] = {
     "interactive_figures": findings.interactive_figures,
     "mfu_figure": findings.mfu_figure,
     "comm_model": model.comm_model,
+    "compare": compare.compare,
 }
 
 

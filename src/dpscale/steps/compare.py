@@ -1,0 +1,50 @@
+"""Two studies' tables -> their comparison (analysis.compare): tables and one page. Run by
+``dpscale compare A B`` and by the workflow's ``compare`` rule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dpscale.analysis import compare as cmp
+from dpscale.render.compare_page import compare_html
+from dpscale.steps.io import read, read_optional, write
+
+Files = Mapping[str, Any]
+
+
+def study_tables(folder: str | Path, name: str | None = None) -> cmp.Study:
+    """A study's results folder (``<results_dir>/<study>``) as the comparison reads it; one
+    clear line where it has no cells table yet."""
+    folder = Path(folder)
+    tables = folder / "tables"
+    if not (tables / "cells.csv").is_file():
+        raise SystemExit(
+            f"dpscale: compare: {folder} has no tables/cells.csv; give a study's results "
+            "folder (results/<study>) after its analysis ran"
+        )
+    return cmp.Study(
+        name=name or folder.name,
+        cells=read(tables / "cells.csv"),
+        fits=read_optional(tables / "fits.csv"),
+        comm_fits=read_optional(tables / "comm_fits.csv"),
+    )
+
+
+def compare(inputs: Files, outputs: Files, params: Files) -> str:
+    """params a and b: two results folders (A the reference); outputs: ratios, only, fits,
+    links, html. The rule's inputs are this study's tables, so that it waits for them."""
+    a, b = study_tables(params["a"]), study_tables(params["b"])
+    if a.name == b.name:
+        a, b = replace(a, name=f"A ({a.name})"), replace(b, name=f"B ({b.name})")
+    ratios, only = cmp.point_ratios(a, b)
+    ratios = cmp.ratio_table_sorted(ratios)
+    fits, links = cmp.fit_changes(a, b), cmp.link_changes(a, b)
+    paragraph = cmp.compare_paragraph(a, b, ratios, only, links)
+    for name, frame in (("ratios", ratios), ("only", only), ("fits", fits), ("links", links)):
+        write(frame, outputs[name])
+    page = compare_html(paragraph, ratios, only, fits, links, (a.name, b.name))
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    return f"[dpscale] {paragraph}"

@@ -1,0 +1,117 @@
+"""dpscale compare: two studies side by side, ratios with intervals, ties named as ties."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dpscale import cli
+from dpscale.analysis import compare as cmp
+from dpscale.plan.columns import POINT
+
+BASE = {
+    "strategy": "torch-ddp",
+    "model": "resnet18-imagenet64-c10",
+    "mode": "synthetic",
+    "nodes": 2,
+    "network": "1gbe",
+    "comm": "none",
+    "devices_per_node": 1,
+    "world_size": 2,
+    "status": "ok",
+    "host": "node1",
+    "cpu_model": "cpu",
+}
+
+
+def cells(rates: dict[int, tuple[float, float]], host: str = "node1") -> pd.DataFrame:
+    """One ok cell per batch: (mean img/s, 95% half-width)."""
+    return pd.DataFrame(
+        [
+            {**BASE, "host": host, "batch_per_device": b, "img_s_mean": m, "img_s_ci95": h}
+            for b, (m, h) in rates.items()
+        ]
+    )
+
+
+def study(name: str, rates: dict, host: str = "node1") -> cmp.Study:
+    return cmp.Study(name, cells(rates, host), pd.DataFrame(), pd.DataFrame())
+
+
+def test_faster_slower_and_tie_follow_the_ratio_intervals():
+    before = study("old-nics", {16: (100.0, 2.0), 32: (100.0, 2.0), 64: (100.0, 2.0)})
+    after = study("new-nics", {16: (120.0, 2.0), 32: (101.0, 2.0), 64: (90.0, 2.0), 128: (5, 1)})
+    ratios, only = cmp.point_ratios(before, after)
+    by_batch = ratios.set_index("batch_per_device")
+    assert by_batch.loc[16, "ratio"] == pytest.approx(1.2)
+    assert list(by_batch["verdict"].loc[[16, 32, 64]]) == ["faster", "tie", "slower"]
+    assert by_batch.loc[16, "ratio_ci95"] == pytest.approx(1.2 * ((2 / 120) ** 2 + 0.02**2) ** 0.5)
+    assert list(only["batch_per_device"]) == [128] and list(only["measured_in"]) == ["new-nics"]
+    text = cmp.compare_paragraph(before, after, ratios, only, pd.DataFrame())
+    assert text.startswith("new-nics against old-nics, over the 3 points measured ok in both: ")
+    assert (
+        "faster at 1, slower at 1, a tie (the 95% interval of the img/s ratio holds 1) at 1" in text
+    )
+    assert "Most faster: torch-ddp 2x1 over 1gbe at batch 16: 1.20x (±0.03)" in text
+    assert "Measured in one only: 1 in new-nics" in text
+
+
+def test_laws_and_links_changes_carry_intervals():
+    fit = {k: BASE[k] for k in ("strategy", "model", "mode", "nodes", "network", "comm")}
+    fit.update(devices_per_node=1, world_size=2, status="ok")
+    laws_a = pd.DataFrame([{**fit, "v0": 100.0, "v0_se": 1.0, "t_c": 0.20, "t_c_se": 0.01}])
+    laws_b = pd.DataFrame([{**fit, "v0": 110.0, "v0_se": 1.0, "t_c": 0.10, "t_c_se": 0.01}])
+    link = {k: BASE[k] for k in cmp.LINK_KEY} | {"status": "ok", "alpha_s": 1e-4}
+    links_a = pd.DataFrame(
+        [{**link, "beta_GB_s": 0.11, "beta_lo_GB_s": 0.10, "beta_hi_GB_s": 0.12}]
+    )
+    links_b = pd.DataFrame([{**link, "beta_GB_s": 1.1, "beta_lo_GB_s": 1.0, "beta_hi_GB_s": 1.2}])
+    a = cmp.Study("a", cells({16: (1.0, 0.1)}), laws_a, links_a)
+    b = cmp.Study("b", cells({16: (1.0, 0.1)}), laws_b, links_b)
+    [law] = cmp.fit_changes(a, b).to_dict("records")
+    assert law["v0_ratio"] == pytest.approx(1.1) and law["t_c_change_s"] == pytest.approx(-0.1)
+    assert law["t_c_change_ci95"] == pytest.approx(1.959964 * 0.01 * 2**0.5)
+    [moved] = cmp.link_changes(a, b).to_dict("records")
+    assert moved["beta_verdict"] == "faster" and moved["beta_b_range"] == "1-1.2"
+
+
+def test_no_shared_point_says_so():
+    text = cmp.compare_paragraph(
+        study("a", {16: (1.0, 0.1)}),
+        study("b", {32: (1.0, 0.1)}),
+        *cmp.point_ratios(study("a", {16: (1.0, 0.1)}), study("b", {32: (1.0, 0.1)})),
+        pd.DataFrame(),
+    )
+    assert "share no point measured ok in both, so nothing is compared" in text
+
+
+def write_study(folder, rates, host):
+    (folder / "tables").mkdir(parents=True)
+    cells(rates, host).to_csv(folder / "tables" / "cells.csv", index=False)
+
+
+def test_the_cli_compares_two_results_folders_from_different_machines(tmp_path, capsys):
+    write_study(tmp_path / "a" / "default", {16: (100.0, 2.0)}, "laptop")
+    write_study(tmp_path / "b" / "default", {16: (150.0, 3.0)}, "cluster-node")
+    out = tmp_path / "out"
+    cli.main(
+        [
+            "compare",
+            str(tmp_path / "a" / "default"),
+            str(tmp_path / "b" / "default"),
+            "--out",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "B (default) against A (default)" in printed and "faster at 1" in printed
+    assert "A (default) ran on laptop (cpu); B (default) on cluster-node (cpu)." in printed
+    ratios = pd.read_csv(out / "ratios.csv")
+    assert list(ratios.columns[: len(POINT)]) == POINT
+    page = (out / "compare.html").read_text()
+    assert page.count("<table>") == 4 and "data:image/png;base64," in page
+
+
+def test_a_folder_without_tables_gets_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="has no tables/cells.csv; give a study's results folder"):
+        cli.main(["compare", str(tmp_path), str(tmp_path)])
