@@ -96,3 +96,23 @@ def test_queue_wait_is_start_minus_submission_from_scontrol():
     assert slurm.queue_wait_s("7", run=lambda command: None) is None
     unknown = "JobId=7 SubmitTime=2026-11-24T10:00:05 StartTime=Unknown"
     assert slurm.queue_wait_s("7", run=lambda command: unknown) is None
+
+
+def test_mlperf_log_lines_mark_init_start_init_stop_and_run_start():
+    import json
+
+    rank0 = readings(
+        started=0.5, imported=2.0, initialised=3.0, built=3.5, broadcast=4.0,
+        first_step=5.0, window=5.5,
+    )  # fmt: skip
+    lines = startup.mllog_lines(startup.phases([rank0]))
+    assert all(line.startswith(":::MLLOG {") for line in lines)
+    events = [json.loads(line.removeprefix(":::MLLOG ")) for line in lines]
+    assert [(e["key"], e["event_type"], e["time_ms"]) for e in events] == [
+        ("init_start", "INTERVAL_START", 1_000_000),
+        ("init_stop", "INTERVAL_END", 1_004_000),
+        ("run_start", "INTERVAL_START", 1_005_500),
+    ]
+    assert all(
+        e["namespace"] == "" and e["value"] is None and "file" in e["metadata"] for e in events
+    )

@@ -224,6 +224,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "reason": None if len(set(checksums)) == 1 else diverged(checksums),
         "startup": startup.phases([r["startup"] for r in every]),
     }
+    print("\n".join(startup.mllog_lines(common["startup"])), flush=True)  # the cell's log
     if cell.mode == "train":
         write_training_result(cell, out, training=every[0]["training"], **common)
         return

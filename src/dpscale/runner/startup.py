@@ -20,6 +20,7 @@ and ``run_start`` fall at the end of ``broadcast``):
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -113,3 +114,31 @@ def phases(every: Sequence[Mapping[str, float | None]]) -> dict[str, Any]:
             for r in every
         ],
     }
+
+
+# mlperf-logging's event types of the three points (its INTERVAL_START/END pairs)
+MLLOG_POINTS = (
+    ("init_start", "INTERVAL_START"),
+    ("init_stop", "INTERVAL_END"),
+    ("run_start", "INTERVAL_START"),
+)
+
+
+def mllog_lines(summary: Mapping[str, Any]) -> list[str]:
+    """MLPerf's ``:::MLLOG`` lines (mlperf-logging's format) for init_start (the launch),
+    init_stop and run_start, from :func:`phases`: what MLPerf's tools read from a log."""
+    offsets = {"init_start": 0.0, **summary["mlperf_s"]}
+    return [
+        ":::MLLOG "
+        + json.dumps(
+            {
+                "namespace": "",
+                "time_ms": round((summary["launch_time"] + offsets[key]) * 1000),
+                "event_type": kind,
+                "key": key,
+                "value": None,
+                "metadata": {"file": __file__, "lineno": 0},
+            }
+        )
+        for key, kind in MLLOG_POINTS
+    ]
