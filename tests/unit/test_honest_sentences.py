@@ -11,7 +11,7 @@ from scipy import stats
 from test_remedy_gains import point
 
 from dpscale.analysis import accuracy as acc
-from dpscale.analysis import answer, remedy_gains
+from dpscale.analysis import answer, findings, remedy_gains
 from dpscale.analysis.words import delta_words
 
 
@@ -428,3 +428,32 @@ def test_what_a_remedy_hides_is_the_step_time_it_saves_beyond_compute():
         "a step waits 0.20 s (±0.00) for communication beyond one device's step, against " in line
     )
     assert "0.33 s without: it hides 0.13 s (±0.01) per step" in line
+
+
+def test_a_break_even_the_fits_cannot_bound_says_so():
+    from dpscale.analysis.words import even_interval
+
+    assert even_interval(12.0, math.inf) == (
+        " (95% interval unbounded: the fits cannot tell the per-image gain from zero)"
+    )
+    assert even_interval(12.7, 2.5) == " (95% CI 10 to 16)"
+    assert even_interval(math.inf, 3.0) == "" and even_interval(0.0, 1.0) == ""
+    row = {"world_size": 2, "break_even_global_batch": 12.0, "speedup": math.nan}
+    text = findings.throughput_verdict({**row, "break_even_global_batch_ci95": math.inf})
+    assert "from global batch 12 (95% interval unbounded" in text
+
+
+def test_what_the_tie_rule_cannot_separate_is_named_after_what_it_did():
+    text = landing(
+        [
+            cost_row("torch-ddp", 70, 60),
+            cost_row("torch-dp", 68, 14, devices=1),
+            cost_row("horovod-tf", 68, 14, devices=1),
+        ],
+        [finding("torch-ddp", 20.0)],
+    )
+    assert (
+        "choose horovod-tf on 1 node x 1 device: one device needs no break-even batch; the tie "
+        "rule cannot separate torch-dp on 1 node x 1 device and horovod-tf on 1 node x 1 device, "
+        "so the first by name"
+    ) in text

@@ -69,7 +69,7 @@ def _by_break_even(
     dropped = [row for row in tied if row not in kept]
     if not dropped:
         return kept, ""
-    if len(kept) == 1 and kept[0]["world_size"] == 1:
+    if all(row["world_size"] == 1 for row in kept):
         return kept, "one device needs no break-even batch"
     mine = " and ".join(_even_words(row, findings) for row in kept)
     against = ", ".join(_even_words(row, findings) for row in dropped)
@@ -84,8 +84,9 @@ def _by_fewer(rows: list[dict[str, Any]], key: str, words: str) -> tuple[list[di
 
 def _decide(tied: list[dict[str, Any]], findings: pd.DataFrame) -> tuple[dict[str, Any], str]:
     """TIE_RULE's criteria in order, each keeping the layouts it cannot separate; the words
-    say which criterion decided, and that the break-even batches tie where they do."""
+    say which criteria decided, and that the break-even batches tie where they do."""
     kept, why = _by_break_even(tied, findings)
+    reasons = [why] if why else []
     if len(kept) > 1:
         evens = " and ".join(_even_words(row, findings) for row in kept)
         overlap = f"their break-even global batches overlap: {evens}; so "
@@ -95,10 +96,12 @@ def _decide(tied: list[dict[str, Any]], findings: pd.DataFrame) -> tuple[dict[st
         ):
             kept, why = _by_fewer(kept, key, overlap + words)
             if why:
+                reasons.append(why)
                 break
     if len(kept) > 1:
-        why = "the tie rule cannot separate them, so the first by name"
-    return min(kept, key=lambda row: row["strategy"]), why
+        names = " and ".join(f"{row['strategy']} on {_where(row)}" for row in kept)
+        reasons.append(f"the tie rule cannot separate {names}, so the first by name")
+    return min(kept, key=lambda row: row["strategy"]), "; ".join(reasons)
 
 
 def _tie_words(tied: list[dict[str, Any]], chosen: dict[str, Any], why: str) -> str:

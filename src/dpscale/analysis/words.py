@@ -39,12 +39,13 @@ def batch_words(value: float) -> str:
 
 def even_interval(even: float, half: float) -> str:
     """A break-even global batch's 95% interval, " (95% CI 9 to 17)"; "" where there is none
-    (0 or never, or no half-width); an upper bound the fits cannot give reads "unbounded"."""
+    (0 or never, or no half-width); one the fits cannot bound (fits.break_even_ci95 returns
+    an infinite half-width) says so."""
     if not is_known(half) or not is_known(even) or not np.isfinite(even) or even <= 0:
         return ""
-    low = max(math.floor(even - half), 0)
-    high = "unbounded" if math.isinf(half) else f"{math.ceil(even + half):,}"
-    return f" (95% CI {low:,} to {high})"
+    if math.isinf(half):
+        return " (95% interval unbounded: the fits cannot tell the per-image gain from zero)"
+    return f" (95% CI {max(math.floor(even - half), 0):,} to {math.ceil(even + half):,})"
 
 
 def speedup_words(value: float, half: float) -> str:
