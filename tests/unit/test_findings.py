@@ -261,3 +261,15 @@ def test_the_landing_page_gives_the_quality_and_a_finding_lost_to_contamination_
     command = verdict.split("measure them again on a quiet machine: ")[1].rstrip(".")
     assert command.startswith("snakemake --forcerun ") and f"results/s/cells/{two}.json" in command
     assert len(command.split()) == 2 + 4
+
+
+def test_the_findings_page_says_never_for_a_batch_and_unbounded_for_an_interval():
+    from dpscale.render.findings_page import display_table
+
+    row = {"strategy": "s", "model": "m", "network": "host", "nodes": 1, "devices_per_node": 2}
+    row.update(world_size=2, verdict="v", break_even_global_batch=math.inf)
+    row.update(break_even_global_batch_ci95=math.inf, efficiency=0.81, efficiency_ci95=0.04)
+    shown = display_table(pd.DataFrame([row])).iloc[0]
+    assert shown["break_even_global_batch"] == "never"
+    assert shown["break_even_global_batch_ci95"] == "unbounded"
+    assert (shown["efficiency"], shown["efficiency_ci95"]) == ("81%", "± 4%")

@@ -27,6 +27,8 @@ def _display(value: object, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NOT_MEASURED
     if isinstance(value, float) and math.isinf(value):
+        if column.endswith("_ci95"):
+            return "unbounded"
         return "any run length" if column == "reference_first_below_images" else "never"
     if isinstance(value, float):
         if column.startswith("accuracy_delta"):
