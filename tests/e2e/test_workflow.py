@@ -242,3 +242,18 @@ def test_snakemake_stops_before_any_job_with_one_line(tmp_path):
         "dpscale: config error: strategies[1]: 'horovod-mpi' is not allowed; "
         f"allowed: {sorted(STRATEGIES)}"
     ]
+
+
+def test_each_measured_cells_log_has_mlperfs_start_up_points(study):
+    results, _ = study
+    cells = results / "tiny" / "cells"
+    measured = [p for p in cells.rglob("*.json") if json.loads(p.read_text())["status"] == "ok"]
+    assert measured
+    for result in measured:
+        log = results / "tiny" / "logs" / "cells" / result.relative_to(cells).with_suffix(".log")
+        keys = [
+            json.loads(line.split(":::MLLOG ", 1)[1])["key"]
+            for line in log.read_text().splitlines()
+            if ":::MLLOG " in line
+        ]
+        assert keys[-3:] == ["init_start", "init_stop", "run_start"], log
