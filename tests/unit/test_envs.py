@@ -45,9 +45,37 @@ def test_the_post_script_is_told_its_wheel_cache(envs_dir, tmp_path, monkeypatch
             Path(command[3]).mkdir(parents=True)
 
     monkeypatch.setattr(envs, "_run", run)
+    monkeypatch.setattr(envs, "_freeze", lambda python: "numpy==2.1.0\ntorch==2.13.0\n")
     prefix = tmp_path / "built" / "fw-x"
     with open(tmp_path / "build.log", "w") as log:
         envs.build_env("fw", prefix, envs_dir, log=log)
     post = [env for command, env in commands if command[-1].endswith("fw.post.sh")]
     assert post and post[0]["DPSCALE_WHEELS"] == str(envs.wheel_cache("fw", envs_dir))
     assert (prefix / envs.READY_MARKER).is_file()
+
+
+def test_a_built_environment_records_every_package_and_results_name_it(
+    envs_dir, tmp_path, monkeypatch
+):
+    frozen = "numpy==2.1.0\ntorch==2.13.0\n"
+    monkeypatch.setattr(
+        envs,
+        "_run",
+        lambda command, log, env=None: (
+            Path(command[3]).mkdir(parents=True) if command[1:3] == ["-m", "venv"] else None
+        ),
+    )
+    monkeypatch.setattr(envs, "_freeze", lambda python: frozen)
+    prefix = tmp_path / "built" / "fw-x"
+    assert envs.freeze_hash(prefix) == "unknown"
+    with open(tmp_path / "build.log", "w") as log:
+        envs.build_env("fw", prefix, envs_dir, log=log)
+    assert (prefix / envs.FREEZE_FILE).read_text() == frozen
+    import hashlib
+
+    assert envs.freeze_hash(prefix) == hashlib.sha256(frozen.encode()).hexdigest()
+    # an environment built before it recorded its packages gets them at its next use
+    (prefix / envs.FREEZE_FILE).unlink()
+    with open(tmp_path / "build.log", "a") as log:
+        envs.build_env("fw", prefix, envs_dir, log=log)
+    assert (prefix / envs.FREEZE_FILE).read_text() == frozen

@@ -167,6 +167,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "framework_versions": json.dumps(system.get("framework_versions", {}), sort_keys=True),
         **_interpreter_columns(system),
         "env_file_sha256": system.get("env_file_sha256"),
+        "env_freeze_sha256": system.get("env_freeze_sha256"),
         "dpscale_commit": system.get("dpscale_commit"),
         "started_at": result["started_at"],
     }
@@ -248,6 +249,7 @@ SYSTEM_COLUMNS = [
     "container_digest",
     "framework_versions",
     "env_file_sha256",
+    "env_freeze_sha256",
     "dpscale_commit",
 ]
 
@@ -258,7 +260,7 @@ def systems_table(cells: pd.DataFrame) -> pd.DataFrame:
     measured = cells[cells["status"] != "skipped"].reindex(columns=SYSTEM_COLUMNS)
     if measured.empty:
         return pd.DataFrame(columns=[*SYSTEM_COLUMNS, "cells"])
-    for column in ("env_file_sha256", "dpscale_commit"):  # as git shows them
+    for column in ("env_file_sha256", "env_freeze_sha256", "dpscale_commit"):  # as git shows
         measured[column] = (
             measured[column]
             .astype("string")

@@ -25,6 +25,9 @@ from pathlib import Path
 from dpscale.plan.paths import ENVS_DIR, REPO_ROOT
 
 READY_MARKER = ".dpscale-env-ready"
+# every package and version the environment holds (pip freeze --all), written once it is
+# built: the file's hash names, in each result, exactly what was installed
+FREEZE_FILE = "pip-freeze.txt"
 COMPLETE_FLAG = ".dpscale-env-complete"
 HASH_LENGTH = 12
 
@@ -85,6 +88,8 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
     complete = prefix / COMPLETE_FLAG
     if complete.is_file():
         print(f"[dpscale] environment {name} is cached at {prefix}", file=log, flush=True)
+        if not (prefix / FREEZE_FILE).is_file():  # built before environments recorded it
+            record_freeze(prefix, log)
         if not marker.is_file():
             marker.write_text(complete.read_text())
         return marker
@@ -106,11 +111,35 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
             DPSCALE_WHEELS=str(wheel_cache(name, envs_dir)),
         )
         _run(["bash", "-euo", "pipefail", str(files[1])], log, env=env)
+    record_freeze(prefix, log)
     elapsed = time.monotonic() - started
     complete.write_text(f"{env_hash(name, envs_dir)}\nbuilt in {elapsed:.0f} s\n")
     marker.write_text(complete.read_text())
     print(f"[dpscale] environment {name} built in {elapsed:.0f} s", file=log, flush=True)
     return marker
+
+
+def record_freeze(prefix: Path, log) -> Path:
+    """Write what the environment holds, as ``pip freeze --all`` lists it, to FREEZE_FILE."""
+    frozen = _freeze(env_python(prefix))
+    path = prefix / FREEZE_FILE
+    path.write_text(frozen, encoding="utf-8")
+    print(f"[dpscale] {len(frozen.splitlines())} packages recorded in {path}", file=log, flush=True)
+    return path
+
+
+def _freeze(python: Path) -> str:
+    command = [str(python), "-m", "pip", "freeze", "--all"]
+    return subprocess.run(command, check=True, capture_output=True, text=True, cwd=REPO_ROOT).stdout
+
+
+def freeze_hash(prefix: Path, record: bool = False) -> str:
+    """sha256 of the environment's FREEZE_FILE ("unknown" without one); ``record``: write
+    it first where a complete environment lacks it (built before environments recorded it)."""
+    path = prefix / FREEZE_FILE
+    if record and not path.is_file() and (prefix / COMPLETE_FLAG).is_file():
+        record_freeze(prefix, sys.stderr)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "unknown"
 
 
 def ensure_env(name: str, env_dir: str | Path = ".envs") -> Path:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpscale.launch.envs import built_env_hash
+from dpscale.launch.envs import built_env_hash, freeze_hash
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 from dpscale.plan.strategy import Strategy
 
@@ -58,6 +58,9 @@ class Interpreter:
         env = {
             "DPSCALE_INTERPRETER": json.dumps(self.describe(), sort_keys=True),
             "DPSCALE_ENV_HASH": built_env_hash(self.prefix) if self.prefix else "configured",
+            "DPSCALE_ENV_FREEZE": (
+                freeze_hash(self.prefix, record=True) if self.prefix else "configured"
+            ),
         }
         if self.prefix is not None:  # tools installed with the framework come first
             env["PATH"] = os.pathsep.join([str(self.prefix / "bin"), base.get("PATH", "")])

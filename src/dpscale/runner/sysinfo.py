@@ -150,6 +150,8 @@ def describe_system(
         "interpreter": interpreter(),
         "framework_versions": framework_versions,
         "env_file_sha256": os.environ.get("DPSCALE_ENV_HASH", "unknown"),
+        # sha256 of the environment's pip-freeze.txt: every package and version installed
+        "env_freeze_sha256": os.environ.get("DPSCALE_ENV_FREEZE", "unknown"),
         "dpscale_commit": git_commit(),
         "scheduler": scheduler,
     }
