@@ -273,3 +273,16 @@ def test_the_findings_page_says_never_for_a_batch_and_unbounded_for_an_interval(
     assert shown["break_even_global_batch"] == "never"
     assert shown["break_even_global_batch_ci95"] == "unbounded"
     assert (shown["efficiency"], shown["efficiency_ci95"]) == ("81%", "± 4%")
+
+
+def test_the_quality_line_counts_every_measured_cell_remedies_included():
+    cells = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "ok", "skipped"],
+            "comm": ["none", "fp16", "powersgd-r2", "none"],
+            "quality": ["ok", "ok", "noisy", None],
+            "cell_id": ["a", "b", "c", "d"],
+        }
+    )
+    line = findings.quality_line(cells)
+    assert line.startswith("Measurement quality: 2 of 3 measured cells ok, 1 noisy")

@@ -113,8 +113,8 @@ def contaminated_cells(cells: pd.DataFrame, layout: dict[str, Any], group: pd.Da
 
 
 def quality_line(cells: pd.DataFrame) -> str:
-    """The study's measurement quality in one sentence, for the landing page."""
-    cells = without_remedies(cells)
+    """The study's measurement quality in one sentence, for the landing page: every cell of
+    cells.csv measured ok, remedies' cells included (the landing page quotes them too)."""
     measured = cells[cells["status"] == "ok"] if "status" in cells.columns else cells.iloc[:0]
     if measured.empty or "quality" not in measured.columns:
         return "Measurement quality: no cell was measured."
