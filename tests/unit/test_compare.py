@@ -115,3 +115,16 @@ def test_the_cli_compares_two_results_folders_from_different_machines(tmp_path, 
 def test_a_folder_without_tables_gets_one_line(tmp_path):
     with pytest.raises(SystemExit, match="has no tables/cells.csv; give a study's results folder"):
         cli.main(["compare", str(tmp_path), str(tmp_path)])
+
+
+def test_the_rule_compares_its_own_study_with_compare_with(tmp_path):
+    from dpscale.steps.compare import compare
+
+    write_study(tmp_path / "before", {16: (100.0, 2.0)}, "node")
+    write_study(tmp_path / "after", {16: (80.0, 2.0)}, "node")
+    out = tmp_path / "after" / "compare"
+    outputs = {name: out / f"{name}.csv" for name in ("ratios", "only", "fits", "links")}
+    outputs["html"] = out / "compare.html"
+    inputs = {"cells": tmp_path / "after" / "tables" / "cells.csv"}
+    message = compare(inputs, outputs, {"a": tmp_path / "before"})
+    assert "after against before" in message and "slower at 1" in message

@@ -77,7 +77,6 @@ rule compare:
     localrule: True
     params:
         a=config["compare_with"],
-        b=RESULTS,
     script:
         "../scripts/step.py"
 

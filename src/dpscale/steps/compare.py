@@ -34,9 +34,11 @@ def study_tables(folder: str | Path, name: str | None = None) -> cmp.Study:
 
 
 def compare(inputs: Files, outputs: Files, params: Files) -> str:
-    """params a and b: two results folders (A the reference); outputs: ratios, only, fits,
-    links, html. The rule's inputs are this study's tables, so that it waits for them."""
-    a, b = study_tables(params["a"]), study_tables(params["b"])
+    """params a: the reference study's results folder; b: the compared one, else the study
+    whose tables/cells.csv is the input (the rule's, so that it waits for them); outputs:
+    ratios, only, fits, links, html."""
+    b_folder = params.get("b") or Path(inputs["cells"]).parent.parent
+    a, b = study_tables(params["a"]), study_tables(b_folder)
     if a.name == b.name:
         a, b = replace(a, name=f"A ({a.name})"), replace(b, name=f"B ({b.name})")
     ratios, only = cmp.point_ratios(a, b)
