@@ -27,6 +27,7 @@ import pandas as pd
 from dpscale.analysis import fits
 from dpscale.analysis.accuracy import resolved, seed_delta
 from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
+from dpscale.analysis.findings import matching_rows
 from dpscale.analysis.fits import intervals_overlap
 from dpscale.analysis.words import batch_words, even_interval, layout_words, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
@@ -175,12 +176,17 @@ NO_POINT = (math.nan, math.nan)
 def _compute_only(single: pd.DataFrame, row: dict[str, Any]) -> tuple[float, float]:
     """One device at the same per-device batch (img/s, half-width): a step without any
     all-reduce."""
-    same = single[
-        (single["strategy"] == row["strategy"])
-        & (single["model"] == row["model"])
-        & (single["mode"] == row["mode"])
-        & (single["batch_per_device"] == row["batch_per_device"])
-    ]
+    return _first_point(_same_point(single, row))
+
+
+def _same_point(frame: pd.DataFrame, row: dict[str, Any], **where: Any) -> pd.DataFrame:
+    """The rows of ``frame`` (point means, index reset) of the row's strategy, model, mode
+    and per-device batch, and the layout ``where`` names."""
+    same = matching_rows(frame, row, ["strategy", "model", "mode", "batch_per_device"])
+    return matching_rows(same, where, list(where))
+
+
+def _first_point(same: pd.DataFrame) -> tuple[float, float]:
     if same.empty:
         return NO_POINT
     return float(same["img_s"].iloc[0]), float(same["img_s_ci95"].iloc[0])
@@ -233,18 +239,7 @@ def _recovered(
 def _one_node(none: pd.DataFrame, row: dict[str, Any]) -> tuple[float, float]:
     """The same number of devices on one node, without a remedy (img/s, half-width): the
     reference where no link between nodes binds."""
-    same = none.reset_index()
-    same = same[
-        (same["strategy"] == row["strategy"])
-        & (same["model"] == row["model"])
-        & (same["mode"] == row["mode"])
-        & (same["nodes"] == 1)
-        & (same["world_size"] == row["world_size"])
-        & (same["batch_per_device"] == row["batch_per_device"])
-    ]
-    if same.empty:
-        return NO_POINT
-    return float(same["img_s"].iloc[0]), float(same["img_s_ci95"].iloc[0])
+    return _first_point(_same_point(none.reset_index(), row, nodes=1, world_size=row["world_size"]))
 
 
 # A link whose all-reduce reaches less than this fraction of its line rate is not what binds
@@ -292,15 +287,9 @@ def _fastest_network(
     img/s and half-width."""
     if row["nodes"] == 1:
         return None, NO_POINT
-    same = none.reset_index()
-    same = same[
-        (same["strategy"] == row["strategy"])
-        & (same["model"] == row["model"])
-        & (same["mode"] == row["mode"])
-        & (same["nodes"] == row["nodes"])
-        & (same["devices_per_node"] == row["devices_per_node"])
-        & (same["batch_per_device"] == row["batch_per_device"])
-    ]
+    same = _same_point(
+        none.reset_index(), row, nodes=row["nodes"], devices_per_node=row["devices_per_node"]
+    )
     if same.empty:
         return None, NO_POINT
     best = same.loc[same["img_s"].idxmax()]
