@@ -14,13 +14,15 @@ rule collectives:
             f"{TABLES}/comm_fits.html",
             caption="../../report/comm_fits.rst",
             category="4. Network",
-            labels={"table": "all-reduce alpha and beta"},
+            subcategory="tables",
+            labels={"name": "all-reduce alpha and beta"},
         ),
         figure=report(
             f"{FIGURES}/collectives_busbw.png",
             caption="../../report/collectives_busbw.rst",
             category="4. Network",
-            labels={"figure": "all-reduce bus bandwidth"},
+            subcategory="figures",
+            labels={"name": "all-reduce bus bandwidth"},
         ),
     log:
         f"{LOGS}/collectives.log",

@@ -14,7 +14,8 @@ rule cost:
             f"{TABLES}/cost.html",
             caption="../../report/cost.rst",
             category="0. Findings",
-            labels={"table": "cost per layout"},
+            subcategory="tables",
+            labels={"name": "cost per layout"},
         ),
     log:
         f"{LOGS}/cost.log",
@@ -46,7 +47,8 @@ rule remedies:
             f"{TABLES}/remedies.html",
             caption="../../report/remedies.rst",
             category="0. Findings",
-            labels={"table": "what helps when the network is too slow"},
+            subcategory="tables",
+            labels={"name": "what helps when the network is too slow"},
         ),
     log:
         f"{LOGS}/remedies.log",
@@ -70,7 +72,8 @@ rule compare:
             f"{RESULTS}/compare/compare.html",
             caption="../../report/compare.rst",
             category="0. Findings",
-            labels={"table": "against an earlier study"},
+            subcategory="tables",
+            labels={"name": "against an earlier study"},
         ),
     log:
         f"{LOGS}/compare.log",
@@ -101,7 +104,8 @@ rule findings:
             f"{TABLES}/findings.html",
             caption="../../report/findings.rst",
             category="0. Findings",
-            labels={"table": "findings"},
+            subcategory="tables",
+            labels={"name": "findings"},
         ),
     log:
         f"{LOGS}/findings.log",
@@ -129,7 +133,8 @@ rule post_vs_run:
             f"{TABLES}/post_vs_run.html",
             caption="../../report/post_vs_run.rst",
             category="0. Findings",
-            labels={"table": "the post vs this run"},
+            subcategory="tables",
+            labels={"name": "the post vs this run"},
         ),
     log:
         f"{LOGS}/post_vs_run.log",
@@ -151,13 +156,15 @@ rule interactive_figures:
             f"{FIGURES}/throughput_interactive.html",
             caption="../../report/throughput_interactive.rst",
             category="1. Throughput",
-            labels={"figure": "throughput vs batch (interactive)"},
+            subcategory="interactive figures",
+            labels={"name": "throughput vs batch", "view": "interactive"},
         ),
         speedup=report(
             f"{FIGURES}/speedup_interactive.html",
             caption="../../report/speedup_interactive.rst",
             category="2. Scaling",
-            labels={"figure": "speedup vs devices (interactive)"},
+            subcategory="interactive figures",
+            labels={"name": "speedup vs devices", "view": "interactive"},
         ),
     log:
         f"{LOGS}/interactive_figures.log",
@@ -174,7 +181,8 @@ rule mfu_figure:
             f"{FIGURES}/mfu.png",
             caption="../../report/mfu.rst",
             category="1. Throughput",
-            labels={"figure": "model FLOPs utilisation"},
+            subcategory="figures",
+            labels={"name": "model FLOPs utilisation"},
         ),
     log:
         f"{LOGS}/mfu_figure.log",
