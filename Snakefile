@@ -26,3 +26,4 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+        rules.data_tables.output,

@@ -4,6 +4,7 @@ request that leaves the file. Screenshots go to results/<study>/screenshots/."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -41,6 +42,11 @@ def report(tmp_path_factory) -> Path:
     return path
 
 
+def categories(page: Page, category: str) -> list[str]:
+    """The subcategories the report lists under ``category``."""
+    return page.evaluate(f"Object.keys(categories[{json.dumps(category)}])")
+
+
 def wait_for(page: Page, expression: str, seconds: float = 20.0, context: int | None = None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -65,8 +71,11 @@ def open_category(page: Page, category: str) -> None:
 
 
 def show_result(page: Page, path: str) -> str:
-    """Open one result the way its button does (the report's own setView); its kind."""
+    """Open one result the way its button does (the report's own setView); its kind. A tidy
+    CSV is data to download, not a page: its kind is "data" and nothing is shown."""
     entry = page.evaluate(f"results[{json.dumps(path)}].mime_type")
+    if entry == "text/csv":
+        return "data"
     kind = "img" if entry.startswith("image/") else "html"
     page.evaluate(
         f"app.setView({{content: {json.dumps(kind)}, "
@@ -143,6 +152,26 @@ def check_html(page: Page, main_frame: str, path: str, since: int) -> str:
     return f"{rows} rows"
 
 
+def check_data(page: Page, path: str) -> str:
+    """A tidy CSV travels inside the report (and its zip) whole: its header and its rows
+    (none where the study had nothing to put there)."""
+    uri = page.evaluate(f"results[{json.dumps(path)}].data_uri")
+    assert uri.startswith("data:text/csv"), uri[:60]
+    lines = base64.b64decode(uri.split("base64,", 1)[1]).decode("utf-8").splitlines()
+    assert lines and "," in lines[0], f"{path}: no header"
+    return f"{len(lines) - 1} rows of data"
+
+
+def view_toggle(page: Page, category: str) -> str:
+    """The text of the static/interactive toggle over a category's interactive figures."""
+    page.evaluate("app.setView({navbarMode: 'menu'})")
+    page.pump(0.2)
+    view = {"navbarMode": "subcategory", "category": category, "subcategory": "interactive figures"}
+    page.evaluate(f"app.setView({json.dumps(view)})")
+    page.pump(0.3)
+    return page.evaluate("[...document.querySelectorAll('fieldset')].map(f => f.textContent)")
+
+
 def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
     browser = find_browser()
     if browser is None:
@@ -171,6 +200,9 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
                 since = len(page.events)
                 kind = show_result(page, path)
                 page.pump(0.5)
+                if kind == "data":
+                    seen[path] = check_data(page, path)
+                    continue
                 if kind == "img":
                     check_image(page)
                     seen[path] = "image"
@@ -178,13 +210,19 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
                     seen[path] = check_html(page, main_frame, path, since)
                 name = f"{number:02d}-{index:02d}-{slug(Path(path).stem)}.png"
                 page.screenshot(shots / name)
+        toggles = {
+            c: view_toggle(page, c) for c in order if "interactive figures" in categories(page, c)
+        }
         page.pump(0.5)
         problems = page.problems()
     assert not problems, "\n".join(problems)
     names = {Path(p).name for p in seen}
     assert {"findings.html", "post_vs_run.html", "throughput_interactive.html"} <= names
     assert {"speedup_interactive.html", "mfu.png", "throughput.png"} <= names
-    assert len(list(shots.glob("*.png"))) == len(seen) + 1
+    shown = [path for path, kind in seen.items() if not kind.endswith("of data")]
+    assert len(list(shots.glob("*.png"))) == len(shown) + 1
+    assert {"cells.csv", "fits.csv", "scaling.csv"} <= names, "tidy CSVs missing from the report"
+    assert toggles and all(t == ["viewinteractivestatic"] for t in toggles.values()), toggles
 
 
 def test_the_browser_check_catches_errors_requests_and_broken_images(tmp_path):

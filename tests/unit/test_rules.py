@@ -11,7 +11,9 @@ from conftest import REPO
 RULES = REPO / "workflow" / "rules"
 # what waits for every cell: every cell's result, the aggregate's tables, and the targets
 # that only collect
-AFTER_EVERY_CELL = re.compile(r"cell_results\(\)|\{TABLES\}|rules\.|training_tables\(")
+AFTER_EVERY_CELL = re.compile(
+    r"cell_results\(\)|\{TABLES\}|rules\.|training_tables\(|tidy_tables\b"
+)
 TARGETS = {"cells", "envs"}
 
 

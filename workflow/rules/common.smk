@@ -239,3 +239,10 @@ def final_outputs():
     if config["compare_with"]:
         outputs += list(rules.compare.output)
     return outputs
+
+
+def tidy_tables(wildcards):
+    """The study's tidy CSVs (every one final_outputs() or the remedies ask for), for the
+    report's data category."""
+    wanted = final_outputs() + list(rules.remedies.output)
+    return sorted({str(path) for path in wanted if str(path).endswith(".csv")})

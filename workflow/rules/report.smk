@@ -99,3 +99,21 @@ rule html_tables:
     script:
         "../scripts/step.py"
 
+
+rule data_tables:
+    input:
+        tables=tidy_tables,
+    output:
+        folder=report(
+            directory(f"{RESULTS}/data"),
+            patterns=["{name}.csv"],
+            caption="../../report/data.rst",
+            category="8. Data",
+            subcategory="tables",
+            labels={"name": "{name}.csv"},
+        ),
+    log:
+        f"{LOGS}/data_tables.log",
+    localrule: True
+    script:
+        "../scripts/step.py"

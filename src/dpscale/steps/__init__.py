@@ -23,6 +23,7 @@ STEPS: dict[str, Step] = {
     "quality_review": tables.quality_review,
     "aggregate": tables.aggregate,
     "html_tables": tables.html_tables,
+    "data_tables": tables.data_tables,
     "figures": tables.figures,
     "accuracy": tables.accuracy,
     "collectives": tables.collectives,

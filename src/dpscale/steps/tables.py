@@ -4,6 +4,7 @@ workflow/rules/analysis.smk, report.smk, collectives.smk)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,16 @@ def startup(inputs: Files, outputs: Files, params: Files) -> str:
     write(table, outputs["table"])
     startup_figure(table, figure_path(outputs["figure"]))
     return f"[dpscale] start-up of {len(table)} layouts"
+
+
+def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
+    """Every tidy CSV of the study into one folder, so ``snakemake --report x.zip`` carries
+    the data beside the pages that show it (a CSV outside tables/ is named by its folder)."""
+    folder = Path(outputs["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in map(Path, inputs["tables"]):
+        name = (
+            source.name if source.parent.name == "tables" else f"{source.parent.name}_{source.name}"
+        )
+        shutil.copyfile(source, folder / name)
+    return f"[dpscale] {len(inputs['tables'])} tidy tables for the report's data category"
