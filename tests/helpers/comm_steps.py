@@ -1,6 +1,7 @@
 """Steps of torch-ddp with a communication remedy on two gloo ranks, for a numpy reference.
 
-    python tests/helpers/comm_steps.py REMEDY STEPS    # torch environment; delayed or powersgd
+    python tests/helpers/comm_steps.py REMEDY STEPS    # torch environment; delayed, powersgd
+                                                       # or powersgd-buckets (one per tensor)
 
 Softmax regression (one dense layer, 16 inputs, 12 classes, with bias), the same initial
 weights on both ranks, a different batch of 4 per rank, the synthetic cells' SGD
@@ -29,6 +30,12 @@ from dpscale.plan.cell import SYNTHETIC_SGD
 from dpscale.plan.remedies import parse
 
 WORLD, BATCH, INPUTS, CLASSES, RANK = 2, 4, 16, 12, 2
+# a bucket cap below the bias' 48 bytes: the kernel and the bias each get a bucket of their own
+REMEDIES = {
+    "delayed": "delayed",
+    "powersgd": {"name": "powersgd", "rank": RANK},
+    "powersgd-buckets": {"name": "powersgd", "rank": RANK, "bucket_mb": 1e-5},
+}
 rng = np.random.default_rng(11)
 KERNEL = rng.normal(0, 0.3, (CLASSES, INPUTS)).astype(np.float32)
 BIAS = rng.normal(0, 0.1, CLASSES).astype(np.float32)
@@ -45,8 +52,10 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(KERNEL))
         layer.bias.copy_(torch.from_numpy(BIAS))
-    model = DistributedDataParallel(layer)
-    hooks = RemedyHooks(parse({"name": remedy, "rank": RANK} if remedy == "powersgd" else remedy))
+    comm = parse(REMEDIES[remedy])
+    bucket_mb = comm.bucket_mb or 25.0
+    model = DistributedDataParallel(layer, bucket_cap_mb=bucket_mb)
+    hooks = RemedyHooks(comm)
     hooks.register(model)
     optimizer = make_sgd(model.parameters(), SYNTHETIC_SGD)
     x, y = torch.from_numpy(X[rank]), torch.from_numpy(Y[rank])
@@ -58,6 +67,7 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
     result = {
         "kernel": layer.weight.detach().numpy().tolist(),
         "bias": layer.bias.detach().tolist(),
+        "comm": hooks.record()["comm"],
     }
     Path(out, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()

@@ -68,20 +68,60 @@ class DelayedAllreduce:
             work.wait()  # [distributed]
 
 
-def powersgd_hook() -> Callable[..., torch.futures.Future]:
-    """torch's PowerSGD hook; on gloo each bucket's chain of all-reduces finishes before the
-    next bucket's starts: the chains' callbacks otherwise issue gloo collectives in a
-    different order on different ranks (seen here: "Received data size doesn't match
-    expected size"), which gloo, unlike nccl, cannot match."""
-    if dist.get_backend() != "gloo":
-        return powerSGD_hook.powerSGD_hook
+class PowerSGDBuckets:
+    """torch's PowerSGD hook with a state and a process group of its own per bucket, so on
+    gloo several buckets' chains (three collectives, orthogonalisation, decompression) run at
+    once: gloo matches one group's collectives in order, and each bucket's chain issues its
+    collectives in the same order on every rank, while chains of different buckets finish in
+    different orders on different ranks (one group for all: "Received data size doesn't
+    match expected size"). Numerics are torch's (error feedback and warm start per bucket);
+    only Q's random start is drawn per bucket's state. torch counts steps on the state of the
+    last bucket, so this hook keeps the count for all of them."""
 
-    def one_bucket_at_a_time(state, bucket):  # no annotations: DDP checks them
-        future = powerSGD_hook.powerSGD_hook(state, bucket)
-        future.wait()  # [distributed]
+    def __init__(self, groups: list[Any], rank: int, start_iter: int) -> None:
+        self.states = [
+            powerSGD_hook.PowerSGDState(
+                process_group=group,
+                matrix_approximation_rank=rank,
+                start_powerSGD_iter=start_iter,
+                use_error_feedback=True,
+                warm_start=True,
+            )
+            for group in groups
+        ]
+        self.iter = 0
+        # this step's chains so far; how many ran at once, at most (1: no overlap)
+        self.step_futures: list[torch.futures.Future] = []
+        self.most_in_flight = 0
+
+    def __call__(self, bucket: dist.GradBucket) -> torch.futures.Future:
+        index = bucket.index()
+        if index >= len(self.states):
+            raise RuntimeError(f"PowerSGD: bucket {index} but {len(self.states)} process groups")
+        state = self.states[index]
+        state.iter = self.iter
+        running = sum(not future.done() for future in self.step_futures) + 1
+        self.most_in_flight = max(self.most_in_flight, running)
+        future = powerSGD_hook.powerSGD_hook(state, bucket)  # [distributed] on its own group
+        self.step_futures.append(future)
+        if bucket.is_last():
+            self.iter += 1
+            self.step_futures = []
         return future
 
-    return one_bucket_at_a_time
+    def compression_stats(self) -> tuple[float, int, int]:
+        """(ratio, elements before, elements after) over every bucket, as torch's state."""
+        before = sum(s.total_numel_before_compression for s in self.states)
+        after = sum(s.total_numel_after_compression for s in self.states)
+        return (before / after if after else 0.0), before, after
+
+
+def bucket_bound(model: torch.nn.Module, bucket_mb: float) -> int:
+    """At most how many buckets DDP makes: each but the last holds at least its cap (the
+    first's cap is 1 MiB or less), and none is empty."""
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    total = sum(p.numel() * p.element_size() for p in parameters)
+    return min(len(parameters), 2 + int(total // (bucket_mb * 2**20)) + 1)
 
 
 def wire_ratio(comm: Comm, state: Any) -> float:
@@ -147,17 +187,7 @@ class RemedyHooks:
             model.register_comm_hook(None, hook)  # [distributed]
             self.applied["hook"] = f"torch default_hooks.{hook.__name__}"
         elif self.comm.name == "powersgd":
-            self.state = powerSGD_hook.PowerSGDState(
-                process_group=None,
-                matrix_approximation_rank=self.comm.rank,
-                start_powerSGD_iter=POWERSGD_START_ITER,
-                use_error_feedback=True,
-                warm_start=True,
-            )
-            model.register_comm_hook(self.state, powersgd_hook())  # [distributed]
-            self.applied["hook"] = "torch powerSGD_hook.powerSGD_hook"
-            if dist.get_backend() == "gloo":
-                self.applied["hook"] += " (one bucket at a time on gloo)"
+            self._register_powersgd(model)
             self.applied.update(
                 rank=self.comm.rank, start_iter=POWERSGD_START_ITER, error_feedback=True
             )
@@ -174,6 +204,31 @@ class RemedyHooks:
                 "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own)"
             )
 
+    def _register_powersgd(self, model: DistributedDataParallel) -> None:
+        """torch's hook as torch registers it on nccl; on gloo one state and process group
+        per bucket (:class:`PowerSGDBuckets`), so buckets overlap."""
+        if dist.get_backend() != "gloo":
+            self.state = powerSGD_hook.PowerSGDState(
+                process_group=None,
+                matrix_approximation_rank=self.comm.rank,
+                start_powerSGD_iter=POWERSGD_START_ITER,
+                use_error_feedback=True,
+                warm_start=True,
+            )
+            model.register_comm_hook(self.state, powerSGD_hook.powerSGD_hook)  # [distributed]
+            self.applied["hook"] = "torch powerSGD_hook.powerSGD_hook"
+            return
+        bound = bucket_bound(model.module, self.comm.bucket_mb or DEFAULT_BUCKET_MB)
+        # [distributed] every rank creates the groups, in the same order
+        groups = [dist.new_group(backend="gloo") for _ in range(bound)]
+        self.state = PowerSGDBuckets(groups, self.comm.rank or 1, POWERSGD_START_ITER)
+        buckets = self.state
+        # a lambda: DDP checks a hook's annotations, which this module keeps as text
+        model.register_comm_hook(None, lambda _, bucket: buckets(bucket))  # [distributed]
+        self.applied["hook"] = (
+            f"torch powerSGD_hook.powerSGD_hook, a state and gloo group per bucket ({bound} groups)"
+        )
+
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""
         if self.comm.name in ("none", "delayed"):
@@ -181,6 +236,8 @@ class RemedyHooks:
         return compressed_allreduce(buffer, self.comm, world_size)
 
     def record(self) -> dict[str, Any]:
+        if isinstance(self.state, PowerSGDBuckets):
+            self.applied["most_buckets_in_flight"] = self.state.most_in_flight
         return {"comm": {**self.applied, "wire_ratio": wire_ratio(self.comm, self.state)}}
 
     def flush(self) -> None:
