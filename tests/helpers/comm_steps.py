@@ -33,6 +33,7 @@ WORLD, BATCH, INPUTS, CLASSES, RANK = 2, 4, 16, 12, 2
 # a bucket cap below the bias' 48 bytes: the kernel and the bias each get a bucket of their own
 REMEDIES = {
     "delayed": "delayed",
+    "delayed-fp16": "delayed-fp16",
     "powersgd": {"name": "powersgd", "rank": RANK},
     "powersgd-buckets": {"name": "powersgd", "rank": RANK, "bucket_mb": 1e-5},
 }

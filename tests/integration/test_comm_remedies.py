@@ -96,6 +96,24 @@ def delayed(step, grads, previous=[]):  # noqa: B006 (the reference's one buffer
     return applied
 
 
+def fp16_mean(step, grads):
+    """fp16_compress_hook's arithmetic: each rank's gradient over the world size, rounded to
+    float16, summed in float16 (two ranks: one rounding), back to float32."""
+    halves = [
+        tuple((np.float32(part) / len(grads)).astype(np.float16) for part in g) for g in grads
+    ]
+    return tuple(sum(h[i] for h in halves).astype(np.float64) for i in range(2))
+
+
+def delayed_fp16(step, grads, previous=[]):  # noqa: B006 (the reference's one buffer)
+    """ChainerMN's published remedy: double buffering of an fp16 all-reduce."""
+    if step == 0:
+        previous.clear()
+    applied = previous[0] if previous else tuple(np.zeros_like(g) for g in grads[0])
+    previous[:] = [fp16_mean(step, grads)]
+    return applied
+
+
 class PowerSGD:
     """Rank-r PowerSGD of the kernel, the bias all-reduced; error feedback on both (torch
     keeps one error per bucket: every element's local remainder), Q warm-started."""
@@ -118,11 +136,13 @@ class PowerSGD:
 
 
 @pytest.mark.parametrize(
-    ("remedy", "steps"), [("delayed", 3), ("powersgd", 5), ("powersgd-buckets", 5)]
+    ("remedy", "steps"),
+    [("delayed", 3), ("delayed-fp16", 3), ("powersgd", 5), ("powersgd-buckets", 5)],
 )
 def test_the_remedy_takes_the_reference_steps(remedy, steps):
     data = run_steps(remedy, steps)
-    averaged = delayed if remedy == "delayed" else PowerSGD(data["q0"])
+    averaged = {"delayed": delayed, "delayed-fp16": delayed_fp16}.get(remedy)
+    averaged = averaged or PowerSGD(data["q0"])
     kernel, bias = reference(data, steps, averaged)
     first, second = data["ranks"]
     for name in ("kernel", "bias"):  # every rank holds the same weights, bit for bit
@@ -132,6 +152,9 @@ def test_the_remedy_takes_the_reference_steps(remedy, steps):
     # and the remedy did change the steps: the plain all-reduce's reference differs
     plain_kernel, _ = reference(data, steps, plain)
     assert np.abs(plain_kernel - kernel).max() > 1e-4
+    if remedy == "delayed-fp16":  # and float16 on the wire is not float32's delayed step
+        fp32_kernel, _ = reference(data, steps, delayed)
+        assert np.abs(np.asarray(first["kernel"]) - fp32_kernel).max() > 2e-6
 
 
 def test_powersgd_on_gloo_gives_each_bucket_its_own_group():

@@ -31,6 +31,7 @@ from dpscale.analysis.findings import matching_rows
 from dpscale.analysis.fits import intervals_overlap
 from dpscale.analysis.words import batch_words, even_interval, layout_words, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
+from dpscale.plan.remedies import name_of
 
 MODE_POINT = [*MODE_LAYOUT, "batch_per_device"]
 REMEDY_COLUMNS = [
@@ -373,7 +374,7 @@ def _all_reached(runs: pd.DataFrame) -> float:
 # How far each remedy's update departs from synchronous SGD on exact gradients, least first:
 # a bucket size changes only when bytes move; fp16 and bf16 round the gradients; delayed
 # applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
-FIDELITY = ("none", "fp16", "bf16", "delayed", "powersgd", "2bit")
+FIDELITY = ("none", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
 RANK_RULE = (
     "the largest gain over no remedy at the largest per-device batch measured, among gains "
     "resolved above 1; where gains' 95% intervals overlap, the smaller break-even global "
@@ -406,7 +407,7 @@ def _tied_at(point: pd.DataFrame) -> pd.DataFrame:
 
 def _fidelity(comm: str) -> int:
     """A remedy key's place in FIDELITY (``powersgd-r2`` -> powersgd); unknown ones last."""
-    name = comm.split("-")[0]
+    name = name_of(comm)
     return FIDELITY.index(name) if name in FIDELITY else len(FIDELITY)
 
 

@@ -34,16 +34,20 @@ class DelayedAllreduce:
     all-reduces: gloo serves one group's collectives in order
     (docs/decisions/comm-remedies.md)."""
 
-    def __init__(self, world_size: int, group: Any = None) -> None:
+    def __init__(
+        self, world_size: int, group: Any = None, dtype: torch.dtype | None = None
+    ) -> None:
         self.world_size = world_size
         self.group = group
+        # the all-reduce's dtype (``delayed-fp16``: float16, as fp16_compress_hook sends)
+        self.dtype = dtype
         # id(parameter) -> (the all-reduce of its bucket, the summed buffer, offset, length)
         self.pending: dict[int, tuple[Any, torch.Tensor, int, int]] = {}
 
     def __call__(self, bucket: dist.GradBucket) -> torch.futures.Future:
         parameters = bucket.parameters()
         previous = torch.cat([self._previous(p).reshape(-1) for p in parameters])
-        sending = bucket.buffer().div(self.world_size)
+        sending = bucket.buffer().div(self.world_size).to(self.dtype or bucket.buffer().dtype)
         work = dist.all_reduce(
             sending, group=self.group, async_op=True
         )  # [distributed] left running
@@ -60,7 +64,7 @@ class DelayedAllreduce:
             return torch.zeros_like(parameter)
         work, summed, offset, length = self.pending[id(parameter)]
         work.wait()  # [distributed] the previous step's all-reduce
-        return summed[offset : offset + length]
+        return summed[offset : offset + length].to(parameter.dtype)
 
     def flush(self) -> None:
         """Waits for the last step's all-reduces (their gradients are never applied)."""
@@ -191,17 +195,19 @@ class RemedyHooks:
             self.applied.update(
                 rank=self.comm.rank, start_iter=POWERSGD_START_ITER, error_feedback=True
             )
-        elif self.comm.name == "delayed":
+        elif self.comm.name in ("delayed", "delayed-fp16"):
             # [distributed] every rank creates the group, in the same order
             group = dist.new_group(backend=dist.get_backend())
-            self.state = DelayedAllreduce(dist.get_world_size(), group)
+            dtype = torch.float16 if self.comm.name == "delayed-fp16" else None
+            self.state = DelayedAllreduce(dist.get_world_size(), group, dtype)
             delayed = self.state
             # a lambda: DDP checks a hook's annotations, which this module keeps as text
             model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
             # results before its own group read "... (1 step stale)": the hook's text says
             # which of the two a cell measured
             self.applied["hook"] = (
-                "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own)"
+                "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own"
+                + (", float16 on the wire)" if dtype else ")")
             )
 
     def _register_powersgd(self, model: DistributedDataParallel) -> None:
@@ -231,7 +237,7 @@ class RemedyHooks:
 
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""
-        if self.comm.name in ("none", "delayed"):
+        if self.comm.name in ("none", "delayed", "delayed-fp16"):
             return None
         return compressed_allreduce(buffer, self.comm, world_size)
 

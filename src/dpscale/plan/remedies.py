@@ -1,6 +1,7 @@
 """What a cell does to its gradients' communication when the network is too slow (config
 ``comm``): compress them (fp16, bf16, PowerSGD, MXNet's 2-bit), delay the all-reduce by one
-step (ChainerMN's double buffering), or change the bucket (fusion) size. ``none`` is the
+step (ChainerMN's double buffering; ``delayed-fp16`` with fp16 compression, as ChainerMN ran
+them), or change the bucket (fusion) size. ``none`` is the
 frameworks' own all-reduce; its cells keep their ids.
 
 Each adapter declares which remedies it supports (plan.strategy.CommSupport); the runner
@@ -22,12 +23,14 @@ REMEDIES: dict[str, float | None] = {
     "powersgd": None,
     "2bit": 16.0,
     "delayed": 1.0,
+    # both of ChainerMN's remedies at once, as its published run used them
+    "delayed-fp16": 2.0,
 }
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
 KEYS = ("name", "rank", "threshold", "bucket_mb")
 SHAPES = (
-    "a name (none, fp16, bf16, powersgd, 2bit, delayed) or "
+    "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16) or "
     "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb]}"
 )
 
@@ -97,6 +100,13 @@ def wire_bytes(comm: Comm, message_bytes: int) -> int:
     if comm.name == "2bit":
         return round(message_bytes / parameter_server_ratio(REMEDIES["2bit"] or 1.0))
     return round(message_bytes / (REMEDIES[comm.name] or 1.0))
+
+
+def name_of(key: str) -> str:
+    """The remedy's name in a key: ``powersgd-r2`` -> powersgd, ``delayed-fp16-bucket1`` ->
+    delayed-fp16 (the longest name the key starts with); an unknown key stays as it is."""
+    names = [name for name in REMEDIES if key == name or key.startswith(f"{name}-")]
+    return max(names, key=len) if names else key
 
 
 def _number(value: float | None) -> str:

@@ -28,9 +28,10 @@ from dpscale.analysis.commmodel.inputs import HOST, OBS_COLUMNS, Link, observati
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, combine, design, parts
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
 from dpscale.analysis.words import batch_words
+from dpscale.plan.remedies import name_of
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
-HIDDEN = ("delayed",)
+HIDDEN = ("delayed", "delayed-fp16")
 MAX_ENCODE_S = 100.0
 
 REMEDY_COLUMNS = [
@@ -145,7 +146,7 @@ def fit_remedies(
             rows.append(dict(base, status="not fitted", reason=reason))
             continue
         assert group is not None and group.chosen is not None
-        remedy = RemedyTerms(comm, ratio, comm.split("-")[0] in HIDDEN)
+        remedy = RemedyTerms(comm, ratio, name_of(comm) in HIDDEN)
         fit = group.fits[group.chosen]
         design_rows = design(obs, group.links, fit.parameters.free_links, emulation=True)
         measured = obs["step_time_s"].to_numpy(dtype=float)
