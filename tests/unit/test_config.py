@@ -231,6 +231,56 @@ def test_comm_remedies_are_cells_across_processes_and_none_keeps_the_ids(default
     assert type(cell).from_json(cell.to_json()) == cell
 
 
+def test_a_remedy_limited_to_networks_runs_only_there_and_training_takes_train_comm(
+    default_config,
+):
+    default_config.update(
+        strategies=["torch-ddp"],
+        nodes=[1, 2],
+        devices_per_node=[1],
+        networks=[{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}],
+        modes=["synthetic", "train"],
+        comm=["none", "fp16", {"name": "delayed-fp16", "networks": ["slow"]}],
+    )
+    default_config["train"].update(strategies=["torch-ddp"], nodes=[2], comm=["none", "fp16"])
+    cells = expand(check(default_config), STRATEGIES)
+    synthetic = {(c.network.name, c.comm.key) for c in cells if c.mode == "synthetic"}
+    assert ("slow", "delayed-fp16") in synthetic and ("fast", "delayed-fp16") not in synthetic
+    assert ("fast", "fp16") in synthetic
+    trained = {c.comm.key for c in cells if c.mode == "train"}
+    assert trained == {"none", "fp16"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"comm": [{"name": "delayed", "networks": ["nowhere"]}]},
+            "comm[0].networks: 'nowhere' is not a network of this study; allowed: ['host']",
+        ),
+        (
+            {"comm": [{"name": "delayed", "networks": "host"}]},
+            "comm[0].networks: 'host' is not allowed; allowed: a non-empty list of network "
+            "names ('host' for one node)",
+        ),
+        (
+            {"train": {"comm": ["fp32"]}},
+            "train.comm[0].name: 'fp32' is not allowed; allowed: ['none', 'fp16', 'bf16', "
+            "'powersgd', '2bit', 'delayed', 'delayed-fp16']",
+        ),
+    ],
+)
+def test_bad_remedy_networks_and_train_comm_get_one_line(default_config, change, message):
+    for key, value in change.items():
+        if isinstance(value, dict):
+            default_config[key].update(value)
+        else:
+            default_config[key] = value
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert str(error.value) == message
+
+
 def test_bf16_compression_is_skipped_on_cpu_with_torch_s_own_words(default_config):
     default_config.update(strategies=["torch-ddp"], nodes=[1], comm=["bf16"])
     cells = [

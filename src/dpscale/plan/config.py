@@ -103,7 +103,10 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_values(config)
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
-    _check_comm(config.get("comm", ["none"]))
+    _check_comm(config.get("comm", ["none"]), config.get("networks", ["host"]))
+    train_comm = (config.get("train") or {}).get("comm")
+    if train_comm is not None:
+        _check_comm(train_comm, ["host"], "train.comm")
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(config)
     )
@@ -152,12 +155,21 @@ def _check_values(value: Any, path: tuple = ()) -> None:
             )
 
 
-def _check_comm(entries: Any) -> None:
-    """``comm``: each remedy's name and parameters, in one line naming the entry."""
+def _check_comm(entries: Any, networks: list[Any], field: str = "comm") -> None:
+    """``comm``: each remedy's name and parameters, and the networks it is limited to, in
+    one line naming the entry."""
     try:
         remedies.parse_all(entries)
     except remedies.CommError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(str(error).replace("comm", field, 1)) from None
+    known = {remedies.ONE_NODE} | {n if isinstance(n, str) else n.get("name") for n in networks}
+    for index, entry in enumerate(entries):
+        unknown = sorted((remedies.networks_of(entry) or set()) - known)
+        if unknown:
+            raise ConfigError(
+                f"{field}[{index}].networks: {unknown[0]!r} is not a network of this study; "
+                f"allowed: {sorted(known)}"
+            )
 
 
 def _dates_as_text(config: dict[str, Any]) -> dict[str, Any]:

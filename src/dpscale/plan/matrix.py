@@ -116,12 +116,24 @@ def _networks(config: dict[str, Any], nodes: int) -> list[Network]:
     return [Network.from_config(entry) for entry in config["networks"]]
 
 
-def _comms(config: dict[str, Any], processes: int) -> list[remedies.Comm]:
+def _comms(
+    config: dict[str, Any], processes: int, network: Network | None = None
+) -> list[remedies.Comm]:
     """The remedies of cells whose gradients travel between processes; a one-process cell
-    has no such traffic and is measured once, as the baseline of every remedy."""
+    has no such traffic and is measured once, as the baseline of every remedy. On a
+    ``network`` (synthetic and collectives cells), only the remedies whose ``networks``
+    include it; training cells (no network given) take ``train.comm`` when set."""
     if processes == 1:
         return [remedies.NONE]
-    return remedies.parse_all(config["comm"])
+    if network is None:
+        return remedies.parse_all(config["train"].get("comm") or config["comm"])
+    entries = config["comm"]
+    wanted = [remedies.networks_of(entry) for entry in entries]
+    return [
+        comm
+        for comm, names in zip(remedies.parse_all(entries), wanted, strict=True)
+        if names is None or network.name in names
+    ]
 
 
 def _measure(config: dict[str, Any]) -> Measure:
@@ -160,7 +172,7 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             range(config["measure"]["repeats"]),
         )
         for network in _networks(config, nodes)
-        for comm in _comms(config, nodes * devices)
+        for comm in _comms(config, nodes * devices, network)
     ]
 
 
@@ -209,7 +221,7 @@ def _collective_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]
             config["strategies"], sorted(config["nodes"]), sorted(config["devices_per_node"])
         )
         for network in _networks(config, nodes)
-        for comm in _comms(config, nodes * devices)
+        for comm in _comms(config, nodes * devices, network)
     ]
 
 

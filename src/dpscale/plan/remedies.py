@@ -28,11 +28,13 @@ REMEDIES: dict[str, float | None] = {
 }
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
-KEYS = ("name", "rank", "threshold", "bucket_mb")
+KEYS = ("name", "rank", "threshold", "bucket_mb", "networks")
 SHAPES = (
     "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16) or "
-    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb]}"
+    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb][, networks]}"
 )
+# the network of cells on one node, for a remedy's ``networks``
+ONE_NODE = "host"
 
 
 class CommError(ValueError):
@@ -171,11 +173,28 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+def networks_of(entry: Any, where: str = "comm[0]") -> frozenset[str] | None:
+    """The networks an entry's synthetic and collectives cells run on (``networks``;
+    ``host``: one node), None for all of them. Training cells ignore it: a remedy's accuracy
+    does not depend on the link."""
+    if not isinstance(entry, dict) or "networks" not in entry:
+        return None
+    names = entry["networks"]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise CommError(
+            f"{where}.networks: {names!r} is not allowed; allowed: a non-empty list of network "
+            f"names ({ONE_NODE!r} for one node)"
+        )
+    return frozenset(names)
+
+
 def parse_all(entries: Any) -> list[Comm]:
     """The config's ``comm`` list, each entry checked, no remedy twice."""
     if not isinstance(entries, list) or not entries:
         raise CommError(f"comm: {entries!r} is not allowed; allowed: a non-empty list of {SHAPES}")
     remedies = [parse(entry, f"comm[{index}]") for index, entry in enumerate(entries)]
+    for index, entry in enumerate(entries):
+        networks_of(entry, f"comm[{index}]")
     keys = [remedy.key for remedy in remedies]
     for index, key in enumerate(keys):
         if key in keys[:index]:
