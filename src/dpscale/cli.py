@@ -23,7 +23,12 @@ def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
     try:
         for path in [REPO_ROOT / "config.yaml", *files]:
             config = merged(config, load_yaml(path))
-        return plan_study(config, STRATEGIES)
+        checked, cells = plan_study(config, STRATEGIES)
+        if checked["imports"]:  # the logs, read as the workflow reads them (this loads pandas)
+            from dpscale.steps.imports import check
+
+            check(checked)
+        return checked, cells
     except ConfigError as error:
         raise SystemExit(f"dpscale: config error: {error}") from None
 

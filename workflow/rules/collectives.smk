@@ -1,12 +1,14 @@
-# Collectives cells (mode collectives) -> per-size table, alpha-beta fits, bus bandwidth.
-# A study without collectives cells gets empty tables (with their headers) and a figure
-# that says so; the report asks for them only when mode collectives is in the study.
+# Collectives cells (mode collectives) and imported all_reduce_perf logs (imports.smk) ->
+# per-size table, alpha-beta fits per source, bus bandwidth. A study with neither gets empty
+# tables (with their headers) and a figure that says so; the report asks for them only when
+# the study has mode collectives or a nccl-tests import.
 
 
 rule collectives:
     input:
         results=cell_results("collectives"),
         again=again_results("collectives"),
+        imported=imported_collectives_table(),
     output:
         table=f"{TABLES}/collectives.csv",
         fits=f"{TABLES}/comm_fits.csv",

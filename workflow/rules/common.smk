@@ -6,6 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from dpscale.analysis.import_logs import check_imports
 from dpscale.launch.cluster import cell_resource
 from dpscale.launch.envs import READY_MARKER, env_folder_name
 from dpscale.launch.interpreters import InterpreterError, probe_configured
@@ -20,10 +21,11 @@ from dpscale.registry import STRATEGIES
 from dpscale.render.rst import plain_text
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
-# strategies declare) with defaults filled in, the rules a schema cannot express, and the
-# matrix, expanded once here (plan.study).
+# strategies declare) with defaults filled in, the rules a schema cannot express, the
+# matrix, expanded once here (plan.study), and every imported log, read once.
 try:
     checked, planned_cells = plan_study(config, STRATEGIES)
+    check_imports(checked["imports"])
     # a --profile's placeholders (slurm/config.yaml): before any job is submitted
     check_default_resources(
         getattr(workflow.resource_settings.default_resources, "args", None) or ()
@@ -186,6 +188,19 @@ def cifar10_source_args(wildcards):
     return f"--source {source}" if source else ""
 
 
+# -- what users measured elsewhere (imports.smk) ----------------------------------------
+
+
+def imported(kind):
+    """The study's imports of one kind (config imports)."""
+    return [entry for entry in config["imports"] if entry["kind"] == kind]
+
+
+def imported_collectives_table():
+    """The collectives rule reads the imported all_reduce_perf rows when there are any."""
+    return rules.imports.output.collectives if imported("nccl-tests") else []
+
+
 # -- findings and the communication model (findings.smk, model.smk) ---------------------
 
 
@@ -227,7 +242,9 @@ def final_outputs():
         outputs += list(rule_.output)
     if "train" in config["modes"]:
         outputs += list(rules.accuracy.output)
-    if "collectives" in config["modes"]:
+    if config["imports"]:
+        outputs += list(rules.imports.output)
+    if "collectives" in config["modes"] or imported("nccl-tests"):
         outputs += list(rules.collectives.output)
     for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
         outputs += list(rule_.output)

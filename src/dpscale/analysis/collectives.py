@@ -1,5 +1,7 @@
 """Tidy tables of collectives cells: one row per (cell, message size), and the alpha-beta
-fit per strategy, network and layout (analysis.alpha_beta)."""
+fit per strategy, network, layout and source (analysis.alpha_beta). ``source`` is
+``measured`` for dpscale's own cells and imported:<kind>:<file> for an all_reduce_perf log a
+user brought (analysis.imports): both stay in the tables, each fitted on its own."""
 
 from __future__ import annotations
 
@@ -24,8 +26,11 @@ LAYOUT = [
     "devices_per_node",
     "world_size",
 ]
+MEASURED = "measured"
+# one fit per group: imported rows are never pooled with measured ones
+FIT_GROUP = [*LAYOUT, "source"]
 COLLECTIVES_COLUMNS = [
-    *LAYOUT,
+    *FIT_GROUP,
     "cell_id",
     "message_bytes",
     "time_s",
@@ -45,7 +50,7 @@ COLLECTIVES_COLUMNS = [
 ]
 # read by the communication model by these names: keep them
 COMM_FITS_COLUMNS = [
-    *LAYOUT,
+    *FIT_GROUP,
     "alpha_s",
     "alpha_lo",
     "alpha_hi",
@@ -113,6 +118,7 @@ def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "nodes": cell["nodes"],
             "devices_per_node": cell["devices_per_node"],
             "world_size": cell["world_size"],
+            "source": MEASURED,
             "cell_id": cell["cell_id"],
             "link_GB_s": link_rate_GB_s(cell),
             "op": record["op"],
@@ -121,17 +127,30 @@ def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
         }
         rows += [_size_row(base, size) for size in record["sizes"]]
     table = pd.DataFrame(rows, columns=COLLECTIVES_COLUMNS)
-    return table.sort_values([*LAYOUT, "message_bytes"]).reset_index(drop=True)
+    return table.sort_values([*FIT_GROUP, "message_bytes"]).reset_index(drop=True)
+
+
+def with_imported(measured: pd.DataFrame, imported: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows and the imported ones (analysis.imports) in one table, each with
+    its source."""
+    frames = [f.reindex(columns=COLLECTIVES_COLUMNS) for f in (measured, imported) if not f.empty]
+    if not frames:
+        return measured.reindex(columns=COLLECTIVES_COLUMNS)
+    table = pd.concat(frames, ignore_index=True)
+    return table.sort_values([*FIT_GROUP, "message_bytes"]).reset_index(drop=True)
 
 
 def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
-    """alpha (s) and beta (GB/s) of the ring model per strategy, network and layout, fitted
-    to the median per-call times of every size of the group's cells except contaminated
-    ones (other work took CPU from them)."""
+    """alpha (s) and beta (GB/s) of the ring model per strategy, network, layout and source,
+    fitted to the median per-call times of every size of the group's cells except
+    contaminated ones (other work took CPU from them); an imported log is a group of its
+    own, fitted to the mean times it prints."""
     rows = []
+    if "source" not in collectives.columns:  # a table written before sources
+        collectives = collectives.assign(source=MEASURED)
     usable = collectives[collectives["quality"].fillna("") != "contaminated"]
-    for key, group in collectives.groupby(LAYOUT, sort=True, dropna=False):
-        row: dict[str, Any] = dict(zip(LAYOUT, key, strict=True))
+    for key, group in collectives.groupby(FIT_GROUP, sort=True, dropna=False):
+        row: dict[str, Any] = dict(zip(FIT_GROUP, key, strict=True))
         points = usable.loc[usable.index.intersection(group.index)]
         try:
             if points.empty:

@@ -117,6 +117,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     _check_combinations(filled)
     _check_paths(filled)
+    _check_imports(filled["imports"])
     _check_train_nodes(filled)
     _check_cost(filled)
     return filled
@@ -369,6 +370,43 @@ def _check_paths(config: dict[str, Any]) -> None:
                 "this user can write, or one that can be made inside such a folder (each "
                 "name at most 255 bytes)"
             )
+
+
+def import_source(entry: Mapping[str, Any]) -> str:
+    """What every row of an ``imports`` entry carries in ``source``:
+    imported:<kind>:<label, else the log's file name>."""
+    return f"imported:{entry['kind']}:{entry.get('label') or Path(entry['path']).name}"
+
+
+def _check_imports(entries: list[dict[str, Any]]) -> None:
+    """``imports``: each log exists, each entry says what it is, and no two carry the same
+    source; what is in the logs is read by analysis.import_logs when the workflow starts
+    (common.smk)."""
+    sources: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        _check_import(f"imports[{index}]", entry)
+        source = import_source(entry)
+        if source in sources:
+            raise ConfigError(
+                f"imports[{index}]: imports[{sources[source]}] has the same source {source!r}; "
+                "allowed: a label that tells them apart"
+            )
+        sources[source] = index
+
+
+def _check_import(where: str, entry: dict[str, Any]) -> None:
+    path = entry["path"]
+    if not _exists(Path(path)) or not Path(path).is_file():
+        raise ConfigError(f"{where}.path: {path[:80]!r} is not a file; allowed: a log file")
+    if "placement" in entry and entry["kind"] != "nccl-tests":
+        raise ConfigError(
+            f"{where}.placement: only for kind 'nccl-tests' (all_reduce_perf's in-place "
+            f"and out-of-place columns); {entry['kind']!r} has none"
+        )
+    if entry["kind"] == "nccl-tests" and entry["nodes"] * entry["devices_per_node"] < 2:
+        raise ConfigError(
+            f"{where}: an all-reduce needs at least 2 ranks; allowed: nodes x devices_per_node >= 2"
+        )
 
 
 def _exists(path: Path) -> bool:

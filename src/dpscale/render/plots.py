@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dpscale.analysis import fits  # noqa: E402
+from dpscale.analysis.collectives import MEASURED  # noqa: E402
 from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT  # noqa: E402
@@ -255,7 +256,8 @@ def collectives_figure(
 ) -> None:
     """All-reduce bus bandwidth vs message size (log-log): a panel per network, a colour per
     strategy, a line style per layout; bars from the 10th to the 90th percentile window, the
-    fitted ring model (alpha, beta) as a thin line."""
+    fitted ring model (alpha, beta) as a thin line. An imported log is a line of its own,
+    labelled with its source."""
     table, comm_fits = without_remedies(table), without_remedies(comm_fits)
     if table.empty:
         empty_figure(path, "No collective cells in this study (mode collectives).")
@@ -263,14 +265,21 @@ def collectives_figure(
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(table, known)
     figure, panels = _panels(sorted(table["network"].unique()))
-    keys = ["network", "strategy", "world_size", "nodes"]
+    keys = ["network", "strategy", "world_size", "nodes", "source"]
+    table, comm_fits = (
+        f if "source" in f else f.assign(source=MEASURED) for f in (table, comm_fits)
+    )
     fitted = comm_fits[comm_fits["status"] == "ok"].set_index(keys)
-    for (network, strategy, world, nodes), group in table.groupby(keys):
+    for (network, strategy, world, nodes, source), group in table.groupby(keys):
         axis, colour = panels[network], colours[strategy]
         linestyle, marker = styles[(world, nodes, network)]
         group = group.sort_values("message_bytes")
-        spread = [group["busbw_GB_s"] - group["busbw_lo_GB_s"]]
-        spread.append(group["busbw_hi_GB_s"] - group["busbw_GB_s"])
+        # an imported log prints one time per size: no bars
+        spread = [(group["busbw_GB_s"] - group["busbw_lo_GB_s"]).fillna(0)]
+        spread.append((group["busbw_hi_GB_s"] - group["busbw_GB_s"]).fillna(0))
+        label = f"{strategy}, {layout_label(world, nodes, network)}"
+        if source != MEASURED:  # the panel names the network; the source names the log
+            label = f"imported: {source.split(':', 2)[-1]} ({world} devices, {nodes} nodes)"
         axis.errorbar(
             group["message_bytes"],
             group["busbw_GB_s"],
@@ -279,10 +288,10 @@ def collectives_figure(
             linestyle=linestyle,
             marker=marker,
             capsize=3,
-            label=f"{strategy}, {layout_label(world, nodes, network)}",
+            label=label,
         )
-        if (network, strategy, world, nodes) in fitted.index:
-            fit = fitted.loc[(network, strategy, world, nodes)]
+        if (network, strategy, world, nodes, source) in fitted.index:
+            fit = fitted.loc[(network, strategy, world, nodes, source)]
             sizes = np.geomspace(group["message_bytes"].min(), group["message_bytes"].max(), 100)
             seconds = [
                 ring.ring_allreduce_seconds(s, world, fit["beta_GB_s"] * 1e9, fit["alpha_s"])

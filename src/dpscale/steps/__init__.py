@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.steps import compare, findings, model, tables
+from dpscale.steps import compare, findings, imports, model, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
@@ -27,6 +27,7 @@ STEPS: dict[str, Step] = {
     "figures": tables.figures,
     "accuracy": tables.accuracy,
     "collectives": tables.collectives,
+    "imports": imports.imports,
     "drift": tables.drift,
     "startup": tables.startup,
     "cost": findings.cost,

@@ -26,7 +26,7 @@ from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
 from dpscale.render.html import write_table_html
 from dpscale.render.startup_plot import startup_figure
-from dpscale.steps.io import figure_path, or_message, read, write
+from dpscale.steps.io import figure_path, or_message, read, read_optional, write
 
 Files = Mapping[str, Any]
 
@@ -132,18 +132,23 @@ def accuracy(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def collectives(inputs: Files, outputs: Files, params: Files) -> str:
-    """Collectives cells -> per-size table, alpha-beta fits, bus-bandwidth figure, HTML."""
-    sizes = coll.collectives_table(tbl.load_results(inputs["results"], inputs.get("again", ())))
+    """Collectives cells (and imported all_reduce_perf logs, rule imports) -> per-size table,
+    alpha-beta fits, bus-bandwidth figure, HTML; every row says its source."""
+    measured = coll.collectives_table(tbl.load_results(inputs["results"], inputs.get("again", ())))
+    sizes = coll.with_imported(measured, read_optional(inputs.get("imported")))
     comm_fits = coll.comm_fits_table(sizes)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
     plots.collectives_figure(sizes, comm_fits, figure_path(outputs["figure"]), list(STRATEGIES))
     shown = or_message(
-        comm_fits, "alpha-beta fits", "no collective cells in this study (mode collectives)"
+        comm_fits,
+        "alpha-beta fits",
+        "no collective cells in this study (mode collectives) and no nccl-tests log in imports",
     )
     write_table_html(shown, outputs["fits_html"], "All-reduce latency and bandwidth (ring model)")
     fitted = int((comm_fits["status"] == "ok").sum())
-    return f"[dpscale] {len(sizes)} message sizes; {fitted} fits"
+    imported = len(sizes) - len(measured)
+    return f"[dpscale] {len(sizes)} message sizes ({imported} imported); {fitted} fits"
 
 
 def drift(inputs: Files, outputs: Files, params: Files) -> str:
