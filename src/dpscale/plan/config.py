@@ -356,6 +356,12 @@ def _check_paths(config: dict[str, Any]) -> None:
             f"compare_with: {earlier[:80]!r} has no tables/cells.csv; allowed: an earlier "
             "study's results folder (results/<study>) after its analysis ran, or empty"
         )
+    locks = config["env_locks"]
+    if locks and not _is_dir(Path(locks)):
+        raise ConfigError(
+            f"env_locks: {locks[:80]!r} is not a folder; allowed: the folder `dpscale lock "
+            "--out` wrote lock files to, or empty (envs/)"
+        )
     folders = {
         "results_dir": config["results_dir"],
         "env_dir": config["env_dir"],
@@ -412,6 +418,13 @@ def _check_import(where: str, entry: dict[str, Any]) -> None:
 def _exists(path: Path) -> bool:
     try:
         return path.exists()
+    except OSError:  # a name too long for the file system
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
     except OSError:  # a name too long for the file system
         return False
 
