@@ -216,7 +216,7 @@ def _workflow_commands(commands) -> None:
         "lock", help="write <env>.lock from the study's built environments (pip freeze)"
     )
     _study_arguments(locks)
-    locks.add_argument("--env", action="append", help="only this environment (torch, ...)")
+    locks.add_argument("--env", action="append", help="only this environment (a name in envs/)")
     locks.add_argument(
         "--out", type=Path, help="the lock files' folder (default: env_locks, else envs/)"
     )
