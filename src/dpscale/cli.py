@@ -67,8 +67,7 @@ def rerun_failed(args: argparse.Namespace) -> None:
     if not paths:
         print("dpscale: no failed or oom cell in this study: nothing to rerun")
         return
-    command = [_snakemake(), *(f"--configfile={f}" for f in args.files), *args.snakemake_args]
-    command += ["--forcerun", *map(str, paths)]
+    command = workflow_command(args.files, [*args.snakemake_args, "--forcerun", *map(str, paths)])
     print(f"dpscale: rerunning {len(paths)} cell(s): {' '.join(command)}", flush=True)
     if not args.dry_run:
         os.execv(command[0], command)
