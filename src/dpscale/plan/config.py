@@ -104,7 +104,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
     _check_comm(config.get("comm", ["none"]), config.get("networks", ["host"]))
-    train_comm = (config.get("train") or {}).get("comm")
+    train = config.get("train")  # not yet checked: a wrong type is the schema's to name
+    train_comm = train.get("comm") if isinstance(train, dict) else None
     if train_comm is not None:
         _check_comm(train_comm, ["host"], "train.comm")
     error = jsonschema.exceptions.best_match(
