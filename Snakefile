@@ -5,7 +5,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# the defaults beside this Snakefile, in a checkout and in an installed package alike
+# (snakemake --snakefile ... --directory <elsewhere>); study files come over it
+configfile: f"{workflow.basedir}/config.yaml"
 
 
 report: "report/workflow.rst"

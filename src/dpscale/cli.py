@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,13 @@ def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
     config and its cells, or one line naming the bad field."""
     from dpscale.plan.config import load_yaml, merged
     from dpscale.plan.errors import ConfigError
-    from dpscale.plan.paths import REPO_ROOT
+    from dpscale.plan.paths import WORKFLOW_ROOT
     from dpscale.plan.study import plan_study
     from dpscale.registry import STRATEGIES
 
     config: dict = {}
     try:
-        for path in [REPO_ROOT / "config.yaml", *files]:
+        for path in [WORKFLOW_ROOT / "config.yaml", *files]:
             config = merged(config, load_yaml(path))
         checked, cells = plan_study(config, STRATEGIES)
         if checked["imports"]:  # the logs, read as the workflow reads them (this loads pandas)
@@ -66,8 +67,7 @@ def rerun_failed(args: argparse.Namespace) -> None:
     if not paths:
         print("dpscale: no failed or oom cell in this study: nothing to rerun")
         return
-    command = [_snakemake(), *(f"--configfile={f}" for f in args.files), *args.snakemake_args]
-    command += ["--forcerun", *map(str, paths)]
+    command = workflow_command(args.files, [*args.snakemake_args, "--forcerun", *map(str, paths)])
     print(f"dpscale: rerunning {len(paths)} cell(s): {' '.join(command)}", flush=True)
     if not args.dry_run:
         os.execv(command[0], command)
@@ -80,6 +80,86 @@ def _snakemake() -> str:
     if not found:
         raise SystemExit("dpscale: snakemake not found beside this Python or on PATH")
     return found
+
+
+def study_files(args: argparse.Namespace) -> list[Path]:
+    """The study files given as arguments and with --configfile, in that order."""
+    return [*args.files, *(args.configfile or [])]
+
+
+def workflow_command(files: list[Path], extra: list[str]) -> list[str]:
+    """Snakemake with dpscale's own Snakefile (the checkout's, or the installed package's
+    copy) working in the current folder: results/ and .envs/ go here. The Snakefile reads
+    its config.yaml from beside itself; the study files come over it."""
+    from dpscale.plan.paths import WORKFLOW_ROOT
+
+    snakefile = WORKFLOW_ROOT / "Snakefile"
+    if not snakefile.is_file():
+        raise SystemExit(f"dpscale: no Snakefile at {snakefile}: reinstall dpscale")
+    configs = ["--configfile", *map(str, files)] if files else []
+    # the config files first: Snakemake's --configfile takes every word up to an option
+    return [
+        _snakemake(),
+        *configs,
+        "--snakefile",
+        str(snakefile),
+        "--directory",
+        str(Path.cwd()),
+        *extra,
+    ]
+
+
+def _call(command: list[str]) -> int:
+    print(f"dpscale: {' '.join(command)}", flush=True)
+    return subprocess.run(command, check=False).returncode
+
+
+DRY_RUN = {"-n", "--dry-run", "--dryrun"}
+
+
+def run(args: argparse.Namespace) -> None:
+    """The study, then its report (as `make study` does in a checkout)."""
+    files = study_files(args)
+    code = _call(workflow_command(files, args.snakemake_args))
+    dry = bool(DRY_RUN & set(args.snakemake_args))  # no figures yet to report
+    if code == 0 and not (args.no_report or dry):
+        code = _report(files, args.snakemake_args)
+    raise SystemExit(code)
+
+
+def report(args: argparse.Namespace) -> None:
+    raise SystemExit(_report(study_files(args), args.snakemake_args))
+
+
+def _report(files: list[Path], extra: list[str]) -> int:
+    config, _ = _planned(files)
+    path = Path(config["results_dir"]) / config["study"] / "report.html"
+    code = _call(workflow_command(files, [*extra, "--report", str(path)]))
+    if code == 0:
+        print(f"dpscale: report: {path}")
+    return code
+
+
+def lock(args: argparse.Namespace) -> None:
+    """``<env>.lock`` from each built environment of the study (its ``pip freeze``)."""
+    from dpscale.launch.envs import LockError, env_prefix, lock_path, write_lock
+    from dpscale.registry import STRATEGIES
+
+    config, _ = _planned(study_files(args))
+    configured = Path(config["env_locks"]).absolute() if config["env_locks"] else None
+    out = args.out.absolute() if args.out else configured
+    names = args.env or sorted(
+        {STRATEGIES[name].env for name in config["strategies"]} - set(config["interpreters"])
+    )
+    for name in names:
+        try:
+            prefix = env_prefix(name, Path(config["env_dir"]).absolute(), locks_dir=configured)
+            path = write_lock(name, prefix, lock_path(name, locks_dir=out))
+        except (LockError, FileNotFoundError) as error:
+            raise SystemExit(f"dpscale: {error}") from None
+        print(f"dpscale: {name}: wrote {path}")
+    if out != configured:
+        print(f"dpscale: a study builds from these locks with `env_locks: {out}` in its config")
 
 
 COMPARE_OUTPUTS = ("ratios", "only", "fits", "links")
@@ -109,12 +189,47 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _study_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
+    parser.add_argument(
+        "--configfile", nargs="+", type=Path, action="extend", help="study files, as Snakemake's"
+    )
+
+
+def _workflow_commands(commands) -> None:
+    """run, report and lock: the workflow from any folder, a checkout's or an installed one."""
+    study = commands.add_parser(
+        "run",
+        help="run a study with dpscale's workflow in this folder, then write its report; "
+        "Snakemake's own options after --",
+    )
+    _study_arguments(study)
+    study.add_argument("--no-report", action="store_true", help="run the study only")
+    study.set_defaults(func=run)
+    page = commands.add_parser(
+        "report", help="write a study's report (snakemake --report); Snakemake's options after --"
+    )
+    _study_arguments(page)
+    page.set_defaults(func=report)
+    locks = commands.add_parser(
+        "lock", help="write <env>.lock from the study's built environments (pip freeze)"
+    )
+    _study_arguments(locks)
+    locks.add_argument("--env", action="append", help="only this environment (a name in envs/)")
+    locks.add_argument(
+        "--out", type=Path, help="the lock files' folder (default: env_locks, else envs/)"
+    )
+    locks.set_defaults(func=lock)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     parser.add_argument("--version", action="version", version=f"dpscale {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
-        "check-config", help="check study files as the workflow merges them over config.yaml"
+        "check-config",
+        aliases=["check"],
+        help="check study files as the workflow merges them over config.yaml",
     )
     check.add_argument("files", nargs="*", type=Path, help="study files (YAML)")
     check.set_defaults(func=check_config_files)
@@ -144,12 +259,13 @@ def main(argv: list[str] | None = None) -> None:
     rerun.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
     rerun.add_argument("--dry-run", action="store_true", help="print the command only")
     rerun.set_defaults(func=rerun_failed)
+    _workflow_commands(commands)
     argv = sys.argv[1:] if argv is None else list(argv)
     ours, passed = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     )
     args = parser.parse_args(ours)
-    args.snakemake_args = passed  # after --: Snakemake's own options (rerun-failed)
+    args.snakemake_args = passed  # after --: Snakemake's own options (run, report, rerun-failed)
     args.func(args)
 
 

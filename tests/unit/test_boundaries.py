@@ -49,8 +49,9 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
     "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),
-    # what a person types; compare runs an analysis step (the analysis extra)
-    "cli": ({"plan", "registry", "steps"}, set()),
+    # what a person types; compare runs an analysis step (the analysis extra), lock
+    # freezes a built environment (launch.envs)
+    "cli": ({"plan", "registry", "steps", "launch"}, set()),
 }
 
 

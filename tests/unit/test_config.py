@@ -70,6 +70,10 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             "train.cifar10_source: '/nonexistent/cifar-10-python.tar.gz' does not exist",
         ),
         (
+            lambda c: c.update(env_locks="/nonexistent/locks"),
+            "env_locks: '/nonexistent/locks' is not a folder; allowed: the folder",
+        ),
+        (
             lambda c: c["measure"].update(timeout_s=60, collective_timeout_s=60),
             "measure.collective_timeout_s: 60 must be below measure.timeout_s (60)",
         ),

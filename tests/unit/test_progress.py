@@ -95,7 +95,7 @@ def test_rerun_failed_forces_exactly_the_failed_and_oom_results(half_done, capsy
         if json.loads((cells_dir / f"{cell_id}.json").read_text())["status"] in ("failed", "oom")
     }
     assert set(forced) == expected and len(forced) == 2
-    assert f"--configfile={study} --profile slurm --forcerun" in out
+    assert f"--configfile {study} --snakefile" in out and "--profile slurm --forcerun" in out
 
 
 def test_a_study_with_nothing_failed_has_nothing_to_rerun(

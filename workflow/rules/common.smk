@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dpscale.analysis.import_logs import check_imports
 from dpscale.launch.cluster import cell_resource
-from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.launch.envs import READY_MARKER, LockError, env_folder_name
 from dpscale.launch.interpreters import InterpreterError, probe_configured
 from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
@@ -108,8 +108,20 @@ def slurm_resource(name):
     return lambda wildcards: cell_resource(cell_for(wildcards), config["cluster"], name)
 
 
+# lock files (dpscale lock) from the config's folder, else beside envs/<name>.txt
+LOCKS_DIR = Path(config["env_locks"]).absolute() if config["env_locks"] else None
+
+
 def env_marker(name):
-    return f"{config['env_dir']}/{env_folder_name(name)}/{READY_MARKER}"
+    try:
+        folder = env_folder_name(name, locks_dir=LOCKS_DIR)
+    except LockError as error:
+        sys.exit(f"dpscale: {error}")
+    return f"{config['env_dir']}/{folder}/{READY_MARKER}"
+
+
+def locks_args():
+    return f"--locks-dir {shlex.quote(str(LOCKS_DIR))}" if LOCKS_DIR else ""
 
 
 def cell_env_marker(wildcards):

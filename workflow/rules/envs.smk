@@ -1,4 +1,5 @@
-# One virtual environment per framework, pip-built from envs/<name>.txt (+ <name>.post.sh).
+# One virtual environment per framework, pip-built from envs/<name>.txt (+ <name>.post.sh),
+# or from its lock file (<name>.lock, dpscale lock) where there is one.
 # The folder name carries the files' content hash: an edited file builds a new environment,
 # an unchanged one is reused. The files are params, not inputs, so a touched but unchanged
 # file does not trigger a rebuild.
@@ -14,8 +15,9 @@ rule build_env:
         bench_slot=1,  # never beside a cell (which takes 2); two builds side by side
     params:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
+        locks=locks_args(),
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch.envs {wildcards.env} --env-dir {params.env_dir} > {log} 2>&1"
+        "$DPSCALE_PYTHON -m dpscale.launch.envs {wildcards.env} --env-dir {params.env_dir} {params.locks} > {log} 2>&1"
 
 
 rule envs:

@@ -8,6 +8,10 @@ A finished build is marked by ``.dpscale-env-complete``; a half-built folder (a 
 build) is removed and rebuilt.  ``.dpscale-env-ready`` is what the workflow sees: if
 Snakemake decides to rerun the build (say, because the rule's code changed), a complete
 environment only gets its ready marker written again instead of a rebuild.
+
+A lock file ``<name>.lock`` (``dpscale lock``: a built environment's ``pip freeze``), in
+envs/ or the config's ``env_locks`` folder, is installed instead of the requirements file
+and is part of the hash: the same packages at the same versions, on another machine too.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dpscale.plan.paths import ENVS_DIR, REPO_ROOT
+from dpscale.plan.paths import ENVS_DIR, WORKFLOW_ROOT, work_dir
 
 READY_MARKER = ".dpscale-env-ready"
 # every package and version the environment holds (pip freeze --all), written once it is
@@ -30,35 +35,99 @@ READY_MARKER = ".dpscale-env-ready"
 FREEZE_FILE = "pip-freeze.txt"
 COMPLETE_FLAG = ".dpscale-env-complete"
 HASH_LENGTH = 12
+LOCK_SUFFIX = ".lock"
+# the lock's first lines: what it was frozen from (the hash of the requirements and post
+# script, without a lock), so a lock older than an edited requirements file is refused
+LOCK_FROM = "# frozen from: "
 
 
-def env_files(name: str, envs_dir: Path = ENVS_DIR) -> list[Path]:
+class LockError(ValueError):
+    """A lock file that no longer matches its environment's files; one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class EnvFiles:
+    """What an environment is built from: its requirements, a lock (installed instead of
+    the requirements), a post script."""
+
+    requirements: Path
+    lock: Path | None = None
+    post: Path | None = None
+
+    @property
+    def install(self) -> Path:
+        return self.lock or self.requirements
+
+    @property
+    def hashed(self) -> list[Path]:
+        return [path for path in (self.requirements, self.lock, self.post) if path]
+
+
+def env_files(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> EnvFiles:
+    """The environment's files; a lock from ``locks_dir`` (default: ``envs_dir``) if there
+    is one, checked against the files it was frozen from."""
+    lock = lock_path(name, envs_dir, locks_dir)
+    if not lock.is_file():
+        return _unlocked_files(name, envs_dir)
+    _check_lock(lock, unlocked_hash(name, envs_dir))
+    return replace(_unlocked_files(name, envs_dir), lock=lock)
+
+
+def _unlocked_files(name: str, envs_dir: Path) -> EnvFiles:
     requirements = envs_dir / f"{name}.txt"
     if not requirements.is_file():
         known = sorted(p.stem for p in envs_dir.glob("*.txt"))
         raise FileNotFoundError(f"environment {name!r}: no {requirements} (known: {known})")
     post = envs_dir / f"{name}.post.sh"
-    return [requirements, post] if post.is_file() else [requirements]
+    return EnvFiles(requirements, post=post if post.is_file() else None)
 
 
-def env_hash(name: str, envs_dir: Path = ENVS_DIR) -> str:
+def unlocked_hash(name: str, envs_dir: Path = ENVS_DIR) -> str:
+    """The hash of the requirements and post script alone: what a lock is frozen from, and
+    the wheel cache's key (a lock pins the same build)."""
+    return _digest(_unlocked_files(name, envs_dir).hashed)
+
+
+def lock_path(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> Path:
+    return (locks_dir or envs_dir) / f"{name}{LOCK_SUFFIX}"
+
+
+def _check_lock(lock: Path, expected: str) -> None:
+    lines = lock.read_text(encoding="utf-8").splitlines()
+    made_from = next((line[len(LOCK_FROM) :] for line in lines if line.startswith(LOCK_FROM)), "")
+    if made_from.split()[:1] != [expected]:
+        raise LockError(
+            f"{lock} was frozen from other requirements than {lock.stem}'s files now: "
+            f"delete it (the environment is then built from the requirements) and run "
+            f"`dpscale lock {lock.stem}` once it is built"
+        )
+
+
+def _digest(paths: list[Path | None]) -> str:
     digest = hashlib.sha256()
-    for path in env_files(name, envs_dir):
+    for path in filter(None, paths):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def env_folder_name(name: str, envs_dir: Path = ENVS_DIR) -> str:
-    return f"{name}-{env_hash(name, envs_dir)[:HASH_LENGTH]}"
+def env_hash(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> str:
+    return _digest(env_files(name, envs_dir, locks_dir).hashed)
 
 
-def env_prefix(name: str, env_dir: str | Path, envs_dir: Path = ENVS_DIR) -> Path:
-    """Absolute prefix; a relative ``env_dir`` is taken from the repository root."""
+def env_folder_name(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> str:
+    return f"{name}-{env_hash(name, envs_dir, locks_dir)[:HASH_LENGTH]}"
+
+
+def env_prefix(
+    name: str, env_dir: str | Path, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None
+) -> Path:
+    """Absolute prefix; a relative ``env_dir`` is taken from the checkout (an installed
+    package: the current folder)."""
     root = Path(env_dir)
     if not root.is_absolute():
-        root = REPO_ROOT / root
-    return root / env_folder_name(name, envs_dir)
+        root = work_dir() / root
+    return root / env_folder_name(name, envs_dir, locks_dir)
 
 
 def env_python(prefix: Path) -> Path:
@@ -71,7 +140,7 @@ def wheel_cache(name: str, envs_dir: Path = ENVS_DIR) -> Path:
     fresh clone reuses them and a changed file never does.  ``DPSCALE_WHEEL_CACHE`` moves it."""
     default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpscale"
     root = Path(os.environ.get("DPSCALE_WHEEL_CACHE") or default / "wheels")
-    key = f"{env_folder_name(name, envs_dir)}-{sys.implementation.cache_tag}"
+    key = f"{name}-{unlocked_hash(name, envs_dir)[:HASH_LENGTH]}-{sys.implementation.cache_tag}"
     return root / f"{key}-{sysconfig.get_platform()}"
 
 
@@ -82,7 +151,13 @@ def built_env_hash(prefix: Path) -> str:
     return lines[0] if lines else "unknown"
 
 
-def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr) -> Path:
+def build_env(
+    name: str,
+    prefix: Path,
+    envs_dir: Path = ENVS_DIR,
+    log=sys.stderr,
+    locks_dir: Path | None = None,
+) -> Path:
     """Build the environment at ``prefix`` unless a finished one is already there."""
     marker = prefix / READY_MARKER
     complete = prefix / COMPLETE_FLAG
@@ -96,13 +171,24 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
     if prefix.exists():
         print(f"[dpscale] removing unfinished environment {prefix}", file=log, flush=True)
         shutil.rmtree(prefix)
-    files = env_files(name, envs_dir)
+    files = env_files(name, envs_dir, locks_dir)
     started = time.monotonic()
     print(f"[dpscale] building environment {name} at {prefix}", file=log, flush=True)
+    _install(name, prefix, files, envs_dir, log)
+    record_freeze(prefix, log)
+    elapsed = time.monotonic() - started
+    complete.write_text(f"{_digest(files.hashed)}\nbuilt in {elapsed:.0f} s\n")
+    marker.write_text(complete.read_text())
+    print(f"[dpscale] environment {name} built in {elapsed:.0f} s", file=log, flush=True)
+    return marker
+
+
+def _install(name: str, prefix: Path, files: EnvFiles, envs_dir: Path, log) -> None:
+    """A venv at ``prefix``, the lock or the requirements installed, the post script run."""
     _run([sys.executable, "-m", "venv", str(prefix)], log)
     python = env_python(prefix)
-    _run([str(python), "-m", "pip", "install", "-r", str(files[0])], log)
-    if len(files) > 1:
+    _run([str(python), "-m", "pip", "install", "-r", str(files.install)], log)
+    if files.post:
         env = dict(
             os.environ,
             PYTHON=str(python),
@@ -110,13 +196,7 @@ def build_env(name: str, prefix: Path, envs_dir: Path = ENVS_DIR, log=sys.stderr
             VIRTUAL_ENV=str(prefix),
             DPSCALE_WHEELS=str(wheel_cache(name, envs_dir)),
         )
-        _run(["bash", "-euo", "pipefail", str(files[1])], log, env=env)
-    record_freeze(prefix, log)
-    elapsed = time.monotonic() - started
-    complete.write_text(f"{env_hash(name, envs_dir)}\nbuilt in {elapsed:.0f} s\n")
-    marker.write_text(complete.read_text())
-    print(f"[dpscale] environment {name} built in {elapsed:.0f} s", file=log, flush=True)
-    return marker
+        _run(["bash", "-euo", "pipefail", str(files.post)], log, env=env)
 
 
 def record_freeze(prefix: Path, log) -> Path:
@@ -130,7 +210,9 @@ def record_freeze(prefix: Path, log) -> Path:
 
 def _freeze(python: Path) -> str:
     command = [str(python), "-m", "pip", "freeze", "--all"]
-    return subprocess.run(command, check=True, capture_output=True, text=True, cwd=REPO_ROOT).stdout
+    return subprocess.run(
+        command, check=True, capture_output=True, text=True, cwd=WORKFLOW_ROOT
+    ).stdout
 
 
 def freeze_hash(prefix: Path, record: bool = False) -> str:
@@ -156,17 +238,51 @@ def ensure_env(name: str, env_dir: str | Path = ".envs") -> Path:
 def _run(command: list[str], log, env: dict[str, str] | None = None) -> None:
     print("[dpscale] $ " + " ".join(command), file=log, flush=True)
     subprocess.run(
-        command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env
+        command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=WORKFLOW_ROOT, env=env
     )
+
+
+def write_lock(name: str, prefix: Path, path: Path, envs_dir: Path = ENVS_DIR) -> Path:
+    """``path`` (a ``<name>.lock``) from the environment built at ``prefix``; raises
+    LockError when it is not built."""
+    if not (prefix / COMPLETE_FLAG).is_file():
+        raise LockError(
+            f"environment {name} is not built at {prefix}: build it first (run a study that "
+            f"uses it, or python -m dpscale.launch.envs {name})"
+        )
+    if not (prefix / FREEZE_FILE).is_file():  # built before environments recorded it
+        record_freeze(prefix, sys.stderr)
+    frozen = (prefix / FREEZE_FILE).read_text(encoding="utf-8")
+    unlocked = unlocked_hash(name, envs_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(lock_text(name, frozen, unlocked, prefix), encoding="utf-8")
+    return path
+
+
+def lock_text(name: str, frozen: str, unlocked_hash: str, source: Path) -> str:
+    """The lock: the freeze, less what only this machine has (a wheel built by the post
+    script, ``name @ file:...``), which the post script makes again."""
+    local = [line for line in frozen.splitlines() if " @ file:" in line or line.startswith("-e ")]
+    kept = [line for line in frozen.splitlines() if line.strip() and line not in local]
+    header = [
+        f"# dpscale lock of environment {name}: `pip freeze --all` of {source.name}",
+        f"{LOCK_FROM}{unlocked_hash} ({name}.txt and {name}.post.sh, if any)",
+        f"# Installed instead of {name}.txt while it is here, and part of the environment's",
+        "# hash. Delete it to build from the requirements again.",
+        *(f"# left to {name}.post.sh (built on this machine): {line}" for line in local),
+    ]
+    return "\n".join(header + kept) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build (or find) a framework environment")
     parser.add_argument("name")
-    parser.add_argument("--env-dir", default=".envs")
+    parser.add_argument("--env-dir", default=".envs", help="relative: to the current folder")
+    parser.add_argument("--locks-dir", type=Path, help="lock files' folder (default: envs/)")
     args = parser.parse_args(argv)
-    prefix = env_prefix(args.name, args.env_dir)
-    build_env(args.name, prefix)
+    locks_dir = args.locks_dir.absolute() if args.locks_dir else None
+    prefix = env_prefix(args.name, Path(args.env_dir).absolute(), locks_dir=locks_dir)
+    build_env(args.name, prefix, locks_dir=locks_dir)
     print(prefix)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.launch.envs import built_env_hash, freeze_hash
-from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+from dpscale.plan.paths import PACKAGE_DIR, WORKFLOW_ROOT, import_root, work_dir
 from dpscale.plan.strategy import Strategy
 
 PROBE_TIMEOUT_S = 300  # a cold container image and a framework import
@@ -95,10 +95,15 @@ def probe(
 def _run_probe(interpreter: Interpreter, adapters: list[str], key: str) -> dict[str, Any]:
     command = [*interpreter.command, "-m", "dpscale.runner.probe", *adapters]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(import_root()), env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, cwd=REPO_ROOT
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            cwd=WORKFLOW_ROOT,
         )
     except subprocess.TimeoutExpired:
         raise InterpreterError(f"{key}: the probe did not finish in {PROBE_TIMEOUT_S} s") from None
@@ -126,7 +131,7 @@ def _cache_path(interpreter: Interpreter, adapters: list[str], cache_dir: Path) 
         if word and path.exists():
             stat = path.resolve().stat()
             digest.update(f"{path.resolve()}:{stat.st_mtime_ns}:{stat.st_size}".encode())
-    for source in sorted(SRC_DIR.rglob("*.py")):
+    for source in sorted(PACKAGE_DIR.rglob("*.py")):
         digest.update(f"{source}:{source.stat().st_mtime_ns}".encode())
     return cache_dir / f"{interpreter.env}-{digest.hexdigest()[:16]}.json"
 
@@ -140,7 +145,7 @@ def probe_configured(
     for name in used:
         by_env.setdefault(strategies[name].env, []).append(strategies[name].runner)
     cache = Path(config["env_dir"])
-    cache = (cache if cache.is_absolute() else REPO_ROOT / cache) / "probes"
+    cache = (cache if cache.is_absolute() else work_dir() / cache) / "probes"
     return {
         env: probe(Interpreter(env, configured(config["interpreters"][env])), runners, cache)
         for env, runners in sorted(by_env.items())

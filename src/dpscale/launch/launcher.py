@@ -35,7 +35,7 @@ from dpscale.launch import checks, contention, failures, netns, slurm, supervise
 from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.plan.cell import Cell
-from dpscale.plan.paths import SRC_DIR
+from dpscale.plan.paths import import_root
 from dpscale.plan.result import now_iso, rewrite_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
@@ -138,7 +138,7 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     env = dict(os.environ)
     threads = str(cell.threads_per_device)
     env.update(
-        PYTHONPATH=os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")])),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(import_root()), env.get("PYTHONPATH")])),
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS=threads,
         MKL_NUM_THREADS=threads,

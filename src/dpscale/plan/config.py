@@ -104,7 +104,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_networks(config.get("networks", ["host"]))
     _check_predict(config.get("predict"), config.get("networks", ["host"]))
     _check_comm(config.get("comm", ["none"]), config.get("networks", ["host"]))
-    train = config.get("train")
+    train = config.get("train")  # not yet checked: a wrong type is the schema's to name
     train_comm = train.get("comm") if isinstance(train, dict) else None
     if train_comm is not None:
         _check_comm(train_comm, ["host"], "train.comm")
@@ -357,6 +357,12 @@ def _check_paths(config: dict[str, Any]) -> None:
             f"compare_with: {earlier[:80]!r} has no tables/cells.csv; allowed: an earlier "
             "study's results folder (results/<study>) after its analysis ran, or empty"
         )
+    locks = config["env_locks"]
+    if locks and not _is_dir(Path(locks)):
+        raise ConfigError(
+            f"env_locks: {locks[:80]!r} is not a folder; allowed: the folder `dpscale lock "
+            "--out` wrote lock files to, or empty (envs/)"
+        )
     folders = {
         "results_dir": config["results_dir"],
         "env_dir": config["env_dir"],
@@ -413,6 +419,13 @@ def _check_import(where: str, entry: dict[str, Any]) -> None:
 def _exists(path: Path) -> bool:
     try:
         return path.exists()
+    except OSError:  # a name too long for the file system
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
     except OSError:  # a name too long for the file system
         return False
 

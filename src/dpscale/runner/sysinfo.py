@@ -11,7 +11,7 @@ import subprocess
 import sys
 from typing import Any
 
-from dpscale.plan.paths import REPO_ROOT
+from dpscale.plan.paths import CHECKOUT
 
 
 def cpu_model() -> str:
@@ -106,21 +106,24 @@ def interpreter() -> dict[str, Any]:
 
 
 def git_commit() -> str:
-    """dpscale's commit (``-dirty`` with uncommitted changes). Ranks read the launcher's
+    """dpscale's commit (``-dirty`` with uncommitted changes), or an installed package's
+    version (no checkout, maybe no git). Ranks read the launcher's
     (``DPSCALE_COMMIT``): git may be missing in a container, and a short-lived child right
     after the timed windows would be counted as another process's CPU."""
     if os.environ.get("DPSCALE_COMMIT"):
         return os.environ["DPSCALE_COMMIT"]
+    if CHECKOUT is None:  # an installed package: its version is what names the code
+        return installed_version()
     try:
         commit = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+            ["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -129,6 +132,16 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{commit}-dirty" if dirty else commit
+
+
+def installed_version() -> str:
+    """``dpscale <version> (installed)``, as its package metadata says."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"dpscale {version('dpscale')} (installed)"
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def describe_system(
