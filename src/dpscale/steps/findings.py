@@ -1,5 +1,5 @@
 """Steps that answer the study's question: cost, remedies, findings, the post beside this
-run, interactive and MFU figures (rules in workflow/rules/findings.smk)."""
+run, interactive, answer and MFU figures (rules in workflow/rules/findings.smk)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
 from dpscale.analysis import remedy_gains as rem
 from dpscale.analysis.answer import answer_paragraph
+from dpscale.render import answer_figures as answers
 from dpscale.render import findings_page, interactive
 from dpscale.render.html import write_table_html
 from dpscale.render.mfu_plot import mfu_figure as draw_mfu
@@ -104,6 +105,22 @@ def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
     speedup = interactive.speedup_chart(read(inputs["scaling"]))
     interactive.save_inline(speedup, Path(outputs["speedup"]))
     return "[dpscale] interactive figures written"
+
+
+def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
+    """Predictions, scaling, cost and remedies -> three figures, each a static PNG and an
+    interactive self-contained page (outputs <figure>_static, <figure>_interactive)."""
+    predictions, scaling = read_optional(inputs["predictions"]), read(inputs["scaling"])
+    cost, remedies = read(inputs["cost"]), read_optional(inputs["remedies"])
+    charts = {
+        "speedup": lambda view: answers.speedup_chart(predictions, scaling, view),
+        "cost": lambda view: answers.cost_chart(cost, view),
+        "remedies": lambda view: answers.remedies_chart(remedies, view),
+    }
+    for name, chart in charts.items():
+        for view in ("static", "interactive"):
+            answers.save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
+    return f"[dpscale] {len(charts)} answer figures, static and interactive"
 
 
 def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
