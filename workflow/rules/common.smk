@@ -248,7 +248,7 @@ def final_outputs():
         outputs += list(rules.collectives.output)
     for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
         outputs += list(rule_.output)
-    for rule_ in (rules.interactive_figures,):
+    for rule_ in (rules.interactive_figures, rules.answer_figures):
         outputs += list(rule_.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     if config["drift"]["probes"]:

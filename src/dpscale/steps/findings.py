@@ -111,7 +111,7 @@ def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
     """Predictions, scaling, cost and remedies -> three figures, each a static PNG and an
     interactive self-contained page (outputs <figure>_static, <figure>_interactive)."""
     predictions, scaling = read_optional(inputs["predictions"]), read(inputs["scaling"])
-    cost, remedies = read(inputs["cost"]), read_optional(inputs["remedies"])
+    cost, remedies = read_optional(inputs["cost"]), read_optional(inputs["remedies"])
     charts = {
         "speedup": lambda view: answers.speedup_chart(predictions, scaling, view),
         "cost": lambda view: answers.cost_chart(cost, view),
