@@ -359,7 +359,7 @@ def _cost_layers(points: pd.DataFrame, title: str, layouts: list[str]) -> alt.La
 
 def cost_chart(cost: pd.DataFrame, view: View) -> alt.TopLevelMixin:
     """Cost per 1,000 images per layout, a dot per per-device batch with its 95% interval;
-    static: every strategy and model (rows); interactive: a dropdown for them."""
+    static: every strategy and model (panels, two a row); interactive: a dropdown for them."""
     points, title = cost_points(cost)
     if points.empty:
         return message_chart("Nothing to show: no layout with a measured img/s to cost.")
@@ -369,8 +369,10 @@ def cost_chart(cost: pd.DataFrame, view: View) -> alt.TopLevelMixin:
     )
     heading = "Cost per 1,000 images per layout, at each per-device batch (95% intervals)"
     if view == "static":
-        rows = alt.Row("group:N", title=None, header=GROUP_HEADER)
-        return layers.facet(row=rows, title=heading).resolve_scale(y="independent")
+        panels = alt.Facet("group:N", title=None, header=GROUP_HEADER)
+        chart = layers.facet(facet=panels, columns=2, title=heading)
+        # one cost scale for all, but each panel its own layouts and its own axis to read
+        return chart.resolve_scale(y="independent").resolve_axis(x="independent")
     pick = _group_dropdown(points)
     chart = layers.transform_filter(alt.datum.group == pick).add_params(pick)
     return chart.properties(title=heading)
