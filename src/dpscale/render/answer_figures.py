@@ -3,8 +3,9 @@ per layout, and what each communication remedy gains.
 
 Each figure is built once by one function and written twice: a static PNG (vl-convert) that
 shows every strategy and model at a readable subset, and a self-contained interactive page
-(the Vega JavaScript inlined, as in ``render.interactive``) with a dropdown per strategy and
-model. Every interval drawn is a 95% interval from the tables.
+(the Vega JavaScript inlined, as in ``render.interactive``) with a dropdown for the strategy
+and model and a legend that picks what to show. Every interval drawn is a 95% interval from
+the tables.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ MEASURE_AXES = {
     GAIN: "img/s with the remedy / without",
     FRACTION: "share of the slow network's loss won back",
 }
-PANEL_WIDTH, PANEL_HEIGHT = 300, 230
+PANEL_WIDTH, PANEL_HEIGHT = 360, 260
 PNG_SCALE = 2
 SPEEDUP_TITLE = "Speedup over 1 device against nodes, per network (95% intervals)"
 REMEDIES_TITLE = "Communication remedies against none, per layout and batch (95% intervals)"
@@ -164,8 +165,13 @@ def largest_batches(points: pd.DataFrame) -> pd.DataFrame:
     return points[points["batch"] == top]
 
 
-def _network_toggle() -> alt.Parameter:
-    return alt.selection_point(fields=["network"], bind="legend", name="network_toggle")
+def legend_toggle(field: str) -> alt.Parameter:
+    """Click a legend entry to show it alone (shift-click adds, double-click resets)."""
+    return alt.selection_point(fields=[field], bind="legend", name=f"{field}_toggle")
+
+
+def _faded(toggle: alt.Parameter | None) -> alt.ConditionalValueDefNumberExprRef | alt.ValueDef:
+    return alt.condition(toggle, alt.value(1.0), alt.value(0.12)) if toggle else alt.value(1.0)
 
 
 def _speedup_layers(
@@ -189,7 +195,7 @@ def _speedup_layers(
         scale=alt.Scale(domain=networks),
         legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=3, labelLimit=320, titleLimit=320),
     )
-    faded = alt.condition(toggle, alt.value(1.0), alt.value(0.1)) if toggle else alt.value(1.0)
+    faded = _faded(toggle)
     # one node has no network: its points are grey, where every network's line starts
     one_node = alt.condition(alt.datum.one_node, alt.value(ONE_NODE_GREY), colour)
     base = alt.Chart().encode(x=x, color=one_node, opacity=faded)
@@ -231,8 +237,8 @@ def _speedup_layers(
             "basis:N",
         ],
     )
-    if toggle is not None:
-        marks = marks.add_params(toggle)
+    if toggle is not None:  # on the legend's own layer (the first coloured one), or it is inert
+        line = line.add_params(toggle)
     ideal = (
         alt.Chart()
         .mark_line(color="grey", strokeDash=[4, 4], strokeWidth=1)
@@ -276,7 +282,7 @@ def speedup_chart(
         value=int(batches[-1]),
         bind=alt.binding_select(options=[int(b) for b in batches], name="per-device batch "),
     )
-    layers = _speedup_layers(points, networks, _network_toggle())
+    layers = _speedup_layers(points, networks, legend_toggle("network"))
     layers = layers.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
     return (
         layers.facet(column=alt.Column("devices:N", title=None), title=SPEEDUP_TITLE)
@@ -331,11 +337,17 @@ def cost_points(cost: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return rows[columns].reset_index(drop=True), title
 
 
-def _cost_layers(points: pd.DataFrame, title: str, layouts: list[str]) -> alt.LayerChart:
+def _cost_layers(
+    points: pd.DataFrame, title: str, layouts: list[str], toggle: alt.Parameter | None = None
+) -> alt.LayerChart:
     y = alt.Y("layout:N", title=None, sort=layouts)
     offset = alt.YOffset("batch:N")
-    colour = alt.Color("batch:O", title="per-device batch", scale=alt.Scale(scheme="viridis"))
-    base = alt.Chart().encode(y=y, yOffset=offset, color=colour)
+    colour = alt.Color(
+        "batch:O",
+        title="per-device batch" + (" (click to pick)" if toggle else ""),
+        scale=alt.Scale(scheme="viridis"),
+    )
+    base = alt.Chart().encode(y=y, yOffset=offset, color=colour, opacity=_faded(toggle))
     axis = alt.Axis(format="~g", tickCount=6, labelOverlap=True)
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("low:Q", title=f"{title}, 95% interval", axis=axis), x2="high:Q"
@@ -354,6 +366,8 @@ def _cost_layers(points: pd.DataFrame, title: str, layouts: list[str]) -> alt.La
             alt.Tooltip("high:Q", format=".4g", title="95% high"),
         ],
     )
+    if toggle is not None:  # on the legend's own layer (the first coloured one), or it is inert
+        bars = bars.add_params(toggle)
     return alt.layer(bars, dots, data=points)
 
 
@@ -364,15 +378,15 @@ def cost_chart(cost: pd.DataFrame, view: View) -> alt.TopLevelMixin:
     if points.empty:
         return message_chart("Nothing to show: no layout with a measured img/s to cost.")
     layouts = list(dict.fromkeys(points["layout"]))
-    layers = _cost_layers(points, title, layouts).properties(
-        width=PANEL_WIDTH + 120, height=OFFSET_STEP
-    )
+    size = {"width": PANEL_WIDTH + 120, "height": OFFSET_STEP}
     heading = "Cost per 1,000 images per layout, at each per-device batch (95% intervals)"
     if view == "static":
+        layers = _cost_layers(points, title, layouts).properties(**size)
         panels = alt.Facet("group:N", title=None, header=GROUP_HEADER)
         chart = layers.facet(facet=panels, columns=2, title=heading)
         # one cost scale for all, but each panel its own layouts and its own axis to read
         return chart.resolve_scale(y="independent").resolve_axis(x="independent")
+    layers = _cost_layers(points, title, layouts, legend_toggle("batch")).properties(**size)
     pick = _group_dropdown(points)
     chart = layers.transform_filter(alt.datum.group == pick).add_params(pick)
     return chart.properties(title=heading)
@@ -452,17 +466,27 @@ def remedy_points(remedies: pd.DataFrame) -> pd.DataFrame:
 
 
 def _remedy_panel(
-    points: pd.DataFrame, measure: str, comms: list[str], where: alt.Predicate | None
+    points: pd.DataFrame,
+    measure: str,
+    comms: list[str],
+    where: alt.Predicate | None,
+    toggle: alt.Parameter | None,
 ) -> alt.LayerChart:
     keep = alt.datum.measure == measure
     keep = keep if where is None else keep & where
     first = measure == GAIN  # the second panel shares the first's rows: no labels again
     layouts = list(dict.fromkeys(points["layout"]))
     y = alt.Y("layout:N", title=None, sort=layouts, axis=alt.Axis(labels=first, ticks=first))
-    colour = alt.Color("comm:N", title="remedy (comm)", scale=alt.Scale(domain=comms))
+    colour = alt.Color(
+        "comm:N",
+        title="remedy (comm)" + (", click to pick" if toggle else ""),
+        scale=alt.Scale(domain=comms),
+    )
     offset = alt.YOffset("comm:N", scale=alt.Scale(domain=comms))
     base = alt.Chart().encode(y=y, yOffset=offset).transform_filter(keep)
-    valid = base.transform_filter("isValid(datum.value)").encode(color=colour)
+    valid = base.transform_filter("isValid(datum.value)").encode(
+        color=colour, opacity=_faded(toggle)
+    )
     bars = valid.mark_rule(strokeWidth=2).encode(
         x=alt.X(
             "low:Q", title=f"{MEASURE_AXES[measure]} (95% interval)", scale=alt.Scale(zero=False)
@@ -487,6 +511,8 @@ def _remedy_panel(
         .mark_text(align="left", dx=4, color="grey", fontStyle="italic")
         .encode(y=y, x=alt.value(0), text="note:N")
     )
+    if toggle is not None and first:  # defined once, on the legend's layer; fades both panels
+        bars = bars.add_params(toggle)
     one = alt.Chart().mark_rule(color="black", strokeDash=[4, 3]).encode(x=alt.datum(1))
     return alt.layer(one, bars, dots, notes, data=points).properties(
         title=measure, width=PANEL_WIDTH, height=OFFSET_STEP
@@ -494,9 +520,12 @@ def _remedy_panel(
 
 
 def _remedy_pair(
-    points: pd.DataFrame, comms: list[str], where: alt.Predicate | None = None
+    points: pd.DataFrame,
+    comms: list[str],
+    where: alt.Predicate | None = None,
+    toggle: alt.Parameter | None = None,
 ) -> alt.HConcatChart:
-    panels = [_remedy_panel(points, m, comms, where) for m in (GAIN, FRACTION)]
+    panels = [_remedy_panel(points, m, comms, where, toggle) for m in (GAIN, FRACTION)]
     return alt.hconcat(*panels).resolve_scale(y="shared")
 
 
@@ -517,7 +546,8 @@ def remedies_chart(remedies: pd.DataFrame, view: View) -> alt.TopLevelMixin:
         ]
         return alt.vconcat(*rows).properties(title=REMEDIES_TITLE)
     pick = _group_dropdown(points)
-    pair = _remedy_pair(points, comms, alt.datum.group == pick).add_params(pick)
+    pair = _remedy_pair(points, comms, alt.datum.group == pick, legend_toggle("comm"))
+    pair = pair.add_params(pick)
     return pair.properties(title=REMEDIES_TITLE)
 
 

@@ -4,7 +4,7 @@ run, interactive, answer and MFU figures (rules in workflow/rules/findings.smk).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,20 +107,27 @@ def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
     return "[dpscale] interactive figures written"
 
 
+def _both_views(chart: Callable[[answers.View], Any], outputs: Files, name: str) -> None:
+    """One figure's static PNG and interactive page (outputs <name>_static, _interactive)."""
+    for view in ("static", "interactive"):
+        answers.save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
+
+
 def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
-    """Predictions, scaling, cost and remedies -> three figures, each a static PNG and an
-    interactive self-contained page (outputs <figure>_static, <figure>_interactive)."""
+    """Predictions, scaling and cost -> the predicted speedup per network and the cost per
+    layout, each in both views."""
     predictions, scaling = read_optional(inputs["predictions"]), read(inputs["scaling"])
-    cost, remedies = read_optional(inputs["cost"]), read_optional(inputs["remedies"])
-    charts = {
-        "speedup": lambda view: answers.speedup_chart(predictions, scaling, view),
-        "cost": lambda view: answers.cost_chart(cost, view),
-        "remedies": lambda view: answers.remedies_chart(remedies, view),
-    }
-    for name, chart in charts.items():
-        for view in ("static", "interactive"):
-            answers.save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
-    return f"[dpscale] {len(charts)} answer figures, static and interactive"
+    cost = read_optional(inputs["cost"])
+    _both_views(lambda view: answers.speedup_chart(predictions, scaling, view), outputs, "speedup")
+    _both_views(lambda view: answers.cost_chart(cost, view), outputs, "cost")
+    return "[dpscale] speedup and cost figures, static and interactive"
+
+
+def remedies_figure(inputs: Files, outputs: Files, params: Files) -> str:
+    """remedies.csv -> each remedy's gain and fraction recovered, in both views."""
+    remedies = read_optional(inputs["remedies"])
+    _both_views(lambda view: answers.remedies_chart(remedies, view), outputs, "remedies")
+    return f"[dpscale] remedies figure of {len(remedies)} remedy points, static and interactive"
 
 
 def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
