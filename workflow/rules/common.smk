@@ -242,6 +242,12 @@ config["report_top_findings"] = report_lines("findings_top")
 config["model_validation_lines"] = report_lines("model_validation_top")
 
 
+def measures_remedies():
+    """Whether the study runs a cell with a communication remedy (config comm): only then
+    does the report get the remedies figure."""
+    return any(not c.comm.is_default and not c.skip_reason for c in CELLS.values())
+
+
 # -- rule all ------------------------------------------------------------------------------
 
 
@@ -260,8 +266,10 @@ def final_outputs():
         outputs += list(rules.collectives.output)
     for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
         outputs += list(rule_.output)
-    for rule_ in (rules.interactive_figures,):
+    for rule_ in (rules.interactive_figures, rules.answer_figures):
         outputs += list(rule_.output)
+    if measures_remedies():
+        outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)

@@ -1,5 +1,6 @@
 # The answer first: findings (one row per strategy x model x network x layout, with a verdict),
-# the source post beside this run, interactive figures and model FLOPs utilisation.
+# the source post beside this run, interactive figures, the answers' figures and model FLOPs
+# utilisation.
 # "0. Findings" sorts first among the report's categories (the report orders them by name).
 
 
@@ -186,6 +187,78 @@ rule mfu_figure:
         ),
     log:
         f"{LOGS}/mfu_figure.log",
+    localrule: True
+    script:
+        "../scripts/step.py"
+
+
+# Figures for the answers, each in two views of one figure (a static PNG and a self-contained
+# interactive page): the report shows one entry per figure with a static/interactive toggle.
+rule answer_figures:
+    input:
+        predictions=f"{TABLES}/predictions.csv",
+        scaling=f"{TABLES}/scaling.csv",
+        cost=rules.cost.output.table,
+    output:
+        speedup_static=report(
+            f"{FIGURES}/answer_speedup.png",
+            caption="../../report/answer_speedup.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={"name": "predicted speedup against nodes", "view": "static"},
+        ),
+        speedup_interactive=report(
+            f"{FIGURES}/answer_speedup_interactive.html",
+            caption="../../report/answer_speedup.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={"name": "predicted speedup against nodes", "view": "interactive"},
+        ),
+        cost_static=report(
+            f"{FIGURES}/answer_cost.png",
+            caption="../../report/answer_cost.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={"name": "cost per layout", "view": "static"},
+        ),
+        cost_interactive=report(
+            f"{FIGURES}/answer_cost_interactive.html",
+            caption="../../report/answer_cost.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={"name": "cost per layout", "view": "interactive"},
+        ),
+    log:
+        f"{LOGS}/answer_figures.log",
+    localrule: True
+    script:
+        "../scripts/step.py"
+
+
+# Asked for only where the study measures a remedy (final_outputs): no empty figure otherwise.
+rule remedies_figure:
+    input:
+        remedies=rules.remedies.output.table,
+    output:
+        remedies_static=report(
+            f"{FIGURES}/answer_remedies.png",
+            caption="../../report/answer_remedies.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={"name": "remedies: gain and fraction recovered", "view": "static"},
+        ),
+        remedies_interactive=report(
+            f"{FIGURES}/answer_remedies_interactive.html",
+            caption="../../report/answer_remedies.rst",
+            category="0. Findings",
+            subcategory="interactive figures",
+            labels={
+                "name": "remedies: gain and fraction recovered",
+                "view": "interactive",
+            },
+        ),
+    log:
+        f"{LOGS}/remedies_figure.log",
     localrule: True
     script:
         "../scripts/step.py"

@@ -35,6 +35,8 @@ STEPS: dict[str, Step] = {
     "findings": findings.findings,
     "post_vs_run": findings.post_vs_run,
     "interactive_figures": findings.interactive_figures,
+    "answer_figures": findings.answer_figures,
+    "remedies_figure": findings.remedies_figure,
     "mfu_figure": findings.mfu_figure,
     "comm_model": model.comm_model,
     "compare": compare.compare,

@@ -1,10 +1,10 @@
 """Steps that answer the study's question: cost, remedies, findings, the post beside this
-run, interactive and MFU figures (rules in workflow/rules/findings.smk)."""
+run, interactive, answer and MFU figures (rules in workflow/rules/findings.smk)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
 from dpscale.analysis import remedy_gains as rem
 from dpscale.analysis.answer import answer_paragraph
+from dpscale.render import answer_figures as answers
 from dpscale.render import findings_page, interactive
 from dpscale.render.html import write_table_html
 from dpscale.render.mfu_plot import mfu_figure as draw_mfu
@@ -104,6 +105,29 @@ def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
     speedup = interactive.speedup_chart(read(inputs["scaling"]))
     interactive.save_inline(speedup, Path(outputs["speedup"]))
     return "[dpscale] interactive figures written"
+
+
+def _both_views(chart: Callable[[answers.View], Any], outputs: Files, name: str) -> None:
+    """One figure's static PNG and interactive page (outputs <name>_static, _interactive)."""
+    for view in ("static", "interactive"):
+        answers.save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
+
+
+def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
+    """Predictions, scaling and cost -> the predicted speedup per network and the cost per
+    layout, each in both views."""
+    predictions, scaling = read_optional(inputs["predictions"]), read(inputs["scaling"])
+    cost = read_optional(inputs["cost"])
+    _both_views(lambda view: answers.speedup_chart(predictions, scaling, view), outputs, "speedup")
+    _both_views(lambda view: answers.cost_chart(cost, view), outputs, "cost")
+    return "[dpscale] speedup and cost figures, static and interactive"
+
+
+def remedies_figure(inputs: Files, outputs: Files, params: Files) -> str:
+    """remedies.csv -> each remedy's gain and fraction recovered, in both views."""
+    remedies = read_optional(inputs["remedies"])
+    _both_views(lambda view: answers.remedies_chart(remedies, view), outputs, "remedies")
+    return f"[dpscale] remedies figure of {len(remedies)} remedy points, static and interactive"
 
 
 def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
