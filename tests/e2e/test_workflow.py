@@ -165,7 +165,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
     downstream += ["interactive_figures", "answer_figures", "mfu_figure", "comm_model", "drift"]
-    downstream += ["all"]
+    downstream += ["all", "data_tables"]
     downstream += ["cost", "startup", "remedies"]
     # the quality review reads every cell again, and collectives waits for its list of cells
     # to measure again (measure.again)
