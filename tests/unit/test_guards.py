@@ -25,6 +25,9 @@ class FakeBackend:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        self.calls.append("planned")
+
     def set_lr(self, lr: float) -> None:
         self.calls.append("set_lr")
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dpscale.plan.remedies import NONE, Comm, name_of, parse, powersgd_matrix, wire_bytes
+from dpscale.plan.remedies import (
+    NONE,
+    Comm,
+    name_of,
+    parse,
+    powersgd_matrix,
+    powersgd_start_iter,
+    wire_bytes,
+)
 
 
 def test_keys_name_the_remedy_and_its_parameters():
@@ -50,3 +58,16 @@ def test_powersgd_pads_to_a_square_and_caps_its_rank():
 )
 def test_a_key_names_its_remedy(key, name):
     assert name_of(key) == name
+
+
+@pytest.mark.parametrize(
+    ("total", "warmup", "start"),
+    [
+        (150, 0, 15),  # 10% of the steps
+        (150, 50, 50),  # no fewer than the warm-up
+        (5, 0, 2),  # never below torch's minimum
+        (151, 0, 16),  # rounded up
+    ],
+)
+def test_powersgd_starts_where_torch_advises_for_a_training(total, warmup, start):
+    assert powersgd_start_iter(total, warmup) == start

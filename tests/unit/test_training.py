@@ -19,6 +19,10 @@ class RecordingBackend:
 
     def __init__(self):
         self.lrs, self.train_batches, self.val_labels, self.syncs = [], [], [], 0
+        self.plans = []
+
+    def planned(self, total_steps, warmup_steps):
+        self.plans.append((total_steps, warmup_steps))
 
     def set_lr(self, lr):
         self.lrs.append(lr)
@@ -76,6 +80,8 @@ def test_learning_rate_follows_the_rule_and_warm_up(digits):
     assert max(backend.lrs) == pytest.approx(peak, rel=1e-6)
     assert backend.lrs[steps] == pytest.approx(peak, rel=1e-6)  # end of the 1-epoch warm-up
     assert backend.lrs[-1] < backend.lrs[steps]  # cosine decay afterwards
+    # the backend hears the training's length before its first step (PowerSGD's start)
+    assert backend.plans == [(2 * steps, steps)] and len(backend.lrs) == 2 * steps
 
 
 def test_validation_covers_the_whole_set_once_per_epoch(digits):

@@ -165,6 +165,9 @@ class GluonTrainingBackend:
         losses = [self.loss_fn(out, y) for out, y in zip(outputs, ys, strict=True)]
         return self._sums(outputs, losses, ys)
 
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        """Nothing keys on the training's length here."""
+
     def sync(self) -> None:
         synchronize()
 

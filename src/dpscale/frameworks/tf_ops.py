@@ -266,6 +266,9 @@ class KerasTrainingBackend:
         loss, right = self._evaluate(images, labels)
         return float(loss.numpy()), int(right.numpy())
 
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        """Nothing keys on the training's length here."""
+
     def sync(self) -> None:
         pass  # every step's results were read on the host
 

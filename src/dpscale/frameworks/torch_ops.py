@@ -134,8 +134,16 @@ def exit_without_finalization() -> NoReturn:
 class TorchTrainingBackend:
     """One optimiser step or evaluation on numpy NHWC batches (see runner.training)."""
 
-    def __init__(self, cell: Cell, model: nn.Module, device: torch.device, distributed: bool):
+    def __init__(
+        self,
+        cell: Cell,
+        model: nn.Module,
+        device: torch.device,
+        distributed: bool,
+        remedy: Any = None,
+    ):
         self.model, self.device, self.distributed = model, device, distributed
+        self.remedy = remedy  # torch_remedies.RemedyHooks of a torch-ddp rank
         self.channels_last = cell.memory_format == "channels_last"
         self.optimizer = make_sgd(model.parameters(), cell.sgd)
         self.loss_fn = nn.CrossEntropyLoss(reduction="sum")
@@ -147,6 +155,11 @@ class TorchTrainingBackend:
             memory_format=torch.channels_last if self.channels_last else torch.contiguous_format
         )
         return x.to(self.device, non_blocking=True), torch.from_numpy(labels).to(self.device)
+
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        """PowerSGD starts compressing where torch advises for this training's length."""
+        if self.remedy is not None:
+            self.remedy.planned(total_steps, warmup_steps)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -247,6 +260,9 @@ class DistributedTorchRank(TorchRank):
         super().__init__(cell, model, device, trainable_params, threads_used, cell.batch_per_device)
         self.remedy = remedy
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
+
+    def training_backend(self) -> TorchTrainingBackend:
+        return TorchTrainingBackend(self.cell, self.model, self.device, True, self.remedy)
 
     def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
         buffer = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)

@@ -14,13 +14,14 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.plan.remedies import Comm, powersgd_matrix
+from dpscale.plan.remedies import POWERSGD_MIN_START, Comm, powersgd_matrix, powersgd_start_iter
 
 # torch's default bucket_cap_mb
 DEFAULT_BUCKET_MB = 25.0
-# PowerSGD compresses from this step on (torch's minimum with error feedback and warm start:
-# DDP rebuilds its buckets after the first step); before it, a plain all-reduce
-POWERSGD_START_ITER = 2
+# PowerSGD compresses from this step on in synthetic cells (torch's minimum with error
+# feedback and warm start: DDP rebuilds its buckets after the first step), so their timed
+# windows are compressed; training cells start where torch advises (powersgd_start_iter).
+POWERSGD_START_ITER = POWERSGD_MIN_START
 
 
 class DelayedAllreduce:
@@ -193,7 +194,10 @@ class RemedyHooks:
         elif self.comm.name == "powersgd":
             self._register_powersgd(model)
             self.applied.update(
-                rank=self.comm.rank, start_iter=POWERSGD_START_ITER, error_feedback=True
+                rank=self.comm.rank,
+                start_iter=POWERSGD_START_ITER,
+                start_iter_rule="torch's minimum: a synthetic cell times compressed steps",
+                error_feedback=True,
             )
         elif self.comm.name in ("delayed", "delayed-fp16"):
             # [distributed] every rank creates the group, in the same order
@@ -240,6 +244,22 @@ class RemedyHooks:
         if self.comm.name in ("none", "delayed", "delayed-fp16"):
             return None
         return compressed_allreduce(buffer, self.comm, world_size)
+
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        """A training cell's length, before its first step: PowerSGD starts where torch
+        advises (synthetic cells keep step 2, so their timed windows are compressed)."""
+        if self.comm.name != "powersgd":
+            return
+        start = powersgd_start_iter(total_steps, warmup_steps)
+        states = getattr(self.state, "states", [self.state])
+        for state in states:
+            state.start_powerSGD_iter = start
+        self.applied.update(
+            start_iter=start,
+            start_iter_rule=(
+                f"torch's advice: max(2, 10% of {total_steps} steps, {warmup_steps} warm-up steps)"
+            ),
+        )
 
     def record(self) -> dict[str, Any]:
         if isinstance(self.state, PowerSGDBuckets):

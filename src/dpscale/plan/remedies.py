@@ -111,6 +111,16 @@ def name_of(key: str) -> str:
     return max(names, key=len) if names else key
 
 
+# torch's PowerSGD: the first compressed step is at least 2 with error feedback or warm start
+POWERSGD_MIN_START = 2
+
+
+def powersgd_start_iter(total_steps: int, warmup_steps: int) -> int:
+    """torch's advice for a training's ``start_powerSGD_iter`` (PowerSGDState): about 10% of
+    its steps, no fewer than its warm-up steps, never below torch's minimum."""
+    return max(POWERSGD_MIN_START, math.ceil(0.1 * total_steps), warmup_steps)
+
+
 def _number(value: float | None) -> str:
     return f"{value:g}"
 

@@ -112,6 +112,9 @@ class GuardedBackend:
     def _call(self, call: Callable[..., Any], *args: Any) -> Any:
         return self.watchdog.call(call, *args) if self.watchdog else call(*args)
 
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        self.backend.planned(total_steps, warmup_steps)
+
     def set_lr(self, lr: float) -> None:
         self.backend.set_lr(lr)
 

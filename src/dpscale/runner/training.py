@@ -27,6 +27,9 @@ from dpscale.runner.lr import lr_at, scaled_lr
 
 
 class TrainingBackend(Protocol):
+    def planned(self, total_steps: int, warmup_steps: int) -> None:
+        """How long this training is, before its first step (a remedy may key on it)."""
+
     def set_lr(self, lr: float) -> None: ...
 
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
@@ -134,6 +137,7 @@ def run_training(
             f"global batch {cell.global_batch} exceeds the {len(data.y_train)} training images"
         )
     lr = schedule_for(cell, steps)
+    backend.planned(steps * train.epochs, round(steps * train.warmup_epochs))
     epochs, elapsed, time_to_target = [], 0.0, None
     for epoch in range(train.epochs):
         sums, train_seconds = _train_epoch(
