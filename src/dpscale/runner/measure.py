@@ -229,7 +229,9 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
     }
     print("\n".join(startup.mllog_lines(common["startup"])), flush=True)  # the cell's log
     if cell.mode == "train":
-        write_training_result(cell, out, training=every[0]["training"], **common)
+        write_training_result(
+            cell, out, training=every[0]["training"], system_extra=system_extra, **common
+        )
         return
     if cell.mode == "collectives":
         write_collectives_result(
