@@ -88,11 +88,18 @@ def plain(step, grads):
     return tuple(np.mean([g[i] for g in grads], axis=0) for i in range(2))
 
 
-def delayed(step, grads, previous=[]):  # noqa: B006 (the reference's one buffer)
-    if step == 0:
-        previous.clear()
-    applied = previous[0] if previous else tuple(np.zeros_like(g) for g in grads[0])
-    previous[:] = [plain(step, grads)]
+def delayed_by_one(average):
+    """ChainerMN's double buffering of ``average``: step k applies step k-1's averaged
+    gradients, the first step zeros (a fresh buffer per reference run)."""
+    previous = []
+
+    def applied(step, grads):
+        if step == 0:
+            previous.clear()
+        stale = previous[0] if previous else tuple(np.zeros_like(g) for g in grads[0])
+        previous[:] = [average(step, grads)]
+        return stale
+
     return applied
 
 
@@ -103,15 +110,6 @@ def fp16_mean(step, grads):
         tuple((np.float32(part) / len(grads)).astype(np.float16) for part in g) for g in grads
     ]
     return tuple(sum(h[i] for h in halves).astype(np.float64) for i in range(2))
-
-
-def delayed_fp16(step, grads, previous=[]):  # noqa: B006 (the reference's one buffer)
-    """ChainerMN's published remedy: double buffering of an fp16 all-reduce."""
-    if step == 0:
-        previous.clear()
-    applied = previous[0] if previous else tuple(np.zeros_like(g) for g in grads[0])
-    previous[:] = [fp16_mean(step, grads)]
-    return applied
 
 
 class PowerSGD:
@@ -141,8 +139,10 @@ class PowerSGD:
 )
 def test_the_remedy_takes_the_reference_steps(remedy, steps):
     data = run_steps(remedy, steps)
-    averaged = {"delayed": delayed, "delayed-fp16": delayed_fp16}.get(remedy)
-    averaged = averaged or PowerSGD(data["q0"])
+    averaged = {
+        "delayed": delayed_by_one(plain),
+        "delayed-fp16": delayed_by_one(fp16_mean),  # ChainerMN's published pair
+    }.get(remedy) or PowerSGD(data["q0"])
     kernel, bias = reference(data, steps, averaged)
     first, second = data["ranks"]
     for name in ("kernel", "bias"):  # every rank holds the same weights, bit for bit
@@ -153,7 +153,7 @@ def test_the_remedy_takes_the_reference_steps(remedy, steps):
     plain_kernel, _ = reference(data, steps, plain)
     assert np.abs(plain_kernel - kernel).max() > 1e-4
     if remedy == "delayed-fp16":  # and float16 on the wire is not float32's delayed step
-        fp32_kernel, _ = reference(data, steps, delayed)
+        fp32_kernel, _ = reference(data, steps, delayed_by_one(plain))
         assert np.abs(np.asarray(first["kernel"]) - fp32_kernel).max() > 2e-6
 
 
