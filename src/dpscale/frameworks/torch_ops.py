@@ -31,7 +31,11 @@ def configure_threads(cell: Cell) -> int:
     if cell.accelerator == "cpu":
         torch.set_num_threads(cell.threads_per_device)
     else:
+        # cuDNN times its kernels in the warm-up steps; fp32 runs on TF32 tensor cores, as
+        # NVIDIA's and Lambda's fp32 figures do (convolutions already do by torch's default)
         torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     return torch.get_num_threads()
 
 
@@ -117,6 +121,9 @@ def versions() -> dict[str, str]:
         found["cuda"] = str(torch.version.cuda)
         found["cudnn"] = str(torch.backends.cudnn.version())
         found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        found["tf32"] = str(
+            torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        )
     return found
 
 
