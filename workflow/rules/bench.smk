@@ -6,6 +6,7 @@ rule bench_cell:
     input:
         env=cell_env_marker,
         data=cell_dataset,
+        before=cells_before_last_probe,
     output:
         f"{CELLS_DIR}/{CELL_PATTERN}.json",
     log:
@@ -37,7 +38,7 @@ rule bench_cell:
 # and every reader of cell results uses the better one (dpscale.analysis.again).
 checkpoint quality_review:
     input:
-        results=cell_results(),
+        results=cells_reviewed(),
     output:
         review=f"{TABLES}/measure_again.json",
     log:
