@@ -187,7 +187,8 @@ def cells_reviewed():
 
 def cells_before_last_probe(wildcards):
     """The last drift probe's inputs: every other cell and every second measurement, so
-    the trace spans the whole run; ancient(), so rerunning one cell does not rerun it."""
+    the trace spans the whole run; ancient(), so rerunning one cell does not rerun it.
+    """
     if cell_for(wildcards).cell_id != last_drift_probe():
         return []
     return [ancient(path) for path in cells_reviewed() + again_results()(wildcards)]
