@@ -12,6 +12,10 @@ one at a time, in the workflow's run order; a cell that has a result is never me
 again. The framework runs in the given interpreter (config ``interpreters``), since no
 environment is built here. With a deadline, no cell starts once the time is spent, so a
 caller's own time limit never cuts a cell in half.
+
+Second measurements (``measure.again``) and drift probes' place after them are the
+workflow's; a study measured here sets ``measure.again: []``, or the analysis, run on
+another machine, would measure its noisy cells there.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ def planned_cells(study_file: Path) -> list[PlannedCell]:
     for path in [WORKFLOW_ROOT / "config.yaml", study_file]:
         config = merged(config, load_yaml(path))
     checked, cells = plan_study(config, STRATEGIES)
+    if checked["measure"]["again"]:
+        raise ConfigError(
+            f"{study_file}: measure.again: {checked['measure']['again']!r} needs the workflow; "
+            "allowed without Snakemake: []"
+        )
     results = Path(checked["results_dir"]) / checked["study"]
     priority = run_priorities(cells)
     ordered = sorted(cells, key=lambda cell: -priority[cell.cell_id])
