@@ -11,9 +11,11 @@ from conftest import MULTI_PROCESS, ONE_PROCESS, make_cell
 from dpscale.analysis import alpha_beta
 from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
+    RANKS_COLUMNS,
     collectives_table,
     comm_fits_table,
     link_rate_GB_s,
+    rank_count_table,
 )
 from dpscale.plan import ring
 from dpscale.plan.cell import Collectives, ModelConfig
@@ -201,12 +203,15 @@ def test_contaminated_cells_are_left_out_of_the_fit_with_the_reason():
 def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
     from dpscale.steps.tables import collectives
 
-    outputs = {n: tmp_path / n for n in ("c.csv", "f.csv", "f.html", "b.png")}
-    named = dict(zip(("table", "fits", "fits_html", "figure"), outputs.values(), strict=True))
+    outputs = {n: tmp_path / n for n in ("c.csv", "f.csv", "f.html", "r.csv", "r.html", "b.png")}
+    names = ("table", "fits", "fits_html", "ranks", "ranks_html", "figure")
+    named = dict(zip(names, outputs.values(), strict=True))
     collectives({"results": []}, named, {})
     assert list(pd.read_csv(outputs["f.csv"]).columns) == COMM_FITS_COLUMNS
+    assert list(pd.read_csv(outputs["r.csv"]).columns) == RANKS_COLUMNS
     assert pd.read_csv(outputs["c.csv"]).empty
     assert "no collective cells" in outputs["f.html"].read_text()
+    assert "two rank counts" in outputs["r.html"].read_text()
     assert outputs["b.png"].stat().st_size > 0
 
 
@@ -215,3 +220,63 @@ def test_an_emulated_links_line_rate_is_in_gb_per_second_and_a_real_ones_unknown
     assert link_rate_GB_s({"network": {"name": "slow", "rate": "100mbit"}}) == pytest.approx(0.0125)
     assert np.isnan(link_rate_GB_s({"network": {"name": "ib", "interface": "ib0"}}))
     assert np.isnan(link_rate_GB_s({}))
+
+
+def _ring_rows(ranks: int, nodes: int, seconds_scale: float = 1.0) -> list[dict]:
+    """Collectives rows of an exact ring (alpha 50 us, beta 1 GB/s) at ``ranks``, their
+    times scaled by ``seconds_scale`` (a link slower than the law says)."""
+    rows = []
+    for size in [2**k for k in range(10, 27, 2)]:
+        t = ring.ring_allreduce_seconds(size, ranks, 1e9, 50e-6) * seconds_scale
+        rows.append(
+            {
+                "study": "s",
+                "strategy": "torch-ddp",
+                "framework": "torch",
+                "network": "1gbit" if nodes > 1 else "host",
+                "comm": "none",
+                "nodes": nodes,
+                "devices_per_node": ranks // nodes,
+                "world_size": ranks,
+                "source": "measured",
+                "message_bytes": size,
+                "time_s": t,
+                "time_lo": t * 0.98,
+                "time_hi": t * 1.02,
+                "quality": "ok",
+            }
+        )
+    return rows
+
+
+def test_the_law_fitted_on_the_fewest_ranks_predicts_more_ranks_it_never_saw():
+    table = pd.DataFrame(
+        _ring_rows(2, 2)
+        + _ring_rows(4, 4)
+        + _ring_rows(8, 8, seconds_scale=1.25)
+        + _ring_rows(2, 1)
+        + _ring_rows(4, 1)
+    )
+    ranks = rank_count_table(table, comm_fits_table(table))
+    assert list(ranks.columns) == RANKS_COLUMNS
+    by = ranks.set_index(["placement", "predicted_ranks"])
+    assert set(by.index) == {("one rank per node", 4), ("one rank per node", 8), ("one node", 4)}
+    assert (ranks["fitted_on_ranks"] == 2).all() and (
+        ranks["kind"] == "extrapolates in ranks"
+    ).all()
+    exact = by.loc[("one rank per node", 4)]
+    assert exact["median_abs_relative_error"] < 1e-6
+    assert exact["verdict"] == "within the measured interval"
+    slow = by.loc[("one rank per node", 8)]  # measured 25% slower than the law: predicted -20%
+    assert slow["median_abs_relative_error"] == pytest.approx(0.2, abs=1e-6)
+    assert slow["worst_relative_error"] == pytest.approx(-0.2, abs=1e-6)
+    assert slow["verdict"] == "under by 20%"
+
+
+def test_contaminated_cells_are_neither_basis_nor_checked():
+    rows = _ring_rows(2, 2) + _ring_rows(4, 4)
+    for row in rows[-3:]:
+        row["quality"] = "contaminated"
+    table = pd.DataFrame(rows)
+    checked = rank_count_table(table, comm_fits_table(table)).iloc[0]
+    assert checked["sizes"] == len(rows) // 2 - 3

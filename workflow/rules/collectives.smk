@@ -19,6 +19,14 @@ rule collectives:
             subcategory="tables",
             labels={"name": "all-reduce alpha and beta"},
         ),
+        ranks=f"{TABLES}/collective_ranks.csv",
+        ranks_html=report(
+            f"{TABLES}/collective_ranks.html",
+            caption="../../report/collective_ranks.rst",
+            category="4. Network",
+            subcategory="tables",
+            labels={"name": "all-reduce at more ranks, predicted"},
+        ),
         figure=report(
             f"{FIGURES}/collectives_busbw.png",
             caption="../../report/collectives_busbw.rst",

@@ -179,3 +179,117 @@ def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     # beta_hi_GB_s is inf where the data bound the bandwidth only from below
     return pd.DataFrame(rows).reindex(columns=COMM_FITS_COLUMNS)
+
+
+# rank_count_table: the ring law fitted on the fewest ranks, checked on more
+RANKS_GROUP = ["study", "strategy", "framework", "network", "comm", "source", "placement"]
+RANKS_COLUMNS = [
+    *RANKS_GROUP,
+    "fitted_on_ranks",
+    "predicted_ranks",
+    "kind",
+    "sizes",
+    "median_abs_relative_error",
+    "worst_relative_error",
+    "largest_message_bytes",
+    "measured_s",
+    "measured_lo",
+    "measured_hi",
+    "predicted_s",
+    "predicted_lo",
+    "predicted_hi",
+    "verdict",
+]
+
+
+def placement(nodes: int, devices_per_node: int) -> str:
+    """How a layout's ranks sit: the ring law's bandwidth is a different link in each."""
+    if nodes == 1:
+        return "one node"
+    return "one rank per node" if devices_per_node == 1 else "several ranks per node"
+
+
+def _ring_interval(size: float, ranks: int, basis: pd.Series) -> tuple[float, float, float]:
+    """The basis fit's all-reduce time at ``ranks``, and its range over beta's 95% interval
+    (the faster bound gives the shorter time; an unbounded beta leaves the latency)."""
+
+    def seconds(beta_GB_s: float) -> float:
+        beta = beta_GB_s * 1e9
+        return ring.ring_allreduce_seconds(size, ranks, beta, basis["alpha_s"])
+
+    return (
+        seconds(basis["beta_GB_s"]),
+        seconds(basis["beta_hi_GB_s"]),
+        seconds(basis["beta_lo_GB_s"]),
+    )
+
+
+def _verdict(measured: pd.Series, lo: float, hi: float, relative_error: float) -> str:
+    if lo <= measured["time_hi"] and measured["time_lo"] <= hi:
+        return "within the measured interval"
+    side = "under" if relative_error < 0 else "over"
+    return f"{side} by {abs(relative_error):.0%}"
+
+
+def _rank_row(group: pd.DataFrame, basis: pd.Series, ranks: int) -> dict[str, Any]:
+    points = group[group["world_size"] == ranks].sort_values("message_bytes")
+    predicted = ring.ring_allreduce_seconds(
+        points["message_bytes"], ranks, basis["beta_GB_s"] * 1e9, basis["alpha_s"]
+    )
+    errors = predicted / points["time_s"] - 1
+    largest = points.iloc[-1]
+    at_largest, lo, hi = _ring_interval(largest["message_bytes"], ranks, basis)
+    return {
+        "fitted_on_ranks": int(basis["world_size"]),
+        "predicted_ranks": ranks,
+        "kind": "extrapolates in ranks",
+        "sizes": len(points),
+        "median_abs_relative_error": float(errors.abs().median()),
+        "worst_relative_error": float(errors.loc[errors.abs().idxmax()]),
+        "largest_message_bytes": int(largest["message_bytes"]),
+        "measured_s": largest["time_s"],
+        "measured_lo": largest["time_lo"],
+        "measured_hi": largest["time_hi"],
+        "predicted_s": at_largest,
+        "predicted_lo": lo,
+        "predicted_hi": hi,
+        "verdict": _verdict(largest, lo, hi, at_largest / largest["time_s"] - 1),
+    }
+
+
+def rank_count_table(collectives: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
+    """The ring law's rank-count dependence, checked: per strategy, network, remedy, source
+    and placement, the alpha-beta fit of the fewest ranks predicts every larger rank count
+    it was not fitted on, at every message size measured there (contaminated cells left
+    out, as from the fits). Median and worst relative error, and at the largest message
+    the measured interval beside the prediction's over the basis's beta interval."""
+    rows: list[dict[str, Any]] = []
+    usable = collectives[collectives["quality"].fillna("") != "contaminated"]
+    if usable.empty or fits.empty:
+        return pd.DataFrame(columns=RANKS_COLUMNS)
+    usable = usable.assign(
+        placement=[
+            placement(n, d)
+            for n, d in zip(usable["nodes"], usable["devices_per_node"], strict=True)
+        ]
+    )
+    fitted = fits[fits["status"] == "ok"]
+    fitted = fitted.assign(
+        placement=[
+            placement(n, d)
+            for n, d in zip(fitted["nodes"], fitted["devices_per_node"], strict=True)
+        ]
+    )
+    for key, group in usable.groupby(RANKS_GROUP, sort=True, dropna=False):
+        bases = fitted.merge(
+            pd.DataFrame([dict(zip(RANKS_GROUP, key, strict=True))]), on=RANKS_GROUP
+        )
+        if bases.empty:
+            continue
+        basis = bases.sort_values("world_size").iloc[0]
+        for ranks in sorted(set(group["world_size"]) - {basis["world_size"]}):
+            if ranks > basis["world_size"]:
+                rows.append(
+                    {**dict(zip(RANKS_GROUP, key, strict=True)), **_rank_row(group, basis, ranks)}
+                )
+    return pd.DataFrame(rows, columns=RANKS_COLUMNS)

@@ -137,8 +137,19 @@ def collectives(inputs: Files, outputs: Files, params: Files) -> str:
     measured = coll.collectives_table(tbl.load_results(inputs["results"], inputs.get("again", ())))
     sizes = coll.with_imported(measured, read_optional(inputs.get("imported")))
     comm_fits = coll.comm_fits_table(sizes)
+    ranks = coll.rank_count_table(sizes, comm_fits)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
+    write(ranks, outputs["ranks"])
+    write_table_html(
+        or_message(
+            ranks,
+            "rank-count checks",
+            "no collectives cells at two rank counts of one placement (mode collectives)",
+        ),
+        outputs["ranks_html"],
+        "The ring law fitted on the fewest ranks, checked on more",
+    )
     plots.collectives_figure(sizes, comm_fits, figure_path(outputs["figure"]), list(STRATEGIES))
     shown = or_message(
         comm_fits,
