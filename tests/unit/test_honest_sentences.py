@@ -78,6 +78,14 @@ def test_one_device_tied_with_two_is_the_simpler_choice():
     assert "choose torch-ddp on 1 node x 1 device: one device needs no break-even" in text
 
 
+def test_one_device_is_faster_than_several_only_where_several_were_measured():
+    alone = landing([cost_row("torch-dp", 4688, 5, 1), cost_row("torch-ddp", 4559, 6, 1)], [])
+    assert "choose torch-dp on 1 node x 1 device: 4688 img/s (±5)" in alone
+    assert "multi-device" not in alone.split("choose")[1].split(".")[0]
+    beside = landing([cost_row("torch-dp", 200, 5, 1), cost_row("torch-ddp", 150, 6)], [])
+    assert "faster than every multi-device layout measured" in beside
+
+
 def test_accuracy_measured_on_another_model_says_which():
     trained = finding("torch-ddp", math.nan, model="resnet18-imagenet16-c10")
     trained.update(

@@ -123,7 +123,8 @@ def _pick(costs: pd.DataFrame, findings: pd.DataFrame) -> tuple[dict[str, Any], 
     per-device batch, or, where intervals overlap, the tied layout the tie rule picks."""
     tied = _tied(costs).to_dict("records")
     if len(tied) == 1:
-        return tied[0], _choice(tied[0], _finding(findings, tied[0]))
+        multi = bool((costs["world_size"] > 1).any())
+        return tied[0], _choice(tied[0], _finding(findings, tied[0]), multi)
     chosen, why = _decide(tied, findings)
     return chosen, _tie_words(tied, chosen, why)
 
@@ -133,7 +134,8 @@ def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | No
     return mine.iloc[0].to_dict() if not mine.empty else None
 
 
-def _choice(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
+def _choice(row: dict[str, Any], finding: dict[str, Any] | None, multi: bool = True) -> str:
+    """The recommendation; a single device is "faster" only where several were measured."""
     batch = int(row["batch_per_device"])
     text = (
         f"choose {row['strategy']} on {_where(row)}: {row['img_s']:.0f} img/s "
@@ -141,7 +143,7 @@ def _choice(row: dict[str, Any], finding: dict[str, Any] | None) -> str:
         f"(global {batch * int(row['world_size'])})"
     )
     if row["world_size"] == 1:
-        return text + ", faster than every multi-device layout measured"
+        return text + (", faster than every multi-device layout measured" if multi else "")
     return text + _beats(row, finding)
 
 
