@@ -11,6 +11,7 @@ from dpscale.analysis.collectives import (
 )
 from dpscale.launch import launcher, netns
 from dpscale.plan.cell import Cell, Collectives, Measure, Network
+from dpscale.plan.remedies import Comm
 from dpscale.plan.result import read_result
 
 
@@ -53,6 +54,29 @@ def test_a_torch_ddp_all_reduce_cell_on_the_host(tmp_path, monkeypatch):
     assert sizes[-1]["busbw_GB_s"] > sizes[0]["busbw_GB_s"]
     table = collectives_table([result])
     assert len(table) == len(sizes) and set(table["world_size"]) == {2}
+    replay = record["gradient_replay"]  # one step's buckets: one float32 all-reduce each
+    gradient_bytes = 4 * result["model_info"]["trainable_params"]
+    assert replay["logical_bytes_per_step"] == replay["wire_bytes_per_step"] == gradient_bytes
+    assert replay["collectives_per_step"] == replay["buckets"] >= 1
+    assert len(replay["step_seconds"]) == cell.measure.windows
+
+
+@pytest.mark.slow
+def test_powersgds_replayed_traffic_is_what_its_training_steps_send(tmp_path, monkeypatch):
+    """The PowerSGD collectives cell sends, per step, the bytes torch's hook counted in a
+    synthetic cell's compressed steps (within 1%), in three collectives per bucket."""
+    powersgd = Comm("powersgd", rank=2)
+    (tmp_path / "c").mkdir(), (tmp_path / "s").mkdir()
+    replay = run_cell(ddp_collectives_cell(devices=2, comm=powersgd), tmp_path / "c", monkeypatch)
+    steps = make_cell("torch-ddp", devices=2, batch=4, comm=powersgd)
+    trained = run_cell(steps, tmp_path / "s", monkeypatch)["system"]["comm"]
+    sent = replay["collectives"]["gradient_replay"]
+    assert sent["wire_bytes_per_step"] == pytest.approx(trained["wire_bytes_per_step"], rel=0.01)
+    assert sent["logical_bytes_per_step"] / sent["wire_bytes_per_step"] == pytest.approx(
+        trained["wire_ratio"], rel=0.01
+    )
+    assert sent["collectives_per_step"] == 3 * sent["buckets"]
+    assert sent["buckets"] == trained["buckets"]  # as DDP rebuilt them after the first step
 
 
 @pytest.mark.slow

@@ -12,8 +12,10 @@ from dpscale.analysis import alpha_beta
 from dpscale.analysis.collectives import (
     COMM_FITS_COLUMNS,
     RANKS_COLUMNS,
+    REPLAY_COLUMNS,
     collectives_table,
     comm_fits_table,
+    gradient_replay_table,
     link_rate_GB_s,
     rank_count_table,
 )
@@ -203,8 +205,9 @@ def test_contaminated_cells_are_left_out_of_the_fit_with_the_reason():
 def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
     from dpscale.steps.tables import collectives
 
-    outputs = {n: tmp_path / n for n in ("c.csv", "f.csv", "f.html", "r.csv", "r.html", "b.png")}
-    names = ("table", "fits", "fits_html", "ranks", "ranks_html", "figure")
+    files = ("c.csv", "f.csv", "f.html", "r.csv", "r.html", "g.csv", "g.html", "b.png")
+    outputs = {n: tmp_path / n for n in files}
+    names = ("table", "fits", "fits_html", "ranks", "ranks_html", "replay", "replay_html", "figure")
     named = dict(zip(names, outputs.values(), strict=True))
     collectives({"results": []}, named, {})
     assert list(pd.read_csv(outputs["f.csv"]).columns) == COMM_FITS_COLUMNS
@@ -212,6 +215,7 @@ def test_a_study_without_collectives_gets_empty_tables_with_headers(tmp_path):
     assert pd.read_csv(outputs["c.csv"]).empty
     assert "no collective cells" in outputs["f.html"].read_text()
     assert "two rank counts" in outputs["r.html"].read_text()
+    assert list(pd.read_csv(outputs["g.csv"]).columns) == REPLAY_COLUMNS
     assert outputs["b.png"].stat().st_size > 0
 
 
@@ -280,3 +284,38 @@ def test_contaminated_cells_are_neither_basis_nor_checked():
     table = pd.DataFrame(rows)
     checked = rank_count_table(table, comm_fits_table(table)).iloc[0]
     assert checked["sizes"] == len(rows) // 2 - 3
+
+
+def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
+    replay = {
+        "buckets": 2,
+        "collectives_per_step": 6,
+        "logical_bytes_per_step": 44_695_848,
+        "wire_bytes_per_step": 329_040,
+        "summary": {"mean": 0.0138, "ci95": 0.0067},
+    }
+    cell = {
+        "study": "s",
+        "strategy": "torch-ddp",
+        "mode": "collectives",
+        "nodes": 1,
+        "devices_per_node": 2,
+        "world_size": 2,
+        "cell_id": "c",
+        "comm": {"name": "powersgd", "rank": 2},
+    }
+    ok = {
+        "cell": cell,
+        "status": "ok",
+        "framework": "torch",
+        "quality": "ok",
+        "collectives": {"gradient_replay": replay},
+    }
+    failed = {**ok, "status": "failed"}
+    before = {**ok, "collectives": {}}  # a result from before the replay
+    table = gradient_replay_table([ok, failed, before])
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["comm"] == "powersgd-r2" and row["collectives_per_step"] == 3 * row["buckets"]
+    assert row["wire_ratio"] == pytest.approx(135.84, abs=0.01)
+    assert (row["step_s"], row["step_ci95"]) == (0.0138, 0.0067)

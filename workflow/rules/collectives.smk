@@ -27,6 +27,14 @@ rule collectives:
             subcategory="tables",
             labels={"name": "all-reduce at more ranks, predicted"},
         ),
+        replay=f"{TABLES}/gradient_replay.csv",
+        replay_html=report(
+            f"{TABLES}/gradient_replay.html",
+            caption="../../report/gradient_replay.rst",
+            category="4. Network",
+            subcategory="tables",
+            labels={"name": "one step's gradient traffic"},
+        ),
         figure=report(
             f"{FIGURES}/collectives_busbw.png",
             caption="../../report/collectives_busbw.rst",

@@ -293,3 +293,50 @@ def rank_count_table(collectives: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFr
                     {**dict(zip(RANKS_GROUP, key, strict=True)), **_rank_row(group, basis, ranks)}
                 )
     return pd.DataFrame(rows, columns=RANKS_COLUMNS)
+
+
+REPLAY_COLUMNS = [
+    *LAYOUT,
+    "cell_id",
+    "buckets",
+    "collectives_per_step",
+    "logical_bytes_per_step",
+    "wire_bytes_per_step",
+    "wire_ratio",
+    "step_s",
+    "step_ci95",
+    "quality",
+]
+
+
+def gradient_replay_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per ok collectives cell that replayed a training step's gradient traffic:
+    its buckets and collectives, the bytes it sent, and the step's time (mean, 95%)."""
+    rows = []
+    for result in results:
+        cell = result["cell"]
+        replay = (result.get("collectives") or {}).get("gradient_replay")
+        if cell["mode"] != "collectives" or result["status"] != "ok" or not replay:
+            continue
+        rows.append(
+            {
+                "study": cell["study"],
+                "strategy": cell["strategy"],
+                "framework": result.get("framework"),
+                "network": (cell.get("network") or {}).get("name", "host"),
+                "comm": comm_key(cell),
+                "nodes": cell["nodes"],
+                "devices_per_node": cell["devices_per_node"],
+                "world_size": cell["world_size"],
+                "cell_id": cell["cell_id"],
+                "buckets": replay["buckets"],
+                "collectives_per_step": replay["collectives_per_step"],
+                "logical_bytes_per_step": replay["logical_bytes_per_step"],
+                "wire_bytes_per_step": replay["wire_bytes_per_step"],
+                "wire_ratio": replay["logical_bytes_per_step"] / replay["wire_bytes_per_step"],
+                "step_s": replay["summary"]["mean"],
+                "step_ci95": replay["summary"]["ci95"],
+                "quality": result.get("quality"),
+            }
+        )
+    return pd.DataFrame(rows, columns=REPLAY_COLUMNS).sort_values(LAYOUT).reset_index(drop=True)

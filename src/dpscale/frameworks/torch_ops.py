@@ -280,6 +280,10 @@ class DistributedTorchRank(TorchRank):
         # nccl queues it on the stream that sync waits for
         return (lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM)), synchronizer(self.device)
 
+    def gradient_traffic(self) -> tuple[Callable[[], None], Callable[[], None], dict[str, Any]]:
+        step, sends = self.remedy.traffic(self.model.module, self.device)
+        return step, synchronizer(self.device), sends
+
     def allreduce_description(self) -> dict[str, str]:
         op = "torch.distributed.all_reduce(SUM)"
         if self.cell.comm.name != "none":

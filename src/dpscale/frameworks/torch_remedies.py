@@ -95,6 +95,7 @@ class PowerSGDBuckets:
             for group in groups
         ]
         self.iter = 0
+        self.buckets_seen = 0
         # this step's chains so far; how many ran at once, at most (1: no overlap)
         self.step_futures: list[torch.futures.Future] = []
         self.most_in_flight = 0
@@ -105,6 +106,7 @@ class PowerSGDBuckets:
             raise RuntimeError(f"PowerSGD: bucket {index} but {len(self.states)} process groups")
         state = self.states[index]
         state.iter = self.iter
+        self.buckets_seen = max(self.buckets_seen, index + 1)
         running = sum(not future.done() for future in self.step_futures) + 1
         self.most_in_flight = max(self.most_in_flight, running)
         future = powerSGD_hook.powerSGD_hook(state, bucket)  # [distributed] on its own group
@@ -120,6 +122,22 @@ class PowerSGDBuckets:
         after = sum(s.total_numel_after_compression for s in self.states)
         return (before / after if after else 0.0), before, after
 
+    def compressed_steps(self) -> int:
+        start = self.states[0].start_powerSGD_iter if self.states else 0
+        return max(self.iter - start, 0)
+
+
+def wire_bytes_per_step(state: Any) -> float | None:
+    """PowerSGD's float32 elements sent per compressed step, from torch's own statistics
+    (the hook counts only compressed steps), in bytes; None before the first."""
+    _, _, after = state.compression_stats()
+    steps = (
+        state.compressed_steps()
+        if isinstance(state, PowerSGDBuckets)
+        else max(state.iter - state.start_powerSGD_iter, 0)
+    )
+    return 4 * after / steps if steps else None
+
 
 def bucket_bound(model: torch.nn.Module, bucket_mb: float) -> int:
     """At most how many buckets DDP makes: each but the last holds at least its cap (the
@@ -127,6 +145,70 @@ def bucket_bound(model: torch.nn.Module, bucket_mb: float) -> int:
     parameters = [p for p in model.parameters() if p.requires_grad]
     total = sum(p.numel() * p.element_size() for p in parameters)
     return min(len(parameters), 2 + int(total // (bucket_mb * 2**20)) + 1)
+
+
+def gradient_buckets(model: torch.nn.Module, bucket_mb: float) -> list[list[torch.Tensor]]:
+    """The trainable parameters of each gradient bucket, in the order DDP reduces them
+    once it has rebuilt its buckets after the first step: torch's own assignment with the
+    cap ``bucket_mb``, over the parameters in reverse order, which is the order their
+    gradients become ready up to the shortcut convolutions' (ResNet-18: 2 buckets, as
+    DDP's own logging data reads, sizes within 2 MB of its)."""
+    parameters = [p for p in model.parameters() if p.requires_grad][::-1]
+    indices, _ = dist._compute_bucket_assignment_by_size(
+        parameters, [int(bucket_mb * 2**20)], [False] * len(parameters)
+    )
+    return [[parameters[i] for i in bucket] for bucket in indices]
+
+
+# PowerSGDState's default: a matrix is compressed only where it saves at least half
+POWERSGD_MIN_COMPRESSION_RATE = 2
+
+
+def bucket_messages(tensors: list[torch.Tensor], comm: Comm) -> list[tuple[int, torch.dtype]]:
+    """The all-reduces one bucket's gradients take under the remedy, (elements, dtype) each:
+    PowerSGD's three (the uncompressed tensors, then P, then Q, sized as torch's hook sizes
+    them), the compress hooks' one in half precision, else one in float32."""
+    total = sum(t.numel() for t in tensors)
+    if comm.name in ("fp16", "delayed-fp16"):
+        return [(total, torch.float16)]
+    if comm.name == "bf16":
+        return [(total, torch.bfloat16)]
+    if comm.name != "powersgd":
+        return [(total, torch.float32)]
+    uncompressed = ps = qs = 0
+    for tensor in tensors:
+        n, m = tensor.shape[0], tensor.numel() // tensor.shape[0]
+        rank = min(n, m, comm.rank or 1)
+        worth, _, _ = powerSGD_hook._should_compress(n, m, rank, POWERSGD_MIN_COMPRESSION_RATE)
+        if worth:
+            ps, qs = ps + n * rank, qs + m * rank
+        else:
+            uncompressed += tensor.numel()
+    return [(uncompressed, torch.float32), (ps, torch.float32), (qs, torch.float32)]
+
+
+def gradient_traffic(
+    model: torch.nn.Module, comm: Comm, device: torch.device
+) -> tuple[Callable[[], None], dict[str, Any]]:
+    """One step's gradient traffic as training sends it (collectives mode): every bucket's
+    all-reduces, bucket by bucket, in the order DDP reduces them, on buffers made once;
+    and what it sends. The bytes and the collectives are training's; the overlap with the
+    backward pass and PowerSGD's matrix work are not replayed."""
+    buckets = gradient_buckets(model, comm.bucket_mb or DEFAULT_BUCKET_MB)
+    messages = [m for bucket in buckets for m in bucket_messages(bucket, comm)]
+    buffers = [torch.ones(numel, dtype=dtype, device=device) for numel, dtype in messages]
+    logical = sum(t.numel() for bucket in buckets for t in bucket) * 4
+
+    def step() -> None:
+        for buffer in buffers:
+            dist.all_reduce(buffer)  # [distributed] one bucket's message, as training sends it
+
+    return step, {
+        "buckets": len(buckets),
+        "collectives_per_step": len(buffers),
+        "logical_bytes_per_step": logical,
+        "wire_bytes_per_step": sum(b.numel() * b.element_size() for b in buffers),
+    }
 
 
 def wire_ratio(comm: Comm, state: Any) -> float:
@@ -245,6 +327,12 @@ class RemedyHooks:
             return None
         return compressed_allreduce(buffer, self.comm, world_size)
 
+    def traffic(
+        self, model: torch.nn.Module, device: torch.device
+    ) -> tuple[Callable[[], None], dict[str, Any]]:
+        """Collectives mode: one step's gradient traffic under this remedy."""
+        return gradient_traffic(model, self.comm, device)
+
     def planned(self, total_steps: int, warmup_steps: int) -> None:
         """A training cell's length, before its first step: PowerSGD starts where torch
         advises (synthetic cells keep step 2, so their timed windows are compressed)."""
@@ -264,6 +352,9 @@ class RemedyHooks:
     def record(self) -> dict[str, Any]:
         if isinstance(self.state, PowerSGDBuckets):
             self.applied["most_buckets_in_flight"] = self.state.most_in_flight
+            self.applied["buckets"] = self.state.buckets_seen
+        if self.comm.name == "powersgd" and self.state is not None:
+            self.applied["wire_bytes_per_step"] = wire_bytes_per_step(self.state)
         return {"comm": {**self.applied, "wire_ratio": wire_ratio(self.comm, self.state)}}
 
     def flush(self) -> None:

@@ -195,8 +195,17 @@ def time_allreduce(cell: Cell, rank: Rank, guards: Guards, log: Progress) -> dic
         span = last_timed_span()
         if span_start is None and span:
             span_start = span[0]
+    timed: dict[str, Any] = {"windows": windows}
+    traffic = rank.gradient_traffic()
+    if traffic is not None:  # one training step's buckets, as training sends them
+        step, sync, sends = traffic
+        step, sync = guards.steps(step, sync, first=False)
+        log(f"one step's gradient traffic: {sends}")
+        replay = time_windows(step, sync, m.warmup_steps, m.windows, m.steps_per_window)
+        timed["replay"] = {**sends, "windows": replay}
     span = last_timed_span()
-    return {"windows": windows, "span": [span_start, span[1]] if span and span_start else None}
+    timed["span"] = [span_start, span[1]] if span and span_start else None
+    return timed
 
 
 def matmul_peak(cell: Cell, rank: Rank) -> dict[str, Any]:
@@ -238,6 +247,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
             cell,
             out,
             per_rank=[r["collectives"]["windows"] for r in every],
+            replays=[r["collectives"].get("replay") for r in every],
             description=rank.allreduce_description(),
             timed_span=_overall_span([r["collectives"]["span"] for r in every]),
             system_extra=system_extra,

@@ -47,6 +47,13 @@ class Rank:
         collectives mode only, multi-process strategies only."""
         raise RuntimeError(f"{self.framework}: an all-reduce needs more than one process")
 
+    def gradient_traffic(self) -> tuple[Step, Sync, dict[str, Any]] | None:
+        """Collectives mode: one training step's gradient traffic (every bucket's
+        collectives, as the strategy and its remedy send them), a sync, and what it sends
+        (buckets, collectives_per_step, logical and wire bytes per step); None where the
+        strategy cannot replay it."""
+        return None
+
     def allreduce_description(self) -> dict[str, str]:
         """What :meth:`allreduce` calls: ``op`` and ``backend`` (e.g. gloo, nccl, ps-lite)."""
         return {}

@@ -159,6 +159,22 @@ def collectives_record(
     return record
 
 
+def replay_record(cell: Cell, replays: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One training step's gradient traffic replayed (runner.rank.Rank.gradient_traffic):
+    what it sends, each rank's windows, the step times (slowest rank) and their summary."""
+    if not replays or replays[0] is None:
+        return None
+    per_rank = [list(replay["windows"]) for replay in replays if replay]
+    steps = [seconds / cell.measure.steps_per_window for seconds in slowest_rank(per_rank)]
+    sends = {key: value for key, value in replays[0].items() if key != "windows"}
+    return {
+        **sends,
+        "per_rank_window_seconds": per_rank,
+        "step_seconds": steps,
+        "summary": summarise(steps).as_dict(),
+    }
+
+
 def write_collectives_result(
     cell: Cell,
     out: Path,
@@ -167,6 +183,7 @@ def write_collectives_result(
     per_rank: Sequence[dict[str, Sequence[float]]],
     description: dict[str, str],
     framework: str,
+    replays: Sequence[dict[str, Any] | None] = (),
     framework_versions: dict[str, str],
     threads_used: int,
     trainable_params: int,
@@ -180,6 +197,9 @@ def write_collectives_result(
     """A collectives cell's result: ``collectives`` holds the per-size windows, and the
     ranks' parameter checksums after the initial broadcast (no optimiser step ran)."""
     record = collectives_record(cell, per_rank, description, timed_span)
+    replay = replay_record(cell, replays)
+    if replay is not None:
+        record["gradient_replay"] = replay
     if rank_param_checksums is not None:
         record["rank_param_checksums"] = list(rank_param_checksums)
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)

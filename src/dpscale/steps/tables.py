@@ -134,13 +134,25 @@ def accuracy(inputs: Files, outputs: Files, params: Files) -> str:
 def collectives(inputs: Files, outputs: Files, params: Files) -> str:
     """Collectives cells (and imported all_reduce_perf logs, rule imports) -> per-size table,
     alpha-beta fits, bus-bandwidth figure, HTML; every row says its source."""
-    measured = coll.collectives_table(tbl.load_results(inputs["results"], inputs.get("again", ())))
+    results = tbl.load_results(inputs["results"], inputs.get("again", ()))
+    measured = coll.collectives_table(results)
+    replay = coll.gradient_replay_table(results)
     sizes = coll.with_imported(measured, read_optional(inputs.get("imported")))
     comm_fits = coll.comm_fits_table(sizes)
     ranks = coll.rank_count_table(sizes, comm_fits)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
     write(ranks, outputs["ranks"])
+    write(replay, outputs["replay"])
+    write_table_html(
+        or_message(
+            replay,
+            "gradient replay",
+            "no collectives cell replayed a training step (torch-ddp collectives cells do)",
+        ),
+        outputs["replay_html"],
+        "One training step's gradient traffic, replayed",
+    )
     write_table_html(
         or_message(
             ranks,
