@@ -148,7 +148,7 @@ def collectives(inputs: Files, outputs: Files, params: Files) -> str:
         or_message(
             replay,
             "gradient replay",
-            "no collectives cell replayed a training step (torch-ddp collectives cells do)",
+            "no collectives cell of this study replayed a training step's gradient traffic",
         ),
         outputs["replay_html"],
         "One training step's gradient traffic, replayed",
