@@ -12,7 +12,7 @@ RULES = REPO / "workflow" / "rules"
 # what waits for every cell: every cell's result, the aggregate's tables, and the targets
 # that only collect
 AFTER_EVERY_CELL = re.compile(
-    r"cell_results\(\)|cells_reviewed\(\)|\{TABLES\}|rules\.|training_tables\(|tidy_tables\b"
+    r"cell_results\(\)|\{TABLES\}|rules\.|training_tables\(|tidy_tables\b"
 )
 TARGETS = {"cells", "envs"}
 

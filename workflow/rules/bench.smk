@@ -6,7 +6,6 @@ rule bench_cell:
     input:
         env=cell_env_marker,
         data=cell_dataset,
-        before=cells_before_last_probe,
     output:
         f"{CELLS_DIR}/{CELL_PATTERN}.json",
     log:
@@ -43,7 +42,12 @@ checkpoint quality_review:
         review=f"{TABLES}/measure_again.json",
     log:
         f"{LOGS}/quality_review.log",
+    # ahead of the last drift probe (the lowest priority), and not beside it: the cells it
+    # picks (priorities above the probe's too) run before the probe closes the trace
+    priority: len(CELLS) + 1
     localrule: True
+    resources:
+        bench_slot=2,
     params:
         qualities=config["measure"]["again"],
     script:

@@ -172,26 +172,16 @@ def cell_results(mode=None, exclude=()):
 
 
 def last_drift_probe():
-    """The drift probe that closes the trace (None without probes): it runs after every
-    other cell, second measurements included (cells_before_last_probe)."""
+    """The drift probe that closes the trace (None without probes)."""
     probes = [cell for cell in CELLS.values() if cell.drift_probe]
     return max(probes, key=lambda cell: cell.repeat).cell_id if probes else None
 
 
 def cells_reviewed():
-    """What the quality review reads: every result but the last drift probe's, which waits
-    for the review's second measurements."""
+    """What the quality review reads: every result but the last drift probe's, so the
+    review, and the second measurements it asks for, can come before that probe."""
     last = last_drift_probe()
     return [f"{CELLS_DIR}/{cell_id}.json" for cell_id in cell_ids() if cell_id != last]
-
-
-def cells_before_last_probe(wildcards):
-    """The last drift probe's inputs: every other cell and every second measurement, so
-    the trace spans the whole run; ancient(), so rerunning one cell does not rerun it.
-    """
-    if cell_for(wildcards).cell_id != last_drift_probe():
-        return []
-    return [ancient(path) for path in cells_reviewed() + again_results()(wildcards)]
 
 
 def again_results(mode=None):
