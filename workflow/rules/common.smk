@@ -178,10 +178,15 @@ def last_drift_probe():
 
 
 def cells_reviewed():
-    """What the quality review reads: every result but the last drift probe's, so the
-    review, and the second measurements it asks for, can come before that probe."""
+    """What the quality review reads: every measured result but the last drift probe's, so
+    the review, and the second measurements it asks for, come before that probe (skipped
+    cells, which run after it, have no quality to review)."""
     last = last_drift_probe()
-    return [f"{CELLS_DIR}/{cell_id}.json" for cell_id in cell_ids() if cell_id != last]
+    return [
+        f"{CELLS_DIR}/{cell_id}.json"
+        for cell_id, cell in CELLS.items()
+        if cell_id != last and not cell.skip_reason
+    ]
 
 
 def again_results(mode=None):
