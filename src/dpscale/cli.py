@@ -14,17 +14,13 @@ from typing import Any
 def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
     """config.yaml, then each study file over it, as the workflow merges them; the checked
     config and its cells, or one line naming the bad field."""
-    from dpscale.plan.config import load_yaml, merged
+    from dpscale.plan.config import study_config
     from dpscale.plan.errors import ConfigError
-    from dpscale.plan.paths import WORKFLOW_ROOT
     from dpscale.plan.study import plan_study
     from dpscale.registry import STRATEGIES
 
-    config: dict = {}
     try:
-        for path in [WORKFLOW_ROOT / "config.yaml", *files]:
-            config = merged(config, load_yaml(path))
-        checked, cells = plan_study(config, STRATEGIES)
+        checked, cells = plan_study(study_config(files), STRATEGIES)
         if checked["imports"]:  # the logs, read as the workflow reads them (this loads pandas)
             from dpscale.steps.imports import check
 

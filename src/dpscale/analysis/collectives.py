@@ -102,6 +102,21 @@ def link_rate_GB_s(cell: dict[str, Any]) -> float:
     return parse_quantity(rate) / 8 / 1e9 if rate else math.nan
 
 
+def _layout(result: dict[str, Any]) -> dict[str, Any]:
+    """The LAYOUT columns of a collectives cell's result."""
+    cell = result["cell"]
+    return {
+        "study": cell["study"],
+        "strategy": cell["strategy"],
+        "framework": result.get("framework"),
+        "network": (cell.get("network") or {}).get("name", "host"),
+        "comm": comm_key(cell),
+        "nodes": cell["nodes"],
+        "devices_per_node": cell["devices_per_node"],
+        "world_size": cell["world_size"],
+    }
+
+
 def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per message size of every ok collectives cell (others have no sizes)."""
     rows = []
@@ -110,14 +125,7 @@ def collectives_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if cell["mode"] != "collectives" or result["status"] != "ok" or not record:
             continue
         base = {
-            "study": cell["study"],
-            "strategy": cell["strategy"],
-            "framework": result.get("framework"),
-            "network": (cell.get("network") or {}).get("name", "host"),
-            "comm": comm_key(cell),
-            "nodes": cell["nodes"],
-            "devices_per_node": cell["devices_per_node"],
-            "world_size": cell["world_size"],
+            **_layout(result),
             "source": MEASURED,
             "cell_id": cell["cell_id"],
             "link_GB_s": link_rate_GB_s(cell),
@@ -209,6 +217,11 @@ def placement(nodes: int, devices_per_node: int) -> str:
     return "one rank per node" if devices_per_node == 1 else "several ranks per node"
 
 
+def _with_placement(frame: pd.DataFrame) -> pd.DataFrame:
+    nodes, devices = frame["nodes"], frame["devices_per_node"]
+    return frame.assign(placement=[placement(n, d) for n, d in zip(nodes, devices, strict=True)])
+
+
 def _ring_interval(size: float, ranks: int, basis: pd.Series) -> tuple[float, float, float]:
     """The basis fit's all-reduce time at ``ranks``, and its range over beta's 95% interval
     (the faster bound gives the shorter time; an unbounded beta leaves the latency)."""
@@ -267,31 +280,16 @@ def rank_count_table(collectives: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFr
     usable = collectives[collectives["quality"].fillna("") != "contaminated"]
     if usable.empty or fits.empty:
         return pd.DataFrame(columns=RANKS_COLUMNS)
-    usable = usable.assign(
-        placement=[
-            placement(n, d)
-            for n, d in zip(usable["nodes"], usable["devices_per_node"], strict=True)
-        ]
-    )
-    fitted = fits[fits["status"] == "ok"]
-    fitted = fitted.assign(
-        placement=[
-            placement(n, d)
-            for n, d in zip(fitted["nodes"], fitted["devices_per_node"], strict=True)
-        ]
-    )
+    usable = _with_placement(usable)
+    fitted = _with_placement(fits[fits["status"] == "ok"])
     for key, group in usable.groupby(RANKS_GROUP, sort=True, dropna=False):
-        bases = fitted.merge(
-            pd.DataFrame([dict(zip(RANKS_GROUP, key, strict=True))]), on=RANKS_GROUP
-        )
+        named = dict(zip(RANKS_GROUP, key, strict=True))
+        bases = fitted.merge(pd.DataFrame([named]), on=RANKS_GROUP)
         if bases.empty:
             continue
         basis = bases.sort_values("world_size").iloc[0]
-        for ranks in sorted(set(group["world_size"]) - {basis["world_size"]}):
-            if ranks > basis["world_size"]:
-                rows.append(
-                    {**dict(zip(RANKS_GROUP, key, strict=True)), **_rank_row(group, basis, ranks)}
-                )
+        for ranks in sorted(r for r in set(group["world_size"]) if r > basis["world_size"]):
+            rows.append({**named, **_rank_row(group, basis, ranks)})
     return pd.DataFrame(rows, columns=RANKS_COLUMNS)
 
 
@@ -320,14 +318,7 @@ def gradient_replay_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
             continue
         rows.append(
             {
-                "study": cell["study"],
-                "strategy": cell["strategy"],
-                "framework": result.get("framework"),
-                "network": (cell.get("network") or {}).get("name", "host"),
-                "comm": comm_key(cell),
-                "nodes": cell["nodes"],
-                "devices_per_node": cell["devices_per_node"],
-                "world_size": cell["world_size"],
+                **_layout(result),
                 "cell_id": cell["cell_id"],
                 "buckets": replay["buckets"],
                 "collectives_per_step": replay["collectives_per_step"],

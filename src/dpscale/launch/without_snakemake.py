@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.config import load_yaml, merged
+from dpscale.plan.config import study_config
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
-from dpscale.plan.paths import WORKFLOW_ROOT
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
@@ -47,10 +46,7 @@ class PlannedCell:
 
 def planned_cells(study_file: Path) -> list[PlannedCell]:
     """The study's cells in the workflow's run order, with the paths rule bench_cell uses."""
-    config: dict = {}
-    for path in [WORKFLOW_ROOT / "config.yaml", study_file]:
-        config = merged(config, load_yaml(path))
-    checked, cells = plan_study(config, STRATEGIES)
+    checked, cells = plan_study(study_config([study_file]), STRATEGIES)
     if checked["measure"]["again"]:
         raise ConfigError(
             f"{study_file}: measure.again: {checked['measure']['again']!r} needs the workflow; "
@@ -61,9 +57,7 @@ def planned_cells(study_file: Path) -> list[PlannedCell]:
     ordered = sorted(cells, key=lambda cell: -priority[cell.cell_id])
     return [
         PlannedCell(
-            cell,
-            results / "cells" / f"{cell.cell_id}.json",
-            results / "logs" / "cells" / f"{cell.cell_id}.log",
+            cell, cell.result_path(results), results / "logs" / "cells" / f"{cell.cell_id}.log"
         )
         for cell in ordered
     ]

@@ -23,7 +23,7 @@ import yaml
 
 from dpscale.plan import remedies
 from dpscale.plan.errors import ConfigError
-from dpscale.plan.paths import SCHEMA_DIR
+from dpscale.plan.paths import SCHEMA_DIR, WORKFLOW_ROOT
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.units import DELAY, RATE, parse_quantity
@@ -502,3 +502,11 @@ def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def study_config(files: Iterable[Path]) -> dict[str, Any]:
+    """config.yaml, then each study file over it, as the workflow merges them (unchecked)."""
+    config: dict[str, Any] = {}
+    for path in [WORKFLOW_ROOT / "config.yaml", *files]:
+        config = merged(config, load_yaml(path))
+    return config
