@@ -210,6 +210,60 @@ def test_comm_fits_replace_the_configured_rate():
     assert value(parameters, "additive", "eta") == pytest.approx(1.0, rel=1e-3)
 
 
+def _fewest_ranks_rows(validation: pd.DataFrame) -> pd.DataFrame:
+    return validation[
+        (validation["scheme"] == commmodel.FEWEST_RANKS) & (validation["overlap"] == "additive")
+    ]
+
+
+def test_the_fewest_ranks_scheme_predicts_every_larger_rank_count_from_the_fewest():
+    windows = synthetic_windows(1.0, noise=0.01, seed=2)
+    rows = _fewest_ranks_rows(analyse(windows)[2])
+    assert set(rows["world_size"]) == {4} and len(rows) == len(BATCHES)
+    assert (rows["status"] == "ok").all()
+    # the 4-rank cells do not inform their own prediction
+    changed = windows.copy()
+    changed.loc[changed["world_size"] == 4, "step_time_s"] *= 3.0
+    again = _fewest_ranks_rows(analyse(changed)[2])
+    assert np.allclose(again["measured"], 3 * rows["measured"].to_numpy())
+    assert np.allclose(again["predicted"], rows["predicted"].to_numpy(), rtol=1e-6)
+
+
+def test_the_fewest_ranks_scheme_reads_collective_benchmarks_at_those_ranks_only():
+    windows = synthetic_windows(1.0)
+
+    def comm_fits(beta_at_4: float) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "strategy": ["torch-ddp"] * 3,
+                "network": ["slow", "slow", "fast"],
+                "nodes": [2, 4, 2],
+                "world_size": [2, 4, 2],
+                "status": ["ok"] * 3,
+                "alpha_s": [0.0] * 3,
+                "beta_GB_s": [0.075, beta_at_4, 0.75],
+            }
+        )
+
+    slow, fast = (
+        _fewest_ranks_rows(analyse(windows, comm_fits=comm_fits(b))[2]) for b in (0.07, 7)
+    )
+    assert np.allclose(slow["predicted"], fast["predicted"].to_numpy(), rtol=1e-9)
+    # the leave-one-cell-out model does read the 4-rank benchmark (its links' median)
+    loo = [
+        analyse(windows, comm_fits=comm_fits(b))[2].query("scheme == 'leave one cell out'")
+        for b in (0.07, 7)
+    ]
+    assert not np.allclose(loo[0]["predicted"], loo[1]["predicted"].to_numpy())
+
+
+def test_one_multi_rank_count_has_no_fewest_ranks_scheme():
+    windows = synthetic_windows(1.0)
+    validation = analyse(windows[windows["world_size"] <= 2])[2]
+    assert commmodel.FEWEST_RANKS not in set(validation["scheme"])
+    assert (validation["status"] == "ok").any()
+
+
 @pytest.mark.parametrize(
     ("predict", "field"),
     [
@@ -392,3 +446,45 @@ def test_predicted_break_even_carries_an_interval_that_narrows_with_less_noise()
         assert 0 < row["break_even_global_batch_ci95"] < row["break_even_global_batch"]
         halves.append(row["break_even_global_batch_ci95"] / row["break_even_global_batch"])
     assert halves[1] < halves[0] / 3
+
+
+def _summary_row(scheme: str, overlap: str, status: str = "ok", ratio: float = 1.2) -> dict:
+    return {
+        "scheme": scheme,
+        "overlap": overlap,
+        "chosen": overlap == "pollux",
+        "strategy": "torch-ddp",
+        "model": "m",
+        "predicted_cells": 8 if status == "ok" else 0,
+        "median_abs_relative_error": 0.14 if status == "ok" else math.nan,
+        "within_10pct": 2,
+        "within_interval": 8,
+        "interval_hi_over_lo_median": ratio,
+        "worst": "8x1 slow b32: +31%",
+        "status": status,
+    }
+
+
+def _group(chosen: str) -> commmodel.GroupModel:
+    return commmodel.GroupModel("torch-ddp", "m", pd.DataFrame(), {}, {}, {}, chosen, None)
+
+
+def test_a_chosen_form_too_large_for_the_fewest_ranks_names_the_forms_that_fit():
+    summary = pd.DataFrame(
+        [
+            _summary_row(commmodel.FEWEST_RANKS, "pollux", status="not enough data"),
+            _summary_row(commmodel.FEWEST_RANKS, "additive", ratio=12.3),
+        ]
+    )
+    (line,) = commmodel.summary_lines([_group("pollux")], summary)
+    assert commmodel.FEWEST_RANKS in line and "pollux overlap has more parameters" in line
+    assert "additive overlap: median |error| 14.0%" in line
+    assert "8 of 8 measured inside their 95% prediction interval (unresolved" in line
+    assert "12.3x" in line
+
+
+def test_narrow_intervals_are_not_called_unresolved():
+    summary = pd.DataFrame([_summary_row(commmodel.LEAVE_ONE_CELL_OUT, "pollux", ratio=1.3)])
+    (line,) = commmodel.summary_lines([_group("pollux")], summary)
+    assert "8 of 8 measured inside their 95% prediction interval." in line
+    assert "unresolved" not in line

@@ -13,11 +13,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from dpscale.analysis import commmodel  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
-SCHEMES = ("leave one cell out", "leave one network out")
+SCHEMES = (commmodel.LEAVE_ONE_CELL_OUT, commmodel.LEAVE_ONE_NETWORK_OUT, commmodel.FEWEST_RANKS)
 
 
 def _network_colours(names: list[str]) -> dict[str, tuple]:
@@ -27,20 +28,20 @@ def _network_colours(names: list[str]) -> dict[str, tuple]:
 
 def validation_figure(validation: pd.DataFrame, path: Path) -> None:
     """Held-out predicted against measured step time (log-log), y = x and a +-10% band,
-    colour per network, one panel per validation scheme; the chosen overlap form only."""
-    ok = validation[(validation["status"] == "ok") & validation["chosen"].astype(bool)]
-    if ok.empty:
+    colour per network, one panel per validation scheme: the chosen overlap form, or where it
+    could not be fitted on a scheme's cells, the fitted form with the smallest error."""
+    panels = [(s, rows) for s in SCHEMES if not (rows := _panel_rows(validation, s)).empty]
+    if not panels:
         empty_figure(path, "not enough data: no multi-rank configuration could be predicted")
         return
-    schemes = [s for s in SCHEMES if s in set(ok["scheme"])]
-    colours = _network_colours(["one node", *ok.loc[ok["nodes"] > 1, "network"].astype(str)])
-    figure, axes = plt.subplots(1, len(schemes), figsize=(5.5 * len(schemes), 5), squeeze=False)
-    values = pd.concat([ok["measured"], ok["predicted"], ok["lo"], ok["hi"]]).astype(float)
+    shown = pd.concat([rows for _, rows in panels])
+    colours = _network_colours(["one node", *shown.loc[shown["nodes"] > 1, "network"].astype(str)])
+    figure, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5), squeeze=False)
+    values = pd.concat([shown["measured"], shown["predicted"]]).astype(float)
     values = values[np.isfinite(values) & (values > 0)]
-    low, high = values.min() * 0.8, values.max() * 1.25
+    low, high = values.min() / 2, values.max() * 2  # bars beyond are cut at the edge
     line = np.geomspace(low, high, 50)
-    for axis, scheme in zip(axes[0], schemes, strict=True):
-        rows = ok[ok["scheme"] == scheme]
+    for axis, (scheme, rows) in zip(axes[0], panels, strict=True):
         axis.fill_between(line, line * 0.9, line * 1.1, color="0.88", label="±10%")
         axis.plot(line, line, color="0.3", lw=1, label="y = x")
         links = np.where(rows["nodes"] == 1, "one node", rows["network"].astype(str))
@@ -48,7 +49,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
             axis.errorbar(
                 group["measured"],
                 group["predicted"],
-                yerr=_bars(group, high),
+                yerr=_bars(group, low, high),
                 fmt="o",
                 ms=5,
                 capsize=2,
@@ -56,6 +57,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
                 label=network,
             )
         errors = rows["relative_error"].abs()
+        form = "" if rows["chosen"].astype(bool).all() else f" ({rows['overlap'].iloc[0]} form)"
         axis.set(
             xscale="log",
             yscale="log",
@@ -63,19 +65,32 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
             ylim=(low, high),
             xlabel="measured step time (s)",
             ylabel="predicted step time (s), held out",
-            title=f"{scheme}: median |error| {errors.median():.1%} (n = {len(rows)})",
+            title=f"{scheme}{form}:\nmedian |error| {errors.median():.1%} (n = {len(rows)})",
         )
+        axis.xaxis.set_minor_formatter(NullFormatter())  # their labels overlap
         axis.legend(fontsize=8, loc="upper left")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
-def _bars(rows: pd.DataFrame, high: float) -> list[np.ndarray]:
-    """Error bar lengths; an unbounded side (NaN or inf: a parameter the data do not inform)
-    reaches the edge of the panel."""
-    lower = (rows["predicted"] - rows["lo"].fillna(0).clip(lower=0)).to_numpy(dtype=float)
-    upper = (rows["hi"].fillna(np.inf).clip(upper=high) - rows["predicted"]).to_numpy(dtype=float)
+def _panel_rows(validation: pd.DataFrame, scheme: str) -> pd.DataFrame:
+    """A scheme's predicted rows of the chosen form, else of its best-fitting other form."""
+    ok = validation[(validation["status"] == "ok") & (validation["scheme"] == scheme)]
+    chosen = ok[ok["chosen"].astype(bool)]
+    if not chosen.empty or ok.empty:
+        return chosen
+    errors = ok.groupby("overlap")["relative_error"].apply(lambda e: e.abs().median())
+    return ok[ok["overlap"] == errors.idxmin()]
+
+
+def _bars(rows: pd.DataFrame, low: float, high: float) -> list[np.ndarray]:
+    """Error bar lengths, cut at the panel's edges; an unbounded side (NaN or inf: a
+    parameter the data do not inform) reaches the edge."""
+    bottom = rows["lo"].fillna(0).clip(lower=low)
+    top = rows["hi"].fillna(np.inf).clip(upper=high)
+    lower = (rows["predicted"] - bottom).to_numpy(dtype=float)
+    upper = (top - rows["predicted"]).to_numpy(dtype=float)
     return [np.maximum(lower, 0), np.maximum(upper, 0)]
 
 

@@ -82,6 +82,9 @@ from dpscale.analysis.commmodel.summary import summary_lines
 from dpscale.analysis.commmodel.validation import (
     BASELINE,
     BASELINE_FORM,
+    FEWEST_RANKS,
+    LEAVE_ONE_CELL_OUT,
+    LEAVE_ONE_NETWORK_OUT,
     SUMMARY_COLUMNS,
     VALIDATION_COLUMNS,
     held_out_predictions,
@@ -93,9 +96,12 @@ from dpscale.analysis.commmodel.validation import (
 __all__ = [
     "BASELINE",
     "BASELINE_FORM",
+    "FEWEST_RANKS",
     "FORMS",
     "HOST",
     "INTRA",
+    "LEAVE_ONE_CELL_OUT",
+    "LEAVE_ONE_NETWORK_OUT",
     "MAX_EVALUATIONS",
     "MIN_STEP",
     "OBS_COLUMNS",

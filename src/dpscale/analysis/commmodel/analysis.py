@@ -14,8 +14,12 @@ import pandas as pd
 from dpscale.analysis.commmodel.fitting import Z95, Fit, NotEnoughData, fit_model, safe_exp
 from dpscale.analysis.commmodel.inputs import Link, links_from_config, observations
 from dpscale.analysis.commmodel.validation import (
+    FEWEST_RANKS,
+    LEAVE_ONE_CELL_OUT,
+    LEAVE_ONE_NETWORK_OUT,
     SUMMARY_COLUMNS,
     VALIDATION_COLUMNS,
+    fewest_multi_ranks,
     held_out_predictions,
     layout_law_baseline,
     summarise,
@@ -62,9 +66,12 @@ def fit_group(
     model: str,
     forms: Sequence[str] = FORMS,
     validate: bool = True,
+    fewest_rank_links: dict[str, Link] | None = None,
 ) -> tuple[GroupModel, pd.DataFrame]:
     """Every overlap form fitted to all configurations and validated (``validate``: else
-    the first form that fits is chosen); the chosen one."""
+    the first form that fits is chosen); the chosen one. ``fewest_rank_links``: the links
+    as the collective benchmarks at the fewest ranks alone know them, for the extrapolation
+    in ranks (default ``links``)."""
     fitted: dict[str, Fit] = {}
     loo_error: dict[str, float] = {}
     validations = []
@@ -80,11 +87,13 @@ def fit_group(
             continue
         if not validate:
             continue
-        loo = held_out_predictions(obs, links, form, "leave one cell out")
+        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT)
         lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
         if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
-            lono = held_out_predictions(obs, links, form, "leave one network out")
-        validations += [loo, lono]
+            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT)
+        rank_links = links if fewest_rank_links is None else fewest_rank_links
+        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS)
+        validations += [loo, lono, ranks]
         errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
         loo_error[form] = float(errors.median()) if len(errors) else math.nan
     chosen = _choose(loo_error, list(fitted)) if fitted else None
@@ -104,6 +113,13 @@ def _choose(loo_error: dict[str, float], fitted: list[str]) -> str:
         if form in finite and finite[form] <= best + 1e-3:
             return form
     raise AssertionError("unreachable")
+
+
+def _at_most_ranks(comm_fits: pd.DataFrame | None, ranks: int | None) -> pd.DataFrame | None:
+    """The collective benchmarks' fits at ``ranks`` or fewer (all of them when None)."""
+    if comm_fits is None or ranks is None or "world_size" not in comm_fits:
+        return comm_fits
+    return comm_fits[comm_fits["world_size"] <= ranks]
 
 
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
@@ -185,7 +201,12 @@ def analyse(
         mine = (obs_all["strategy"] == strategy) & (obs_all["model"] == model)
         obs = obs_all[mine].reset_index(drop=True)
         links = links_from_config(networks, comm_fits, strategy)
-        group, validation = fit_group(obs, links, strategy, model, forms, validate)
+        fewest_rank_links = links_from_config(
+            networks, _at_most_ranks(comm_fits, fewest_multi_ranks(obs)), strategy
+        )
+        group, validation = fit_group(
+            obs, links, strategy, model, forms, validate, fewest_rank_links
+        )
         left_out = len(measured) - len(obs)
         if group.chosen is None and left_out:
             group.reason = (

@@ -31,18 +31,62 @@ def summary_lines(groups: list[GroupModel], summary: pd.DataFrame) -> list[str]:
         )
         for row in rows.itertuples(index=False):
             if row.status != "ok":
-                lines.append(f"{name}, {row.scheme}: not enough data.")
+                lines.append(_not_fitted_line(name, group, row.scheme, summary))
                 continue
             verdict = "meets" if row.median_abs_relative_error <= 0.10 else "misses"
             lines.append(
                 f"{name}, {row.scheme} ({group.chosen} overlap): median |error| "
                 f"{row.median_abs_relative_error:.1%} over {row.predicted_cells} configurations, "
-                f"{verdict} the 10% target; {row.within_10pct} within 10%; worst {row.worst}."
+                f"{verdict} the 10% target; {row.within_10pct} within 10%; worst {row.worst}; "
+                f"{_coverage(row)}."
             )
         if others:
             lines.append(f"{name}: other overlap forms, leave one cell out: {others}.")
         lines += _noise_floor_line(name, group, summary)
     return lines or ["not enough data: no strategy has 1-rank and multi-rank cells."]
+
+
+WIDE_INTERVAL = 2.0  # an interval whose top is twice its bottom tells little
+
+
+def _coverage(row) -> str:
+    """How many measurements fell inside their 95% prediction interval, and whether those
+    intervals were narrow enough for that to mean anything."""
+    text = (
+        f"{row.within_interval} of {row.predicted_cells} measured inside their 95% prediction "
+        f"interval"
+    )
+    ratio = row.interval_hi_over_lo_median
+    if np.isfinite(ratio) and ratio > WIDE_INTERVAL:
+        text += (
+            f" (unresolved: the intervals span a median {ratio:.1f}x, top over bottom; more "
+            "configurations, batch sizes or layouts, in the cells fitted would narrow them)"
+        )
+    return text
+
+
+def _not_fitted_line(name: str, group: GroupModel, scheme: str, summary: pd.DataFrame) -> str:
+    """The chosen form could not be fitted without the held-out cells: what the forms with
+    fewer parameters that could be fitted achieved, if any."""
+    others = summary[
+        (summary["strategy"] == group.strategy)
+        & (summary["model"] == group.model)
+        & (summary["scheme"] == scheme)
+        & (summary["overlap"] != group.chosen)
+        & (summary["status"] == "ok")
+    ]
+    if others.empty:
+        return f"{name}, {scheme}: not enough data."
+    fitted = "; ".join(
+        f"{row.overlap} overlap: median |error| {row.median_abs_relative_error:.1%} over "
+        f"{row.predicted_cells} configurations, {row.within_10pct} within 10%, worst {row.worst}, "
+        f"{_coverage(row)}"
+        for row in others.itertuples(index=False)
+    )
+    return (
+        f"{name}, {scheme}: the chosen {group.chosen} overlap has more parameters than those "
+        f"cells can fit; the forms that fit: {fitted}."
+    )
 
 
 def _noise_floor_line(name: str, group: GroupModel, summary: pd.DataFrame) -> list[str]:

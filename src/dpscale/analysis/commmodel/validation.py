@@ -41,19 +41,38 @@ SUMMARY_COLUMNS = [
     "predicted_cells",
     "median_abs_relative_error",
     "within_10pct",
+    "within_interval",
+    "interval_hi_over_lo_median",
     "worst",
     "status",
 ]
 
 
+LEAVE_ONE_CELL_OUT = "leave one cell out"
+LEAVE_ONE_NETWORK_OUT = "leave one network out"
+# Extrapolation in ranks: fitted on 1 rank and the fewest ranks above 1, every larger rank
+# count predicted (its links known only from collective benchmarks at those fewest ranks)
+FEWEST_RANKS = "fit on the fewest ranks, predict more"
+
+
+def fewest_multi_ranks(obs: pd.DataFrame) -> int | None:
+    """The smallest world size above 1, when a larger one was measured too (else None)."""
+    sizes = sorted(obs.loc[obs["world_size"] > 1, "world_size"].unique())
+    return int(sizes[0]) if len(sizes) >= 2 else None
+
+
 def held_out_predictions(
     obs: pd.DataFrame, links: dict[str, Link], form: str, scheme: str
 ) -> pd.DataFrame:
-    """Each multi-rank configuration (``loo``) or network (``lono``) predicted from a model
-    fitted without it."""
+    """Each multi-rank configuration (leave one cell out), network (leave one network out)
+    or rank count above the fewest (fit on the fewest ranks) predicted from a model fitted
+    without it."""
     multi = obs[obs["world_size"] > 1]
-    if scheme == "leave one cell out":
+    if scheme == LEAVE_ONE_CELL_OUT:
         groups = [(multi.index[[i]], None) for i in range(len(multi))]
+    elif scheme == FEWEST_RANKS:
+        fewest = fewest_multi_ranks(obs)
+        groups = [] if fewest is None else [(multi.index[multi["world_size"] > fewest], None)]
     else:
         groups = [
             (multi.index[multi["network"] == net], net)
@@ -151,6 +170,12 @@ def summarise(validation: pd.DataFrame) -> pd.DataFrame:
                 "predicted_cells": len(ok),
                 "median_abs_relative_error": float(errors.median()) if len(ok) else math.nan,
                 "within_10pct": int((errors <= 0.10).sum()),
+                "within_interval": int(
+                    ((ok["lo"] <= ok["measured"]) & (ok["measured"] <= ok["hi"])).sum()
+                ),
+                "interval_hi_over_lo_median": float((ok["hi"] / ok["lo"]).median())
+                if len(ok)
+                else math.nan,
                 "worst": worst,
                 "status": "ok" if len(ok) else "not enough data",
             }
