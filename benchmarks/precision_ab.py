@@ -31,9 +31,9 @@ from dpscale.registry import STRATEGIES
 PRECISIONS = ("amp_bf16", "amp_fp16")
 # Kernel name fragments, first match wins: how the profile's kernels are summed
 FAMILIES = (
+    ("batch norm", ("batch_norm", "batchnorm", "bn_")),  # cuDNN's names hold "nhwc" too
     ("convolution", ("conv", "xmma", "implicit", "wgrad", "dgrad", "fprop", "nhwc", "cudnn")),
     ("gemm", ("gemm", "cutlass", "sm90")),
-    ("batch norm", ("batch_norm", "bn_", "batchnorm")),
     ("grad scaler", ("amp_", "non_finite", "unscale")),
     ("optimizer", ("multi_tensor", "foreach", "sgd")),
     ("elementwise", ("elementwise", "vectorized", "reduce", "copy", "fill")),

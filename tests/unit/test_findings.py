@@ -96,9 +96,9 @@ def test_findings_one_row_per_layout_with_break_even_verdict(tables):
     low, high = math.floor(even - half), math.ceil(even + half)
     assert (
         f"2 devices beat 1 from global batch {math.ceil(even)} (95% CI {low} to {high}); "
-        "below that, one is faster"
+        "below that, one device running the whole global batch is faster"
     ) in ddp["verdict"]
-    speedup = f"{ddp['speedup']:.2f}x (±{ddp['speedup_ci95']:.2f}) as fast as 1"
+    speedup = f"{ddp['speedup']:.2f}x (±{ddp['speedup_ci95']:.2f}) as fast as 1 device at batch 32"
     assert speedup in ddp["verdict"]
     assert f"(efficiency {100 * ddp['efficiency']:.0f}% ±" in ddp["verdict"]
     assert ddp["predicted_speedup_more_devices"] == "not predicted"  # no predictions.csv

@@ -354,13 +354,14 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
         interval = even_interval(even, row.get("break_even_global_batch_ci95", math.nan))
         parts.append(
             f"{n} devices beat 1 from global batch {math.ceil(even)}{interval}; below that, "
-            "one is faster"
+            "one device running the whole global batch is faster"
         )
     if is_known(speedup):
         batch = int(row["batch_per_device"])
         parts.append(
             f"at per-device batch {batch} (global {batch * n}) {n} devices are "
             f"{speedup_words(speedup, row.get('speedup_ci95', math.nan))} as fast as 1 "
+            f"device at batch {batch} "
             f"(efficiency {percent_words(row['efficiency'], row.get('efficiency_ci95', math.nan))}"
             f"{_slower(speedup, row.get('speedup_ci95', math.nan))})"
         )
