@@ -488,3 +488,51 @@ def test_narrow_intervals_are_not_called_unresolved():
     (line,) = commmodel.summary_lines([_group("pollux")], summary)
     assert "8 of 8 measured inside their 95% prediction interval." in line
     assert "unresolved" not in line
+
+
+def _prediction(table: pd.DataFrame, network: str, nodes: int, devices: int, batch: int):
+    rows = table[
+        (table["network"] == network)
+        & (table["nodes"] == nodes)
+        & (table["devices_per_node"] == devices)
+        & (table["batch_per_device"] == batch)
+    ]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_every_prediction_says_whether_it_interpolates_or_extrapolates_and_how_well_checked():
+    groups, _, _, summary = analyse(synthetic_windows(1.0, noise=0.01))
+    table = commmodel.predictions(groups, PREDICT, [1, 2], [4], summary=summary)
+    ok = table[table["status"] == "ok"]
+    assert ok["kind"].notna().all() and ok["validated_by"].notna().all()
+    # measured: 2 nodes over the slow link at batch 4
+    assert _prediction(table, "slow", 2, 1, 4)["kind"] == "measured"
+    # inside every measured range (10 Gbit/s lies within 1 and 10): interpolation, checked
+    # by leaving one cell out
+    inside = _prediction(table, "g10", 2, 1, 4)
+    assert inside["kind"] == "interpolates"
+    assert commmodel.LEAVE_ONE_CELL_OUT in inside["validated_by"]
+    assert np.isfinite(inside["validated_median_abs_error"])
+    # 8 ranks were never measured (at most 4): checked by the fewest-ranks scheme
+    ranks = _prediction(table, "slow", 8, 1, 4)
+    assert ranks["kind"] == "extrapolates in ranks"
+    assert commmodel.FEWEST_RANKS in ranks["validated_by"]
+    # 100 Gbit/s is above every measured link: checked by leaving one network out
+    faster = _prediction(table, "g100", 2, 1, 4)
+    assert faster["kind"] == "extrapolates in bandwidth"
+    assert commmodel.LEAVE_ONE_NETWORK_OUT in faster["validated_by"]
+    # a batch above 32 was never measured, and no scheme holds the largest batch out
+    batch = _prediction(table, "g100", 8, 2, 256)
+    assert batch["kind"] == "extrapolates in ranks, bandwidth, batch"
+    assert "batch: not validated" in batch["validated_by"]
+    assert math.isnan(batch["validated_median_abs_error"])
+
+
+def test_without_a_validation_summary_no_prediction_claims_a_validated_error():
+    groups, *_ = analyse(synthetic_windows(1.0), validate=False)
+    table = commmodel.predictions(groups, PREDICT, [1, 2], [4])
+    predicted = table[(table["status"] == "ok") & ~table["measured"].astype(bool)]
+    assert not predicted.empty
+    assert predicted["validated_median_abs_error"].isna().all()
+    assert predicted["validated_by"].str.contains("not validated").all()

@@ -290,13 +290,26 @@ def startup_verdict(row: dict[str, Any]) -> str | None:
 
 
 def _speedup_words(rows: pd.DataFrame, label: Any) -> str:
-    """'4 nodes 2.9x [2.1, 3.8]; 8 nodes 5.1x [3.5, 7.4]' from prediction rows."""
+    """'4 nodes 2.9x [2.1, 3.8] (interpolates, held-out error 4%); 8 nodes 5.1x [3.5, 7.4]
+    (extrapolates in ranks, not validated)' from prediction rows."""
     parts = []
     for row in rows.head(MAX_PREDICTIONS_LISTED).itertuples(index=False):
         parts.append(
             f"{label(row)} {row.speedup:.2g}x [{row.speedup_lo:.2g}, {row.speedup_hi:.2g}]"
+            f"{_kind_words(row)}"
         )
     return "; ".join(parts) if parts else NOT_PREDICTED
+
+
+def _kind_words(row: Any) -> str:
+    """' (extrapolates in ranks, held-out error 14%)': what the prediction is and how well
+    that kind was checked ('' for tables written before predictions said so)."""
+    kind = getattr(row, "kind", None)
+    if not isinstance(kind, str) or kind == "measured":
+        return ""
+    error = getattr(row, "validated_median_abs_error", math.nan)
+    checked = f"held-out error {error:.0%}" if is_known(error) else "not validated"
+    return f" ({kind}, {checked})"
 
 
 def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[str, str]:

@@ -15,7 +15,9 @@ from scipy import optimize
 from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
 from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link
+from dpscale.analysis.commmodel.labels import MeasuredRange, extrapolated, label
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, design, step_seconds
+from dpscale.analysis.commmodel.validation import SUMMARY_COLUMNS
 from dpscale.plan.units import parse_quantity
 
 PREDICTION_COLUMNS = [
@@ -31,6 +33,9 @@ PREDICTION_COLUMNS = [
     "world_size",
     "batch_per_device",
     "measured",
+    "kind",
+    "validated_median_abs_error",
+    "validated_by",
     "step_time_s",
     "step_time_lo_s",
     "step_time_hi_s",
@@ -83,7 +88,11 @@ def predictions(
     predict: dict[str, Any],
     default_devices: Sequence[int],
     default_batches: Sequence[int],
+    summary: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
+    """Every configuration of ``predict`` on every network; each row says whether it
+    interpolates or extrapolates, with the held-out error of that kind (``summary``: the
+    validation summary, else every row reads "not validated")."""
     rows = []
     nodes_list = list(predict.get("nodes") or [1, 2, 4, 8])
     devices_list = list(predict.get("devices_per_node") or default_devices)
@@ -109,7 +118,32 @@ def predictions(
                     rows += _prediction_rows(
                         fit, group, links, name, network, nodes, devices, batches, message, measured
                     )
-    return pd.DataFrame(rows).reindex(columns=PREDICTION_COLUMNS)
+    table = pd.DataFrame(rows).reindex(columns=PREDICTION_COLUMNS)
+    return _labelled(table, groups, summary)
+
+
+def _labelled(
+    table: pd.DataFrame, groups: list[GroupModel], summary: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Each predicted row's kind and the validated error of that kind."""
+    summary = summary if summary is not None else pd.DataFrame(columns=SUMMARY_COLUMNS)
+    by_name = {(g.strategy, g.model): g for g in groups}
+    kinds, errors, words = [], [], []
+    for row in table.itertuples(index=False):
+        group = by_name[(row.strategy, row.model)]
+        if row.status != "ok":
+            kinds.append(None), errors.append(math.nan), words.append(None)
+            continue
+        if row.measured:
+            kinds.append("measured"), errors.append(math.nan), words.append("measured")
+            continue
+        bandwidth = row.bandwidth_Gbit_s * 1e9 if row.nodes > 1 else math.nan
+        dimensions = extrapolated(
+            MeasuredRange.of(group), row.world_size, row.batch_per_device, row.nodes, bandwidth
+        )
+        kind, error, text = label(dimensions, group, summary)
+        kinds.append(kind), errors.append(error), words.append(text)
+    return table.assign(kind=kinds, validated_median_abs_error=errors, validated_by=words)
 
 
 def _prediction_rows(

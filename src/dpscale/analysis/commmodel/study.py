@@ -56,7 +56,7 @@ def study_model(
         parameters=parameters,
         validation=validation,
         summary=summary,
-        predictions=predictions(groups, *layouts),
+        predictions=predictions(groups, *layouts, summary=summary),
         remedies=remedies,
         remedy_validation=remedy_validation,
         remedy_predictions=remedy_table,
