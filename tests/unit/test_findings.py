@@ -230,6 +230,7 @@ def test_predicted_speedups_name_the_layouts_and_networks_they_are_for():
 
 def test_each_predicted_speedup_says_what_kind_of_prediction_it_is():
     kinds = [
+        ("measured", math.nan),
         ("interpolates", 0.04),
         ("extrapolates in ranks", 0.14),
         ("extrapolates in ranks, batch", math.nan),
@@ -237,15 +238,16 @@ def test_each_predicted_speedup_says_what_kind_of_prediction_it_is():
     predictions = pd.DataFrame(
         [
             {**prediction(nodes, 1, "1gbe", 2.0), "kind": kind, "validated_median_abs_error": e}
-            for nodes, (kind, e) in zip((3, 4, 8), kinds, strict=True)
+            for nodes, (kind, e) in zip((3, 4, 6, 8), kinds, strict=True)
         ]
     )
     row = {"strategy": "torch-ddp", "model": "resnet18", "network": "1gbe", "nodes": 2}
     row |= {"devices_per_node": 1, "batch_per_device": 32.0}
     words = findings.predicted_numbers(row, predictions)["predicted_speedup_more_devices"]
     assert words == (
-        "3 nodes 2x [1.6, 2.4] (interpolates, held-out error 4%); "
-        "4 nodes 2x [1.6, 2.4] (extrapolates in ranks, held-out error 14%); "
+        "3 nodes 2x [1.6, 2.4] (layout measured; the model's value on separate machines); "
+        "4 nodes 2x [1.6, 2.4] (interpolates, held-out error 4%); "
+        "6 nodes 2x [1.6, 2.4] (extrapolates in ranks, held-out error 14%); "
         "8 nodes 2x [1.6, 2.4] (extrapolates in ranks, batch, not validated)"
     )
 

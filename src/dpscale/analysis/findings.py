@@ -305,8 +305,10 @@ def _kind_words(row: Any) -> str:
     """' (extrapolates in ranks, held-out error 14%)': what the prediction is and how well
     that kind was checked ('' for tables written before predictions said so)."""
     kind = getattr(row, "kind", None)
-    if not isinstance(kind, str) or kind == "measured":
+    if not isinstance(kind, str):
         return ""
+    if kind == "measured":  # predictions are for separate machines; emulated nodes share one
+        return " (layout measured; the model's value on separate machines)"
     error = getattr(row, "validated_median_abs_error", math.nan)
     checked = f"held-out error {error:.0%}" if is_known(error) else "not validated"
     return f" ({kind}, {checked})"
