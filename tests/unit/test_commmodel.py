@@ -536,3 +536,32 @@ def test_without_a_validation_summary_no_prediction_claims_a_validated_error():
     assert not predicted.empty
     assert predicted["validated_median_abs_error"].isna().all()
     assert predicted["validated_by"].str.contains("not validated").all()
+
+
+def test_the_compression_for_90pct_efficiency_matches_the_additive_closed_form():
+    groups, *_ = analyse(synthetic_windows(1.0), validate=False)
+    predict = {**PREDICT, "batch_per_device": [1, 32]}
+    table = commmodel.predictions(groups, predict, [1, 2], [8])
+    hops, alpha = 2.0, 2 * TRUE["alpha0"]  # 2 nodes: 2(N-1) hops, each alpha0
+    # additive, separate machines: T_N = T_1 + X / r + A, efficiency T_1 / T_N = 0.9
+    one = 32 / TRUE["v0"] + TRUE["t_c1"]
+    sent = hops / 2 * 4 * PARAMS / (1e9 / 8 * TRUE["eta"])
+    slow = _prediction(table, "slow", 2, 1, 32)
+    assert slow["compression_for_90pct"] == pytest.approx(sent / (one / 9 - alpha), rel=0.01)
+    assert slow["efficiency_uncompressed"] == pytest.approx(one / (one + sent + alpha), rel=1e-6)
+    # 100 Gbit/s needs none (Zhang et al.'s finding for ResNets at 100 Gbit/s)
+    assert _prediction(table, "g100", 2, 1, 32)["compression_for_90pct"] == 1.0
+    # at batch 1 the latency alone keeps 2 nodes under 90%: no compression reaches it
+    tiny = _prediction(table, "slow", 2, 1, 1)
+    assert math.isinf(tiny["compression_for_90pct"])
+    ceiling = (1 / TRUE["v0"] + TRUE["t_c1"]) / (1 / TRUE["v0"] + TRUE["t_c1"] + alpha)
+    assert tiny["efficiency_nothing_sent"] == pytest.approx(ceiling, rel=1e-6) and ceiling < 0.9
+
+
+def test_the_needed_compression_carries_an_interval_around_it():
+    groups, *_ = analyse(synthetic_windows(1.0, noise=0.03, seed=4), validate=False)
+    table = commmodel.predictions(groups, {**PREDICT, "batch_per_device": [32]}, [1], [8])
+    row = _prediction(table, "slow", 2, 1, 32)
+    assert row["compression_for_90pct_lo"] <= row["compression_for_90pct"]
+    assert row["compression_for_90pct"] <= row["compression_for_90pct_hi"]
+    assert row["compression_for_90pct_lo"] < row["compression_for_90pct_hi"]

@@ -252,6 +252,31 @@ def test_each_predicted_speedup_says_what_kind_of_prediction_it_is():
     )
 
 
+@pytest.mark.parametrize(
+    ("ratio", "high", "expected"),
+    [
+        (1.0, 1.0, "none: 95% efficient uncompressed (model, separate machines)"),
+        (3.1, 4.4, "3.1x [2x, 4.4x] (60% efficient uncompressed; model, separate machines)"),
+        (3.1, math.inf, "3.1x [2x, unbounded] (60% efficient uncompressed; model,"),
+        (math.inf, math.inf, "out of reach: 60% efficient uncompressed, and 85% with nothing"),
+    ],
+)
+def test_the_compression_a_layout_needs_is_in_its_findings_row(ratio, high, expected):
+    efficiency = 0.95 if ratio == 1.0 else 0.6
+    needed = {
+        "compression_for_90pct": ratio,
+        "compression_for_90pct_lo": 2.0,
+        "compression_for_90pct_hi": high,
+        "efficiency_uncompressed": efficiency,
+        "efficiency_nothing_sent": 0.85,
+    }
+    predictions = pd.DataFrame([{**prediction(2, 1, "1gbe", 1.2), **needed}])
+    row = {"strategy": "torch-ddp", "model": "resnet18", "network": "1gbe", "nodes": 2}
+    row |= {"devices_per_node": 1, "batch_per_device": 32.0}
+    words = findings.predicted_numbers(row, predictions)["compression_for_90pct"]
+    assert words.startswith(expected)
+
+
 def test_no_fitted_model_means_not_predicted():
     row = {"strategy": "torch-ddp", "model": "resnet18", "network": "host", "nodes": 1}
     row |= {"devices_per_node": 2, "batch_per_device": 32.0}

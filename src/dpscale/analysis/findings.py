@@ -46,7 +46,11 @@ THROUGHPUT_COLUMNS = [
     "b90",
     "b90_1",
 ]
-PREDICTED_COLUMNS = ["predicted_speedup_more_devices", "predicted_speedup_other_networks"]
+PREDICTED_COLUMNS = [
+    "predicted_speedup_more_devices",
+    "predicted_speedup_other_networks",
+    "compression_for_90pct",
+]
 COST_COLUMNS = [
     "startup_s",
     "startup_reference",
@@ -353,7 +357,33 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
             & (mine["devices_per_node"] == devices)
         ].sort_values("bandwidth_Gbit_s")
         numbers[PREDICTED_COLUMNS[1]] = _speedup_words(other, lambda r: str(r.network))
+        here = mine[
+            (mine["network"] == row["network"])
+            & (mine["nodes"] == nodes)
+            & (mine["devices_per_node"] == devices)
+        ]
+        if not here.empty and "compression_for_90pct" in here:
+            numbers[PREDICTED_COLUMNS[2]] = compression_words(here.iloc[0])
     return numbers
+
+
+def compression_words(row: pd.Series) -> str:
+    """By how much the bytes sent must shrink for 90% efficiency on this network (model)."""
+    ratio = row["compression_for_90pct"]
+    if not is_known(ratio):
+        return NOT_PREDICTED
+    now = f"{row['efficiency_uncompressed']:.0%} efficient uncompressed"
+    if ratio <= 1.0:
+        return f"none: {now} (model, separate machines)"
+    if math.isinf(ratio):
+        return (
+            f"out of reach: {now}, and {row['efficiency_nothing_sent']:.0%} with nothing to "
+            "send (latency and compute bind; model, separate machines)"
+        )
+    high = row["compression_for_90pct_hi"]
+    top = "unbounded" if math.isinf(high) else f"{high:.2g}x"
+    interval = f" [{row['compression_for_90pct_lo']:.2g}x, {top}]" if is_known(high) else ""
+    return f"{ratio:.2g}x{interval} ({now}; model, separate machines)"
 
 
 def throughput_verdict(row: dict[str, Any]) -> str | None:

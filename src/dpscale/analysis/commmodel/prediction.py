@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.commmodel.analysis import GroupModel
+from dpscale.analysis.commmodel.compression import needed_compression
 from dpscale.analysis.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
 from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link
 from dpscale.analysis.commmodel.labels import MeasuredRange, extrapolated, label
@@ -47,6 +48,11 @@ PREDICTION_COLUMNS = [
     "speedup_hi",
     "break_even_global_batch",
     "break_even_global_batch_ci95",
+    "efficiency_uncompressed",
+    "efficiency_nothing_sent",
+    "compression_for_90pct",
+    "compression_for_90pct_lo",
+    "compression_for_90pct_hi",
     "status",
     "reason",
 ]
@@ -208,6 +214,7 @@ def _prediction_rows(
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
         s_half = Z95 * math.sqrt(speed_var[i]) if np.isfinite(speed_var[i]) else math.nan
         step = safe_exp(centre[i])
+        needed = needed_compression(fit, _row(rows, i), _row(rows, n + i))
         key = (
             group.strategy,
             group.model,
@@ -233,6 +240,11 @@ def _prediction_rows(
                 speedup_hi=safe_exp(speed_log[i] + s_half),
                 break_even_global_batch=even,
                 break_even_global_batch_ci95=even_half,
+                efficiency_uncompressed=needed.efficiency_uncompressed,
+                efficiency_nothing_sent=needed.efficiency_nothing_sent,
+                compression_for_90pct=needed.ratio,
+                compression_for_90pct_lo=needed.lo,
+                compression_for_90pct_hi=needed.hi,
                 status="ok",
                 reason=None,
             )
