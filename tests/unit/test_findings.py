@@ -255,17 +255,17 @@ def test_each_predicted_speedup_says_what_kind_of_prediction_it_is():
 @pytest.mark.parametrize(
     ("ratio", "high", "expected"),
     [
-        (1.0, 1.0, "none: 95% efficient uncompressed (model, separate machines)"),
-        (3.1, 4.4, "3.1x [2x, 4.4x] (60% efficient uncompressed; model, separate machines)"),
-        (3.1, math.inf, "3.1x [2x, unbounded] (60% efficient uncompressed; model,"),
-        (math.inf, math.inf, "out of reach: 60% efficient uncompressed, and 85% with nothing"),
+        (1.0, 1.0, "1x (none) [1x, 1x]; 95% efficient uncompressed (model, separate machines)"),
+        (1.0, math.inf, "1x (none) [1x, unbounded]; 95% efficient uncompressed"),
+        (3.1, 4.4, "3.1x [2x, 4.4x]; 60% efficient uncompressed (model, separate machines)"),
+        (math.inf, math.inf, "out of reach [2x, unbounded]; 60% efficient uncompressed, 85% with"),
     ],
 )
 def test_the_compression_a_layout_needs_is_in_its_findings_row(ratio, high, expected):
     efficiency = 0.95 if ratio == 1.0 else 0.6
     needed = {
         "compression_for_90pct": ratio,
-        "compression_for_90pct_lo": 2.0,
+        "compression_for_90pct_lo": 1.0 if ratio == 1.0 else 2.0,
         "compression_for_90pct_hi": high,
         "efficiency_uncompressed": efficiency,
         "efficiency_nothing_sent": 0.85,

@@ -368,22 +368,24 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
 
 
 def compression_words(row: pd.Series) -> str:
-    """By how much the bytes sent must shrink for 90% efficiency on this network (model)."""
+    """By how much the bytes sent must shrink for 90% efficiency on this network (model),
+    with its 95% interval: '3.3x [2.3x, 15x]', '1x (none) [1x, unbounded]', 'out of reach'."""
     ratio = row["compression_for_90pct"]
     if not is_known(ratio):
         return NOT_PREDICTED
-    now = f"{row['efficiency_uncompressed']:.0%} efficient uncompressed"
-    if ratio <= 1.0:
-        return f"none: {now} (model, separate machines)"
     if math.isinf(ratio):
-        return (
-            f"out of reach: {now}, and {row['efficiency_nothing_sent']:.0%} with nothing to "
-            "send (latency and compute bind; model, separate machines)"
-        )
-    high = row["compression_for_90pct_hi"]
-    top = "unbounded" if math.isinf(high) else f"{high:.2g}x"
-    interval = f" [{row['compression_for_90pct_lo']:.2g}x, {top}]" if is_known(high) else ""
-    return f"{ratio:.2g}x{interval} ({now}; model, separate machines)"
+        value = "out of reach"
+    else:
+        value = "1x (none)" if ratio <= 1.0 else f"{ratio:.2g}x"
+    low, high = row["compression_for_90pct_lo"], row["compression_for_90pct_hi"]
+    if is_known(low) and is_known(high):
+        top = "unbounded" if math.isinf(high) else f"{high:.2g}x"
+        bottom = "unbounded" if math.isinf(low) else f"{low:.2g}x"
+        value += f" [{bottom}, {top}]"
+    words = f"{value}; {row['efficiency_uncompressed']:.0%} efficient uncompressed"
+    if math.isinf(ratio):
+        words += f", {row['efficiency_nothing_sent']:.0%} with nothing to send"
+    return f"{words} (model, separate machines)"
 
 
 def throughput_verdict(row: dict[str, Any]) -> str | None:
