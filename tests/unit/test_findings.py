@@ -275,6 +275,10 @@ def test_the_compression_a_layout_needs_is_in_its_findings_row(ratio, high, expe
     row |= {"devices_per_node": 1, "batch_per_device": 32.0}
     words = findings.predicted_numbers(row, predictions)["compression_for_90pct"]
     assert words.startswith(expected)
+    # with the rank count, the efficiency carries the speedup's interval (1.2x +-20% / 2)
+    predictions["world_size"] = 2
+    words = findings.predicted_numbers(row, predictions)["compression_for_90pct"]
+    assert f"{efficiency:.0%} [48%, 72%] efficient uncompressed" in words
 
 
 def test_no_fitted_model_means_not_predicted():

@@ -367,6 +367,15 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     return numbers
 
 
+def _efficiency_interval(row: pd.Series) -> str:
+    """' [41%, 49%]': the speedup's 95% interval over the rank count, where the row has it."""
+    ranks = row.get("world_size", math.nan)
+    low, high = row.get("speedup_lo", math.nan), row.get("speedup_hi", math.nan)
+    if not (is_known(ranks) and is_known(low) and is_known(high)):
+        return ""
+    return f" [{low / ranks:.0%}, {high / ranks:.0%}]"
+
+
 def compression_words(row: pd.Series) -> str:
     """By how much the bytes sent must shrink for 90% efficiency on this network (model),
     with its 95% interval: '3.3x [2.3x, 15x]', '1x (none) [1x, unbounded]', 'out of reach'."""
@@ -382,7 +391,8 @@ def compression_words(row: pd.Series) -> str:
         top = "unbounded" if math.isinf(high) else f"{high:.2g}x"
         bottom = "unbounded" if math.isinf(low) else f"{low:.2g}x"
         value += f" [{bottom}, {top}]"
-    words = f"{value}; {row['efficiency_uncompressed']:.0%} efficient uncompressed"
+    efficiency = f"{row['efficiency_uncompressed']:.0%}{_efficiency_interval(row)}"
+    words = f"{value}; {efficiency} efficient uncompressed"
     if math.isinf(ratio):
         words += f", {row['efficiency_nothing_sent']:.0%} with nothing to send"
     return f"{words} (model, separate machines)"
