@@ -69,7 +69,8 @@ def test_unsupported_combination_fails_with_a_clear_reason(tmp_path):
 
 
 def declared_remedies() -> list[tuple[str, Comm]]:
-    """Every remedy each strategy declares it applies on CPU, and its bucket size if any."""
+    """Every remedy each strategy declares it applies on CPU, and its bucket size and fusion
+    cycle time if it sets them."""
     found = []
     for name, declared in sorted(STRATEGIES.items()):
         support = declared.comm
@@ -78,6 +79,8 @@ def declared_remedies() -> list[tuple[str, Comm]]:
                 found.append((name, parse(remedy)))
         if support.bucket:
             found.append((name, Comm(bucket_mb=1.0)))
+        if support.cycle:
+            found.append((name, Comm(cycle_ms=5.0)))
     return found
 
 
@@ -90,6 +93,8 @@ def test_every_declared_remedy_runs_and_leaves_the_ranks_identical(tmp_path, nam
     assert applied["remedy"] == comm.key
     if comm.bucket_mb is not None:
         assert applied["bucket_mb"] == comm.bucket_mb
+    if comm.cycle_ms is not None:
+        assert applied["cycle_ms"] == comm.cycle_ms
     if comm.name != "none":
         assert applied["wire_ratio"] >= 1  # recorded as applied, not as configured
 

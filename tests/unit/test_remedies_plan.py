@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dpscale.plan.remedies import (
@@ -71,3 +73,40 @@ def test_a_key_names_its_remedy(key, name):
 )
 def test_powersgd_starts_where_torch_advises_for_a_training(total, warmup, start):
     assert powersgd_start_iter(total, warmup) == start
+
+
+def test_a_fusion_cycle_time_is_a_remedy_of_its_own_that_only_horovod_applies():
+    from dpscale.registry import STRATEGIES
+
+    cycle = parse({"name": "none", "cycle_ms": 5})
+    assert cycle.key == "none-cycle5" and not cycle.is_default
+    assert name_of(cycle.key) == "none"
+    assert parse({"name": "fp16", "bucket_mb": 32, "cycle_ms": 0.5}).key == "fp16-bucket32-cycle0.5"
+    with pytest.raises(
+        ValueError, match=r"comm\[0\]\.cycle_ms: 0 is not allowed; allowed: a number > 0"
+    ):
+        parse({"name": "none", "cycle_ms": 0})
+    horovod = STRATEGIES["horovod-tf"].comm
+    torch = STRATEGIES["torch-ddp"].comm
+    assert horovod.skip_reason("horovod-tf", cycle, "cpu", "synthetic") is None
+    reason = torch.skip_reason("torch-ddp", cycle, "cpu", "synthetic")
+    assert reason == "torch-ddp has no fusion cycle time to set (comm cycle_ms)"
+
+
+def test_horovod_reads_the_cells_fusion_settings_and_records_its_defaults(monkeypatch):
+    from dpscale.strategies import horovod_tf
+
+    monkeypatch.delenv("HOROVOD_FUSION_THRESHOLD", raising=False)
+    monkeypatch.delenv("HOROVOD_CYCLE_TIME", raising=False)
+
+    class Plain:  # only what set_fusion reads
+        comm = NONE
+
+    assert horovod_tf.set_fusion(Plain()) == (128.0, 1.0)  # Horovod's own defaults
+
+    class Tuned:
+        comm = parse({"name": "none", "bucket_mb": 32, "cycle_ms": 3.5})
+
+    assert horovod_tf.set_fusion(Tuned()) == (32.0, 3.5)
+    assert os.environ["HOROVOD_CYCLE_TIME"] == "3.5"
+    assert os.environ["HOROVOD_FUSION_THRESHOLD"] == str(32 * 1024 * 1024)

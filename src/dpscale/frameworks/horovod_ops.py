@@ -51,11 +51,13 @@ class HorovodRank(Rank):
         optimizer: tf_ops.SGDOptimizer,
         params: int,
         fusion_mb: float,
+        cycle_ms: float,
     ) -> None:
         self.cell, self.model, self.optimizer = cell, model, optimizer
         self.trainable_params, self.threads_used = params, cell.threads_per_device
         self.rank, self.size, self.batch = hvd.rank(), hvd.size(), cell.batch_per_device
         self.compression, self.fusion_mb = compression(cell), fusion_mb
+        self.cycle_ms = cycle_ms
         # [distributed] averages the gradients over the ranks, compressed by the remedy
         self.tape = functools.partial(hvd.DistributedGradientTape, compression=self.compression)
 
@@ -110,6 +112,7 @@ class HorovodRank(Rank):
             "remedy": self.cell.comm.key,
             "hook": f"horovod hvd.Compression.{self.cell.comm.name}",
             "bucket_mb": self.fusion_mb,
+            "cycle_ms": self.cycle_ms,
             "wire_ratio": self.cell.comm.nominal_ratio,
         }
         return {**tf_ops.system_extra(self.cell), "comm": applied}

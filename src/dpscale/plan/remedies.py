@@ -28,10 +28,10 @@ REMEDIES: dict[str, float | None] = {
 }
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
-KEYS = ("name", "rank", "threshold", "bucket_mb", "networks")
+KEYS = ("name", "rank", "threshold", "bucket_mb", "cycle_ms", "networks")
 SHAPES = (
     "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16) or "
-    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb][, networks]}"
+    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb][, cycle_ms][, networks]}"
 )
 # the network of cells on one node, for a remedy's ``networks``
 ONE_NODE = "host"
@@ -44,13 +44,15 @@ class CommError(ValueError):
 @dataclass(frozen=True)
 class Comm:
     """One remedy: ``name`` with its parameter (PowerSGD's ``rank``, 2-bit's ``threshold``),
-    and ``bucket_mb``, the gradient bucket (DDP) or fusion buffer (Horovod) size in MiB
+    ``bucket_mb``, the gradient bucket (DDP) or fusion buffer (Horovod) size in MiB, and
+    ``cycle_ms``, how often Horovod's background thread looks for ready tensors to fuse
     (None: the framework's default)."""
 
     name: str = "none"
     rank: int | None = None
     threshold: float | None = None
     bucket_mb: float | None = None
+    cycle_ms: float | None = None
 
     @property
     def key(self) -> str:
@@ -62,6 +64,8 @@ class Comm:
             key += f"-t{_number(self.threshold)}"
         if self.bucket_mb is not None:
             key += f"-bucket{_number(self.bucket_mb)}"
+        if self.cycle_ms is not None:
+            key += f"-cycle{_number(self.cycle_ms)}"
         return key
 
     @property
@@ -141,7 +145,8 @@ def parse(entry: Any, where: str = "comm[0]") -> Comm:
         name=name,
         rank=_rank(entry, name, where),
         threshold=_threshold(entry, name, where),
-        bucket_mb=_bucket(entry, where),
+        bucket_mb=_positive_number(entry, "bucket_mb", where),
+        cycle_ms=_positive_number(entry, "cycle_ms", where),
     )
 
 
@@ -165,13 +170,13 @@ def _threshold(entry: dict[str, Any], name: str, where: str) -> float | None:
     return float(threshold)
 
 
-def _bucket(entry: dict[str, Any], where: str) -> float | None:
-    bucket = entry.get("bucket_mb")
-    if bucket is None:
+def _positive_number(entry: dict[str, Any], key: str, where: str) -> float | None:
+    value = entry.get(key)
+    if value is None:
         return None
-    if not _positive(bucket):
-        raise CommError(f"{where}.bucket_mb: {bucket!r} is not allowed; allowed: a number > 0")
-    return float(bucket)
+    if not _positive(value):
+        raise CommError(f"{where}.{key}: {value!r} is not allowed; allowed: a number > 0")
+    return float(value)
 
 
 def _only_for(entry: dict[str, Any], key: str, remedy: str, where: str) -> None:

@@ -72,13 +72,15 @@ class CommSupport:
 
     ``remedies``: names it applies in synthetic and training cells; ``collectives``: those
     whose own path its collectives mode times; ``bucket``: what ``bucket_mb`` sets (None: it
-    cannot); ``cuda_only``: remedy -> the framework's own refusal on CPU, quoted in the
-    skip reason (an integration test checks the framework still says so).
+    cannot); ``cycle``: what ``cycle_ms`` sets (None: it cannot); ``cuda_only``: remedy ->
+    the framework's own refusal on CPU, quoted in the skip reason (an integration test checks
+    the framework still says so).
     """
 
     remedies: tuple[str, ...] = ()
     collectives: tuple[str, ...] = ()
     bucket: str | None = None
+    cycle: str | None = None
     cuda_only: tuple[tuple[str, str], ...] = ()
     # remedy -> why training cells cannot use it
     not_in_training: tuple[tuple[str, str], ...] = ()
@@ -96,6 +98,8 @@ class CommSupport:
             return f"{strategy} applies comm {comm.name!r} on cuda only; on cpu: {refusal}"
         if comm.bucket_mb is not None and self.bucket is None:
             return f"{strategy} has no bucket or fusion size to set (comm bucket_mb)"
+        if comm.cycle_ms is not None and self.cycle is None:
+            return f"{strategy} has no fusion cycle time to set (comm cycle_ms)"
         if mode == "collectives":
             return self.collectives_skip_reason(comm)
         untrainable = dict(self.not_in_training).get(comm.name)

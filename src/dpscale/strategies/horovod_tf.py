@@ -10,7 +10,8 @@ the rank's Horovod side (HorovodRank, barrier, sums) dpscale.frameworks.horovod_
 
 Communication remedies (config ``comm``): ``fp16`` is Horovod's own ``hvd.Compression.fp16``
 on the tape (and on the collectives mode's all-reduce); ``bucket_mb`` is Horovod's fusion
-buffer (``HOROVOD_FUSION_THRESHOLD``, default 64 MiB).
+buffer (``HOROVOD_FUSION_THRESHOLD``, default 128 MiB) and ``cycle_ms`` how often its
+background thread fuses the tensors that are ready (``HOROVOD_CYCLE_TIME``, default 1 ms).
 """
 
 from __future__ import annotations
@@ -39,18 +40,32 @@ STRATEGY = Strategy(
     one_process=False,
     multi_node=True,
     oom_patterns=("ResourceExhaustedError", "CUDNN_STATUS_ALLOC_FAILED"),
-    comm=CommSupport(remedies=("fp16",), collectives=("fp16",), bucket="HOROVOD_FUSION_THRESHOLD"),
+    comm=CommSupport(
+        remedies=("fp16",),
+        collectives=("fp16",),
+        bucket="HOROVOD_FUSION_THRESHOLD",
+        cycle="HOROVOD_CYCLE_TIME",
+    ),
 )
-# Horovod's default fusion buffer (HOROVOD_FUSION_THRESHOLD), in MiB
-DEFAULT_FUSION_MB = 64.0
+# Horovod's defaults since 0.21 (horovod/common/operations.cc): fusion buffer 128 MiB,
+# cycle time 1 ms
+DEFAULT_FUSION_MB = 128.0
+DEFAULT_CYCLE_MS = 1.0
 
 
-def set_fusion_buffer(cell: Cell) -> float:
-    """Before hvd.init(): the cell's fusion buffer, in MiB (Horovod reads it at init)."""
+def set_fusion(cell: Cell) -> tuple[float, float]:
+    """Before hvd.init(), which reads them: the cell's fusion buffer (MiB) and cycle time
+    (ms), set where the cell asks; both as Horovod will use them."""
     if cell.comm.bucket_mb is not None:
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(cell.comm.bucket_mb * 1024 * 1024))
+    if cell.comm.cycle_ms is not None:
+        os.environ["HOROVOD_CYCLE_TIME"] = f"{cell.comm.cycle_ms:g}"
     threshold = os.environ.get("HOROVOD_FUSION_THRESHOLD")
-    return int(threshold) / 1024 / 1024 if threshold else DEFAULT_FUSION_MB
+    cycle = os.environ.get("HOROVOD_CYCLE_TIME")
+    return (
+        int(threshold) / 1024 / 1024 if threshold else DEFAULT_FUSION_MB,
+        float(cycle) if cycle else DEFAULT_CYCLE_MS,
+    )
 
 
 def broadcast_initial_state(model: tf.keras.Model, optimizer: tf_ops.SGDOptimizer) -> None:
@@ -70,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault(
         "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)
     )
-    fusion_mb = set_fusion_buffer(cell)
+    fusion_mb, cycle_ms = set_fusion(cell)
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if os.environ.get("HOROVOD_CONTROLLER") == "gloo" and not hvd.gloo_enabled():
         # horovodrun's own check before the launch is left to this (dpscale.launch.horovodrun)
@@ -86,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     broadcast_initial_state(model, optimizer)  # [distributed] rank 0's weights to every rank
     startup.mark("broadcast")
 
-    run_cell(cell, out, horovod_ops.HorovodRank(cell, model, optimizer, params, fusion_mb))
+    rank = horovod_ops.HorovodRank(cell, model, optimizer, params, fusion_mb, cycle_ms)
+    run_cell(cell, out, rank)
 
 
 if __name__ == "__main__":
