@@ -110,3 +110,26 @@ def test_horovod_reads_the_cells_fusion_settings_and_records_its_defaults(monkey
     assert horovod_tf.set_fusion(Tuned()) == (32.0, 3.5)
     assert os.environ["HOROVOD_CYCLE_TIME"] == "3.5"
     assert os.environ["HOROVOD_FUSION_THRESHOLD"] == str(32 * 1024 * 1024)
+
+
+def test_every_planned_cell_path_fits_the_workflows_wildcards(default_config):
+    """A remedy's decimal parameter (2-bit's default threshold 0.5, a cycle of 0.5 ms) must
+    still name a cell the workflow can build: its mode wildcard allows the dot."""
+    import re
+    from pathlib import Path
+
+    from dpscale.plan.study import plan_study
+    from dpscale.registry import STRATEGIES
+
+    rules = (Path(__file__).parents[2] / "workflow" / "rules" / "common.smk").read_text()
+    mode = re.search(r'^\s+mode="([^"]+)"', rules, re.MULTILINE).group(1)
+    default_config["comm"] = [
+        "none",
+        "2bit",
+        {"name": "none", "cycle_ms": 0.5},
+        {"name": "fp16", "bucket_mb": 2.5},
+    ]
+    _, cells = plan_study(default_config, STRATEGIES)
+    keys = {cell.mode_key for cell in cells}
+    assert {"synthetic-comm-2bit-t0.5", "synthetic-comm-none-cycle0.5"} <= keys
+    assert all(re.fullmatch(mode, key) for key in keys), sorted(keys)

@@ -80,7 +80,7 @@ resource_scopes:
 wildcard_constraints:
     strategy="[a-z0-9-]+",
     model="[a-z0-9]+-[a-z]+[0-9]+-c[0-9]+",
-    mode="[a-z0-9-]+",
+    mode="[a-z0-9.-]+",  # a remedy's parameter may be a decimal (2bit-t0.5, cycle0.5)
     nodes="[0-9]+",
     devices="[0-9]+",
     batch="[0-9]+",
