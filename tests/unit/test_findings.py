@@ -275,6 +275,11 @@ def test_the_compression_a_layout_needs_is_in_its_findings_row(ratio, high, expe
     row |= {"devices_per_node": 1, "batch_per_device": 32.0}
     words = findings.predicted_numbers(row, predictions)["compression_for_90pct"]
     assert words.startswith(expected)
+    # one node is one machine: the model's words do not say "separate machines"
+    one_node = predictions.assign(nodes=1, network="host", devices_per_node=2)
+    here = {**row, "network": "host", "nodes": 1, "devices_per_node": 2}
+    words_one = findings.predicted_numbers(here, one_node)["compression_for_90pct"]
+    assert words_one.endswith("(model)")
     # with the rank count, the efficiency carries the speedup's interval (1.2x +-20% / 2)
     predictions["world_size"] = 2
     words = findings.predicted_numbers(row, predictions)["compression_for_90pct"]

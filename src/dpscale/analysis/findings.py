@@ -357,13 +357,13 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
             & (mine["devices_per_node"] == devices)
         ].sort_values("bandwidth_Gbit_s")
         numbers[PREDICTED_COLUMNS[1]] = _speedup_words(other, lambda r: str(r.network))
-        here = mine[
-            (mine["network"] == row["network"])
-            & (mine["nodes"] == nodes)
-            & (mine["devices_per_node"] == devices)
-        ]
-        if not here.empty and "compression_for_90pct" in here:
-            numbers[PREDICTED_COLUMNS[2]] = compression_words(here.iloc[0])
+    here = mine[
+        (mine["network"] == row["network"])
+        & (mine["nodes"] == nodes)
+        & (mine["devices_per_node"] == devices)
+    ]
+    if not here.empty and "compression_for_90pct" in here:
+        numbers[PREDICTED_COLUMNS[2]] = compression_words(here.iloc[0])
     return numbers
 
 
@@ -395,7 +395,8 @@ def compression_words(row: pd.Series) -> str:
     words = f"{value}; {efficiency} efficient uncompressed"
     if math.isinf(ratio):
         words += f", {row['efficiency_nothing_sent']:.0%} with nothing to send"
-    return f"{words} (model, separate machines)"
+    where = "model, separate machines" if row.get("nodes", 2) > 1 else "model"
+    return f"{words} ({where})"
 
 
 def throughput_verdict(row: dict[str, Any]) -> str | None:
