@@ -53,12 +53,17 @@ def family(kernel: str) -> str:
     return "other"
 
 
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def timed_steps(step, steps: int, device: torch.device) -> float:
-    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    sync(device)
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    torch.cuda.synchronize(device) if device.type == "cuda" else None
+    sync(device)
     return (time.perf_counter() - start) / steps
 
 
@@ -68,7 +73,7 @@ def kernel_profile(step, device: torch.device) -> tuple[dict[str, float], list]:
     with profile(activities=activities) as prof:
         for _ in range(3):
             step()
-        torch.cuda.synchronize(device) if device.type == "cuda" else None
+        sync(device)
     totals: dict[str, float] = defaultdict(float)
     kernels = []
     for event in prof.key_averages():

@@ -12,7 +12,7 @@ twice reads the same).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,14 +37,12 @@ class NeededCompression:
 def _efficiencies(values: dict, multi: Design, single: Design) -> np.ndarray:
     """Efficiency at each ratio of RATIOS, then with no bytes at all (last)."""
     messages = np.append(multi.message[0] / RATIOS, 0.0)
-    rows = Design(**{k: np.repeat(getattr(multi, k)[:1], messages.size) for k in _fields()})
-    rows = replace(rows, message=messages)
+    repeated = {
+        k: np.repeat(getattr(multi, k)[:1], messages.size) for k in Design.__dataclass_fields__
+    }
+    rows = Design(**{**repeated, "message": messages})
     one = np.maximum(step_seconds(values, single), MIN_STEP)[0]
     return one / np.maximum(step_seconds(values, rows), MIN_STEP)
-
-
-def _fields() -> tuple[str, ...]:
-    return tuple(Design.__dataclass_fields__)
 
 
 def _ratio(efficiency: np.ndarray) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.commmodel.analysis import GroupModel
+from dpscale.analysis.commmodel.summary import validated_rows
 from dpscale.analysis.commmodel.validation import (
     FEWEST_RANKS,
     LEAVE_ONE_CELL_OUT,
@@ -74,12 +75,7 @@ def extrapolated(
 def scheme_error(summary: pd.DataFrame, group: GroupModel, scheme: str) -> tuple[float, str]:
     """The held-out median |error| of ``scheme`` (chosen form, else the best form fitted),
     with its words; NaN and "not validated" where the scheme predicted nothing."""
-    rows = summary[
-        (summary["strategy"] == group.strategy)
-        & (summary["model"] == group.model)
-        & (summary["scheme"] == scheme)
-        & (summary["status"] == "ok")
-    ]
+    rows = validated_rows(summary, group, scheme)
     if rows.empty:
         return math.nan, "not validated"
     chosen = rows[rows["overlap"] == group.chosen]

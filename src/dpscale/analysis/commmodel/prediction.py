@@ -134,6 +134,7 @@ def _labelled(
     """Each predicted row's kind and the validated error of that kind."""
     summary = summary if summary is not None else pd.DataFrame(columns=SUMMARY_COLUMNS)
     by_name = {(g.strategy, g.model): g for g in groups}
+    ranges = {key: MeasuredRange.of(g) for key, g in by_name.items() if g.chosen is not None}
     kinds, errors, words = [], [], []
     for row in table.itertuples(index=False):
         group = by_name[(row.strategy, row.model)]
@@ -145,7 +146,11 @@ def _labelled(
             continue
         bandwidth = row.bandwidth_Gbit_s * 1e9 if row.nodes > 1 else math.nan
         dimensions = extrapolated(
-            MeasuredRange.of(group), row.world_size, row.batch_per_device, row.nodes, bandwidth
+            ranges[(row.strategy, row.model)],
+            row.world_size,
+            row.batch_per_device,
+            row.nodes,
+            bandwidth,
         )
         kind, error, text = label(dimensions, group, summary)
         kinds.append(kind), errors.append(error), words.append(text)

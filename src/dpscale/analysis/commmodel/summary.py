@@ -68,13 +68,8 @@ def _coverage(row) -> str:
 def _not_fitted_line(name: str, group: GroupModel, scheme: str, summary: pd.DataFrame) -> str:
     """The chosen form could not be fitted without the held-out cells: what the forms with
     fewer parameters that could be fitted achieved, if any."""
-    others = summary[
-        (summary["strategy"] == group.strategy)
-        & (summary["model"] == group.model)
-        & (summary["scheme"] == scheme)
-        & (summary["overlap"] != group.chosen)
-        & (summary["status"] == "ok")
-    ]
+    others = validated_rows(summary, group, scheme)
+    others = others[others["overlap"] != group.chosen]
     if others.empty:
         return f"{name}, {scheme}: not enough data."
     fitted = "; ".join(
@@ -89,13 +84,19 @@ def _not_fitted_line(name: str, group: GroupModel, scheme: str, summary: pd.Data
     )
 
 
-def _noise_floor_line(name: str, group: GroupModel, summary: pd.DataFrame) -> list[str]:
-    rows = summary[
+def validated_rows(summary: pd.DataFrame, group: GroupModel, scheme: str) -> pd.DataFrame:
+    """The summary rows of one strategy, model and scheme that predicted something, every
+    overlap form."""
+    return summary[
         (summary["strategy"] == group.strategy)
         & (summary["model"] == group.model)
-        & (summary["scheme"] == BASELINE)
+        & (summary["scheme"] == scheme)
         & (summary["status"] == "ok")
     ]
+
+
+def _noise_floor_line(name: str, group: GroupModel, summary: pd.DataFrame) -> list[str]:
+    rows = validated_rows(summary, group, BASELINE)
     if rows.empty:
         return []
     return [
