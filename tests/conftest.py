@@ -81,12 +81,13 @@ def make_cell(
     )
 
 
-TABLES = ("cells", "windows", "fits", "scaling", "break_even", "repeatability")
+TABLES = ("cells", "windows", "fits", "scaling", "break_even", "repeatability", "timeline")
+TABLE_FILES = {"timeline": "bucket_timeline"}  # output name -> file name, where they differ
 
 
 def aggregate(tables: Path, paths) -> None:
     """The aggregate rule's step: result files into ``tables/<name>.csv``."""
     from dpscale.steps.tables import aggregate as step
 
-    outputs = {name: tables / f"{name}.csv" for name in TABLES}
+    outputs = {name: tables / f"{TABLE_FILES.get(name, name)}.csv" for name in TABLES}
     step({}, outputs, {"results": [str(p) for p in paths]})

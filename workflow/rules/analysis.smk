@@ -14,6 +14,7 @@ rule aggregate:
         scaling=f"{TABLES}/scaling.csv",
         break_even=f"{TABLES}/break_even.csv",
         repeatability=f"{TABLES}/repeatability.csv",
+        timeline=f"{TABLES}/bucket_timeline.csv",
     log:
         f"{LOGS}/aggregate.log",
     localrule: True

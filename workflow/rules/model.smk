@@ -8,6 +8,7 @@ rule comm_model:
         windows=f"{TABLES}/windows.csv",
         cells=f"{TABLES}/cells.csv",
         comm_fits=rules.collectives.output.fits,
+        timeline=f"{TABLES}/bucket_timeline.csv",
     output:
         parameters=f"{TABLES}/comm_model.csv",
         validation=f"{TABLES}/model_validation.csv",

@@ -1,4 +1,4 @@
-"""Tidy tables from cell results: cells, windows, fits, scaling, break-even."""
+"""Tidy tables from cell results: cells, windows, fits, scaling, break-even, bucket timelines."""
 
 from __future__ import annotations
 
@@ -351,6 +351,82 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
         "img_s",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+# One row per (cell, gradient bucket) of a bucket timeline (result measurement.bucket_timeline):
+# the step's parts and the bucket's ready time, medians over the timeline's steps
+TIMELINE_CELL = [  # as cells.csv has them: rows join on cell_id
+    "cell_id",
+    "strategy",
+    "model",
+    "nodes",
+    "network",
+    "devices_per_node",
+    "world_size",
+    "batch_per_device",
+    "comm",
+]
+TIMELINE_COLUMNS = [
+    *TIMELINE_CELL,
+    "steps",
+    "forward_s",
+    "backward_s",
+    "optimizer_s",
+    "bucket",
+    "bucket_bytes",
+    "bucket_parameters",
+    "ready_s",
+    "ready_lo_s",
+    "ready_hi_s",
+    "last_ready_s",
+    "exposed_s",
+]
+
+
+TIMELINE_PARTS = ("forward_s", "backward_s", "optimizer_s")
+
+
+def _timeline_step_columns(timeline: dict[str, Any]) -> dict[str, Any]:
+    """A cell's step parts (medians over steps), its last bucket's ready time, and the
+    communication left after it (backward - last ready, at least 0, median over steps)."""
+    last = np.asarray(timeline["buckets"][-1]["ready_s"], dtype=float)
+    backward = np.asarray(timeline["backward_s"], dtype=float)
+    return {
+        "steps": timeline["steps"],
+        **{part: float(np.median(timeline[part])) for part in TIMELINE_PARTS},
+        "last_ready_s": float(np.median(last)),
+        "exposed_s": float(np.median(np.maximum(backward - last, 0.0))),
+    }
+
+
+def _timeline_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    timeline = (result.get("measurement") or {}).get("bucket_timeline")
+    if result["status"] != "ok" or not timeline:
+        return []
+    row = cell_row(result)
+    base = {k: row[k] for k in TIMELINE_CELL}
+    steps = _timeline_step_columns(timeline)
+    return [
+        {
+            **base,
+            **steps,
+            "bucket": bucket["index"],
+            "bucket_bytes": bucket["bytes"],
+            "bucket_parameters": bucket["parameters"],
+            "ready_s": float(np.median(bucket["ready_s"])),
+            "ready_lo_s": float(min(bucket["ready_s"])),
+            "ready_hi_s": float(max(bucket["ready_s"])),
+        }
+        for bucket in timeline["buckets"]
+    ]
+
+
+def bucket_timeline_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (cell, gradient bucket) of the ok cells with a bucket timeline (torch-ddp
+    synthetic cells): when each bucket is ready in backward, and how much of backward is
+    left after the last one (``exposed_s``: communication the backward pass did not hide)."""
+    rows = [row for result in results for row in _timeline_rows(result)]
+    return pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
 
 
 def fits_table(windows: pd.DataFrame) -> pd.DataFrame:

@@ -3,7 +3,7 @@ the synthetic step, the training backend, and the ranks the core loop drives: :c
 (one process) and :class:`DistributedTorchRank` (a torch.distributed group).
 
 Every call that talks to other ranks is marked ``[distributed]``: in the adapters, and here
-in DistributedTorchRank's gather, all-reduce and finish.
+in DistributedTorchRank's gather, all-reduce, bucket timeline and finish.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from dpscale.frameworks import torch_timeline
 from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
 from dpscale.runner.rank import Rank
@@ -84,30 +85,50 @@ def synthetic_batch(
     return images, labels
 
 
+class SyntheticStep:
+    """One optimiser step on the synthetic batch, in its parts (zero, forward, backward,
+    optimize), so the bucket timeline (torch_timeline) can time each; a call runs all four,
+    as the timed windows do."""
+
+    def __init__(self, cell: Cell, model: nn.Module, device: torch.device, batch: int) -> None:
+        self.model, self.device = model, device
+        self.images, self.labels = synthetic_batch(cell, batch, device)
+        self.optimizer = make_sgd(model.parameters(), cell.sgd)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.amp_dtype = AMP_DTYPES.get(cell.precision)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=cell.precision == "amp_fp16")
+        model.train()
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    def zero(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def forward(self) -> torch.Tensor:
+        with self._autocast():
+            return self.loss_fn(self.model(self.images), self.labels)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """DDP with several ranks: returns once its bucket all-reduces are done (or queued)."""
+        self.scaler.scale(loss).backward()
+
+    def optimize(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def __call__(self) -> None:
+        self.zero()
+        self.backward(self.forward())
+        self.optimize()
+
+
 def make_train_step(
     cell: Cell, model: nn.Module, device: torch.device, batch: int
-) -> Callable[[], None]:
-    images, labels = synthetic_batch(cell, batch, device)
-    optimizer = make_sgd(model.parameters(), cell.sgd)
-    loss_fn = nn.CrossEntropyLoss()
-    amp_dtype = AMP_DTYPES.get(cell.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=cell.precision == "amp_fp16")
-    model.train()
-
-    def autocast():
-        if amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=amp_dtype)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            loss = loss_fn(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-
-    return step
+) -> SyntheticStep:
+    return SyntheticStep(cell, model, device, batch)
 
 
 def trained_param_checksum(model: nn.Module) -> str:
@@ -222,10 +243,11 @@ class TorchRank(Rank):
     ) -> None:
         self.cell, self.model, self.device = cell, model, device
         self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
+        self._step: SyntheticStep | None = None  # the synthetic step, kept for the timeline
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
-        step = make_train_step(self.cell, self.model, self.device, self.batch)
-        return step, synchronizer(self.device)
+        self._step = make_train_step(self.cell, self.model, self.device, self.batch)
+        return self._step, synchronizer(self.device)
 
     def training_backend(self) -> TorchTrainingBackend:
         return TorchTrainingBackend(self.cell, self.model, self.device, self.distributed)
@@ -283,6 +305,15 @@ class DistributedTorchRank(TorchRank):
     def gradient_traffic(self) -> tuple[Callable[[], None], Callable[[], None], dict[str, Any]]:
         step, sends = self.remedy.traffic(self.model.module, self.device)
         return step, synchronizer(self.device), sends
+
+    def bucket_timeline(self, steps: int) -> dict[str, Any] | None:
+        """After the timed windows: ``steps`` more synthetic steps, each timed in its parts,
+        with each gradient bucket's ready time (torch_timeline); None before a synthetic step."""
+        if self._step is None:
+            return None
+        buckets = self.remedy.buckets(self.model.module)
+        # [distributed] every step's backward all-reduces the buckets, as a timed step does
+        return torch_timeline.record(self._step, buckets, steps, self.device, self.remedy.bucket_mb)
 
     def allreduce_description(self) -> dict[str, str]:
         op = "torch.distributed.all_reduce(SUM)"

@@ -261,9 +261,10 @@ class RemedyHooks:
 
     def __init__(self, comm: Comm) -> None:
         self.comm, self.state = comm, None
+        self.bucket_mb = comm.bucket_mb or DEFAULT_BUCKET_MB  # DDP's bucket_cap_mb
         self.applied: dict[str, Any] = {
             "remedy": comm.key,
-            "bucket_mb": comm.bucket_mb or DEFAULT_BUCKET_MB,
+            "bucket_mb": self.bucket_mb,
             "hook": "DDP's own all-reduce",
         }
 
@@ -320,6 +321,11 @@ class RemedyHooks:
         self.applied["hook"] = (
             f"torch powerSGD_hook.powerSGD_hook, a state and gloo group per bucket ({bound} groups)"
         )
+
+    def buckets(self, model: torch.nn.Module) -> list[list[torch.Tensor]]:
+        """The trainable parameters of each of ``model``'s gradient buckets (DDP's module),
+        in the order DDP reduces them, under this cell's cap (:func:`gradient_buckets`)."""
+        return gradient_buckets(model, self.bucket_mb)
 
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""

@@ -8,8 +8,10 @@ The loop then does the same thing for every strategy:
 1. collectives mode: time the strategy's all-reduce at each message size by the same
    protocol (runner.timing), buffers created before each size's warm-up;
    synthetic mode: time the training step by the core protocol (runner.timing: warm-up,
-   synchronised windows), then the device's dense matrix-multiply peak with the same
-   protocol (for model FLOPs utilisation);
+   synchronised windows), then, where the strategy has gradient buckets (torch-ddp), a few
+   more steps timed in their parts with each bucket's ready time (Rank.bucket_timeline),
+   then the device's dense matrix-multiply peak with the same protocol (for model FLOPs
+   utilisation);
    training mode: runner.training.run_training;
    in every mode the first collective is under a deadline, and later ones under a step
    watchdog where the framework has no timeout of its own (runner.faults);
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,12 +46,18 @@ from dpscale.runner.sysinfo import interpreter
 from dpscale.runner.timing import Progress, Step, Sync, last_timed_span, summarise, time_windows
 from dpscale.runner.training import TrainingBackend, run_training
 
+T = TypeVar("T")
+
 # The matrix-multiply peak: n x n x n products of the cell's compute type, timed like the
 # model (warm-up, then synchronised windows). n is large enough to reach the dense peak of
 # a CPU core or a GPU, small enough to take well under a second on one CPU core.
 MATMUL_N = {"cpu": 1024, "cuda": 8192}
 MATMUL_WARMUP, MATMUL_WINDOWS, MATMUL_PER_WINDOW = 2, 5, 2
 MATMUL_DTYPES = {"fp32": "float32", "amp_bf16": "bfloat16", "amp_fp16": "float16"}
+# Synthetic cells: extra steps after the timed windows that record when each gradient
+# bucket is ready (Rank.bucket_timeline), so the result says how much communication the
+# backward pass hides
+TIMELINE_STEPS = 3
 
 
 class Guards:
@@ -94,6 +102,10 @@ class Guards:
 
     def backend(self, backend: TrainingBackend) -> TrainingBackend:
         return GuardedBackend(backend, self.deadline, self.watchdog)
+
+    def call(self, call: Callable[..., T], *args: Any) -> T:
+        """``call`` under the step watchdog, if any (steps outside the timed windows)."""
+        return self.watchdog.call(call, *args) if self.watchdog else call(*args)
 
 
 class GuardedBackend:
@@ -168,6 +180,9 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
             **m.adaptive_kwargs(processes=rank.size),  # several ranks would have to agree
         )
         mine["span"] = last_timed_span()  # what the launcher's contention verdict covers
+        timeline = guards.call(rank.bucket_timeline, TIMELINE_STEPS)  # [distributed] steps
+        if timeline is not None:
+            mine["timeline"] = timeline
         mine["matmul"] = matmul_peak(cell, rank)
     mine["startup"] = startup.readings()
     mine["checksums"] = rank.param_checksums()
@@ -267,6 +282,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         per_rank_windows=[r["windows"] for r in every],
         timed_span=_overall_span([r.get("span") for r in every]),
         system_extra=system_extra,
+        timeline=every[0].get("timeline"),
         **common,
     )
 

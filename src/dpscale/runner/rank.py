@@ -54,6 +54,13 @@ class Rank:
         strategy cannot replay it."""
         return None
 
+    def bucket_timeline(self, steps: int) -> dict[str, Any] | None:
+        """Synthetic mode, after the timed windows: ``steps`` more steps, each timed in its
+        parts (forward, backward, optimiser), with each gradient bucket's ready time
+        (result ``measurement.bucket_timeline``); None where the strategy has no buckets
+        to time."""
+        return None
+
     def allreduce_description(self) -> dict[str, str]:
         """What :meth:`allreduce` calls: ``op`` and ``backend`` (e.g. gloo, nccl, ps-lite)."""
         return {}

@@ -93,8 +93,10 @@ def write_synthetic_result(
     reason: str | None = None,
     timed_span: Sequence[float] | None = None,
     startup: dict[str, Any] | None = None,
+    timeline: dict[str, Any] | None = None,
 ) -> None:
-    """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's)."""
+    """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's);
+    ``timeline``: rank 0's bucket timeline (runner.rank.Rank.bucket_timeline), if any."""
     windows = slowest_rank(per_rank_windows)
     measurement = throughput_measurement(
         windows, cell.measure.steps_per_window, cell.batch_per_device, cell.world_size
@@ -108,6 +110,8 @@ def write_synthetic_result(
         measurement["adaptive"] = adaptive_record(cell, windows)
     if rank_param_checksums is not None:
         measurement["rank_param_checksums"] = list(rank_param_checksums)
+    if timeline is not None:
+        measurement["bucket_timeline"] = timeline
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
     _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
     summary = measurement["summary"]["img_s"]

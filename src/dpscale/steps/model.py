@@ -33,6 +33,7 @@ def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
         read_optional(inputs["cells"]),
         read_optional(inputs["comm_fits"]),
         json.loads(params["study"]),
+        read_optional(inputs.get("timeline")),
     )
     for name in TABLES:
         write(getattr(model, name), outputs[name])

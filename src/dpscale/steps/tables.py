@@ -43,7 +43,8 @@ def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
 
 def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
     """Throughput cells (the better of two where measured again) -> cells, windows, fits,
-    scaling, break-even, repeatability (its CV also relative to the drift trace)."""
+    scaling, break-even, repeatability (its CV also relative to the drift trace), and the
+    torch-ddp cells' bucket timelines."""
     results = tbl.load_results(params["results"], inputs.get("again", ()))
     cells = with_drift_columns(tbl.cells_table(results))
     windows = tbl.windows_table(results)
@@ -55,6 +56,7 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
         "scaling": tbl.scaling_table(cells),
         "break_even": tbl.break_even_table(fits, cells),
         "repeatability": repeatability_with_drift(cells),
+        "timeline": tbl.bucket_timeline_table(results),
     }
     for name, frame in frames.items():
         write(frame, outputs[name])

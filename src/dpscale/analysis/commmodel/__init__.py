@@ -22,7 +22,11 @@ without co-located ranks, alpha0 = 0 unless two different (N, reference bandwidt
 separate it from eta, eta = 1 without a link that has a reference.
 
 Overlap forms: ``additive`` (g = 1: the all-reduce waits for the backward pass), ``max``
-(g -> infinity: it hides behind compute) and ``pollux`` (g fitted in [1, 10]). The form with
+(g -> infinity: it hides behind compute), ``pollux`` (g fitted in [1, 10]) and ``buckets``
+(the mechanism, commmodel.buckets: the gradient buckets a one-rank cell recorded, served in
+order behind the backward pass over min(link, host) bandwidth, without eta or g, with kappa,
+the compute communication takes on shared cores; fitted only where a timeline was
+recorded). The form with
 the smallest median error on held-out configurations is used for predictions (a tie goes to
 fewer parameters), so the extra parameter g cannot win by fitting noise. Fits minimise
 squared errors of log step times of configuration means; intervals are the delta method on
@@ -31,7 +35,8 @@ log T with the residual scatter added (95%, normal on the log scale).
 Co-location c: emulated nodes share one computer, so c = world size on emulated networks and
 devices per node elsewhere; predictions are for real clusters, c = devices per node.
 
-Modules: inputs (links, observations), model (the equations), fitting, validation, analysis
+Modules: inputs (links, observations), model (the equations), buckets (the bucket form),
+fitting, validation, analysis
 (the forms fitted and chosen), prediction, curves, summary.
 """
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.commmodel.buckets import BucketTimeline, timelines
 from dpscale.analysis.commmodel.fitting import Z95, Fit, NotEnoughData, fit_model, safe_exp
 from dpscale.analysis.commmodel.inputs import Link, links_from_config, observations
 from dpscale.analysis.commmodel.validation import (
@@ -26,7 +27,8 @@ from dpscale.analysis.commmodel.validation import (
     window_cv,
 )
 
-FORMS = ("additive", "max", "pollux")
+# ordered by parameter count (the bucket form: the mechanism, from a recorded timeline)
+FORMS = ("additive", "max", "pollux", "buckets")
 
 
 PARAMETER_COLUMNS = [
@@ -67,6 +69,7 @@ def fit_group(
     forms: Sequence[str] = FORMS,
     validate: bool = True,
     fewest_rank_links: dict[str, Link] | None = None,
+    timeline: BucketTimeline | None = None,
 ) -> tuple[GroupModel, pd.DataFrame]:
     """Every overlap form fitted to all configurations and validated (``validate``: else
     the first form that fits is chosen); the chosen one. ``fewest_rank_links``: the links
@@ -78,21 +81,21 @@ def fit_group(
     reason = None
     for form in forms:
         try:
-            fitted[form] = fit_model(obs, links, form)
+            fitted[form] = fit_model(obs, links, form, timeline)
         except NotEnoughData as error:
-            reason = f"not enough data: {error}"
+            reason = reason or f"not enough data: {error}"
             continue
         except (ValueError, np.linalg.LinAlgError) as error:  # a fit that cannot start
             reason = f"{form} not fitted: {error}"
             continue
         if not validate:
             continue
-        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT)
+        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT, timeline)
         lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
         if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
-            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT)
+            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT, timeline)
         rank_links = links if fewest_rank_links is None else fewest_rank_links
-        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS)
+        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS, timeline)
         validations += [loo, lono, ranks]
         errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
         loo_error[form] = float(errors.median()) if len(errors) else math.nan
@@ -151,6 +154,14 @@ def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
             ("alpha0", "alpha0", values["alpha0"], "s per hop", None, 1.0),
             ("eta", "log_eta", values["eta"], "fraction of the reference bandwidth", safe_exp, 1.0),
             ("g", "g", values["g"], "overlap exponent", None, 1.0),
+            (
+                "kappa",
+                "kappa",
+                values["kappa"],
+                "s of compute per s of comm, shared cores",
+                None,
+                1.0,
+            ),
         ]
         for index, link in enumerate(fit.parameters.free_links):
             report.append(
@@ -191,8 +202,11 @@ def analyse(
     comm_fits: pd.DataFrame | None = None,
     forms: Sequence[str] = FORMS,
     validate: bool = True,
+    timeline_table: pd.DataFrame | None = None,
 ) -> tuple[list[GroupModel], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(models, parameters, validation, summary) for every strategy and model measured."""
+    """(models, parameters, validation, summary) for every strategy and model measured;
+    ``timeline_table``: bucket_timeline.csv, for the bucket form."""
+    recorded = timelines(timeline_table)
     obs_all = observations(windows, trainable_params)
     everything = observations(windows.assign(quality="ok"), trainable_params)
     scatter = window_cv(windows)
@@ -205,7 +219,14 @@ def analyse(
             networks, _at_most_ranks(comm_fits, fewest_multi_ranks(obs)), strategy
         )
         group, validation = fit_group(
-            obs, links, strategy, model, forms, validate, fewest_rank_links
+            obs,
+            links,
+            strategy,
+            model,
+            forms,
+            validate,
+            fewest_rank_links,
+            recorded.get((strategy, model)),
         )
         left_out = len(measured) - len(obs)
         if group.chosen is None and left_out:

@@ -11,6 +11,7 @@ twice reads the same).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -37,10 +38,7 @@ class NeededCompression:
 def _efficiencies(values: dict, multi: Design, single: Design) -> np.ndarray:
     """Efficiency at each ratio of RATIOS, then with no bytes at all (last)."""
     messages = np.append(multi.message[0] / RATIOS, 0.0)
-    repeated = {
-        k: np.repeat(getattr(multi, k)[:1], messages.size) for k in Design.__dataclass_fields__
-    }
-    rows = Design(**{**repeated, "message": messages})
+    rows = dataclasses.replace(multi.repeat_first(messages.size), message=messages)
     one = np.maximum(step_seconds(values, single), MIN_STEP)[0]
     return one / np.maximum(step_seconds(values, rows), MIN_STEP)
 

@@ -12,8 +12,16 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from dpscale.analysis.commmodel.buckets import BucketTimeline
 from dpscale.analysis.commmodel.inputs import INTRA, Link
-from dpscale.analysis.commmodel.model import MIN_STEP, Design, Parameters, design, step_seconds
+from dpscale.analysis.commmodel.model import (
+    BUCKETS,
+    MIN_STEP,
+    Design,
+    Parameters,
+    design,
+    step_seconds,
+)
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # The max form's kinks make the optimiser crawl; 200 steps from each start are plenty for
@@ -36,6 +44,15 @@ class Fit:
     residual_var: float
     links: dict[str, Link]
     configurations: int
+    timeline: BucketTimeline | None = None
+
+    def design(
+        self, rows: pd.DataFrame, emulation: bool, links: dict[str, Link] | None = None
+    ) -> Design:
+        """The model's rows for ``rows`` (this fit's free links and timeline; ``links``:
+        the fit's own, or those with a predicted network added)."""
+        known = self.links if links is None else links
+        return design(rows, known, self.parameters.free_links, emulation, self.timeline)
 
     @property
     def values(self) -> dict[str, Any]:
@@ -91,8 +108,12 @@ class NotEnoughData(ValueError):
     """The configurations cannot determine the model's parameters."""
 
 
-def choose_parameters(obs: pd.DataFrame, links: dict[str, Link], form: str) -> Parameters:
+def choose_parameters(
+    obs: pd.DataFrame, links: dict[str, Link], form: str, timeline: BucketTimeline | None = None
+) -> Parameters:
     """Fit only what the configurations inform; raise NotEnoughData when they cannot."""
+    if form == BUCKETS and timeline is None:
+        raise NotEnoughData("no bucket timeline (a one-rank cell of the strategy records it)")
     single = obs[obs["world_size"] == 1]
     multi = obs[obs["world_size"] > 1]
     if single["batch_per_device"].nunique() < 2:
@@ -112,17 +133,22 @@ def choose_parameters(obs: pd.DataFrame, links: dict[str, Link], form: str) -> P
         fit_sigma=bool((rows.colocated > 1).any()),
         fit_alpha0=len(referenced) >= 2,
         fit_eta=bool(has_ref.any()),
+        # the compute communication takes on shared cores: told apart from the co-location
+        # slowdown only by links of different speeds
+        fit_kappa=bool((rows.colocated > 1).any()) and len(set(link_names)) >= 2,
     )
     if len(obs) <= len(parameters.names):
         raise NotEnoughData(f"{len(obs)} configurations for {len(parameters.names)} parameters")
     return parameters
 
 
-def fit_model(obs: pd.DataFrame, links: dict[str, Link], form: str) -> Fit:
+def fit_model(
+    obs: pd.DataFrame, links: dict[str, Link], form: str, timeline: BucketTimeline | None = None
+) -> Fit:
     """Least squares on log step times of the configurations ``obs`` (one strategy and
-    model)."""
-    parameters = choose_parameters(obs, links, form)
-    rows = design(obs, links, parameters.free_links, emulation=True)
+    model); ``timeline``: its buckets, for the bucket form."""
+    parameters = choose_parameters(obs, links, form, timeline)
+    rows = design(obs, links, parameters.free_links, True, timeline)
     measured = np.log(obs["step_time_s"].to_numpy(dtype=float))
 
     def residuals(theta: np.ndarray) -> np.ndarray:
@@ -131,7 +157,7 @@ def fit_model(obs: pd.DataFrame, links: dict[str, Link], form: str) -> Fit:
 
     lower, upper = parameters.bounds()
     best = None
-    for start in _starts(obs, parameters, links):
+    for start in _starts(obs, parameters, links, timeline):
         start = np.clip(start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
         result = optimize.least_squares(
             residuals, start, bounds=(lower, upper), x_scale="jac", max_nfev=MAX_EVALUATIONS
@@ -142,12 +168,24 @@ def fit_model(obs: pd.DataFrame, links: dict[str, Link], form: str) -> Fit:
     dof = len(obs) - len(parameters.names)
     residual_var = 2 * best.cost / dof if dof > 0 else math.nan
     covariance = _covariance(best.jac, residual_var)
-    return Fit(parameters, best.x, covariance, residual_var, links, len(obs))
+    return Fit(parameters, best.x, covariance, residual_var, links, len(obs), timeline)
 
 
-def _starts(obs: pd.DataFrame, parameters: Parameters, links: dict[str, Link]) -> list[np.ndarray]:
+def _starts(
+    obs: pd.DataFrame,
+    parameters: Parameters,
+    links: dict[str, Link],
+    timeline: BucketTimeline | None = None,
+) -> list[np.ndarray]:
     """Starting points: the additive fit's solution (the forms differ only in how the two
     parts combine) and, for the additive fit itself, a few bandwidth guesses."""
+    if parameters.form == BUCKETS:
+        additive = fit_model(obs, links, "additive")
+        named = dict(zip(additive.parameters.names, additive.theta, strict=True))
+        return [
+            np.array([named.get(n, kappa) for n in parameters.names], dtype=float)
+            for kappa in (0.0, 0.3, 1.0)
+        ]
     if parameters.form == "pollux":
         additive = fit_model(obs, links, "additive")
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))

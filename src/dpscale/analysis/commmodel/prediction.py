@@ -17,7 +17,7 @@ from dpscale.analysis.commmodel.compression import needed_compression
 from dpscale.analysis.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
 from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link
 from dpscale.analysis.commmodel.labels import MeasuredRange, extrapolated, label
-from dpscale.analysis.commmodel.model import MIN_STEP, Design, design, step_seconds
+from dpscale.analysis.commmodel.model import MIN_STEP, Design, step_seconds
 from dpscale.analysis.commmodel.validation import SUMMARY_COLUMNS
 from dpscale.plan.units import parse_quantity
 
@@ -207,7 +207,7 @@ def _prediction_rows(
             )
             for b in batches
         ]
-    rows = design(frame, links, fit.parameters.free_links, emulation=False)
+    rows = fit.design(frame, emulation=False, links=links)
     centre, variance = fit.log_prediction(rows)
     n = len(batches)
     speed_log, speed_var = _log_speedup(fit, rows, n)
@@ -288,7 +288,7 @@ def _break_even_ci95(fit: Fit, multi: Design, single: Design, even: float) -> fl
 
 
 def _row(rows: Design, index: int) -> Design:
-    return Design(**{k: getattr(rows, k)[index : index + 1] for k in rows.__dataclass_fields__})
+    return rows.take(slice(index, index + 1))
 
 
 def break_even(
@@ -304,12 +304,7 @@ def break_even(
 
     def gain(global_batch: np.ndarray) -> np.ndarray:
         size = global_batch.size
-        m = Design(
-            **{k: np.repeat(getattr(multi, k)[:1], size) for k in multi.__dataclass_fields__}
-        )
-        one = Design(
-            **{k: np.repeat(getattr(single, k)[:1], size) for k in single.__dataclass_fields__}
-        )
+        m, one = multi.repeat_first(size), single.repeat_first(size)
         m.batch, one.batch = global_batch / ranks, global_batch
         return step(values, one) - step(values, m)
 

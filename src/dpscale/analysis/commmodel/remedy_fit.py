@@ -6,6 +6,10 @@ of the same strategy and model without a remedy, changed only where the remedy a
     T'      = (T_comp'^g + T_net'^g)^(1/g)     (g of the chosen form; delayed: g -> infinity,
                                                 the all-reduce runs behind the next step)
 
+In the bucket form (commmodel.buckets) the remedy changes each bucket instead: its bytes
+(/ ratio), its collectives (PowerSGD: 3) and its cost (+ its share of e); delayed leaves the
+buckets behind the next step.
+
 One parameter per remedy, e (s, >= 0), fitted to its cells' log step times. Validation:
 each remedy cell held out in turn (e refitted without it), and the remedy left out
 altogether (e = 0: predicted from its bytes alone, nothing fitted on it).
@@ -25,13 +29,23 @@ from scipy import optimize
 
 from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.inputs import HOST, OBS_COLUMNS, Link, observations
-from dpscale.analysis.commmodel.model import MIN_STEP, Design, combine, design, parts
+from dpscale.analysis.commmodel.model import (
+    BUCKETS,
+    MIN_STEP,
+    Design,
+    combine,
+    parts,
+    step_seconds,
+)
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
 from dpscale.analysis.words import batch_words
 from dpscale.plan.remedies import name_of
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
 HIDDEN = ("delayed", "delayed-fp16")
+# collectives per bucket where a remedy sends more than one (torch's PowerSGD hook: the
+# uncompressed tensors, P and Q)
+COLLECTIVES_PER_BUCKET = {"powersgd": 3}
 MAX_ENCODE_S = 100.0
 
 REMEDY_COLUMNS = [
@@ -89,6 +103,14 @@ class RemedyTerms:
 def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: RemedyTerms) -> np.ndarray:
     """The step times of ``rows`` with the remedy applied (module docstring)."""
     sent = dataclasses.replace(rows, message=rows.message / remedy.ratio)
+    if values["form"] == BUCKETS:
+        n = rows.batch.size
+        sent = sent.with_buckets(
+            collectives=np.full(n, float(COLLECTIVES_PER_BUCKET.get(name_of(remedy.comm), 1))),
+            encode_s=np.where(rows.ranks > 1, remedy.encode_s, 0.0),
+            hidden=np.full(n, remedy.hidden),
+        )
+        return step_seconds(values, sent)
     compute, network = parts(values, sent)
     compute = compute + np.where(rows.ranks > 1, remedy.encode_s, 0.0)
     return combine(compute, network, math.inf if remedy.hidden else values["g"])
@@ -148,7 +170,7 @@ def fit_remedies(
         assert group is not None and group.chosen is not None
         remedy = RemedyTerms(comm, ratio, name_of(comm) in HIDDEN)
         fit = group.fits[group.chosen]
-        design_rows = design(obs, group.links, fit.parameters.free_links, emulation=True)
+        design_rows = fit.design(obs, emulation=True)
         measured = obs["step_time_s"].to_numpy(dtype=float)
         remedy = dataclasses.replace(
             remedy, encode_s=fit_encode(fit.values, design_rows, remedy, measured)
@@ -214,7 +236,7 @@ def _validate(
 
 
 def _subset(rows: Design, index: Any) -> Design:
-    return Design(**{k: getattr(rows, k)[index] for k in rows.__dataclass_fields__})
+    return rows.take(index)
 
 
 def _median_error(validation: pd.DataFrame, scheme: str) -> float:
@@ -268,7 +290,7 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
             "gradient_bytes": message,
         }
     )
-    rows = design(frame, links, fit.parameters.free_links, emulation=False)
+    rows = fit.design(frame, emulation=False, links=links)
     if not np.isfinite(rows.beta_ref[0]) and network.name not in fit.parameters.free_links:
         return []
     multi, single = _subset(rows, [0]), _subset(rows, [1])

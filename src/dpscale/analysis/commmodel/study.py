@@ -37,14 +37,22 @@ def trainable_params(cells: pd.DataFrame) -> dict[str, int]:
 
 
 def study_model(
-    windows: pd.DataFrame, cells: pd.DataFrame, comm_fits: pd.DataFrame, study: dict[str, Any]
+    windows: pd.DataFrame,
+    cells: pd.DataFrame,
+    comm_fits: pd.DataFrame,
+    study: dict[str, Any],
+    timeline: pd.DataFrame | None = None,
 ) -> StudyModel:
     """The model of a study's tables; ``study`` holds the config's networks, predict,
-    devices_per_node and batch_sizes."""
+    devices_per_node and batch_sizes; ``timeline``: bucket_timeline.csv (the bucket form)."""
     plain_windows = without_remedies(windows)
     params = trainable_params(without_remedies(cells))
     groups, parameters, validation, summary = analyse(
-        plain_windows, params, study["networks"], without_remedies(comm_fits)
+        plain_windows,
+        params,
+        study["networks"],
+        without_remedies(comm_fits),
+        timeline_table=timeline,
     )
     layouts = (study["predict"], study["devices_per_node"], study["batch_sizes"])
     fitted, remedies, remedy_validation = fit_remedies(groups, windows, cells, params)

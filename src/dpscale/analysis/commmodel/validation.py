@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.commmodel.buckets import BucketTimeline
 from dpscale.analysis.commmodel.fitting import Z95, fit_model, safe_exp
 from dpscale.analysis.commmodel.inputs import INTRA, OBS_COLUMNS, Link
-from dpscale.analysis.commmodel.model import design
 
 VALIDATION_COLUMNS = [
     "scheme",
@@ -62,7 +62,11 @@ def fewest_multi_ranks(obs: pd.DataFrame) -> int | None:
 
 
 def held_out_predictions(
-    obs: pd.DataFrame, links: dict[str, Link], form: str, scheme: str
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    form: str,
+    scheme: str,
+    timeline: BucketTimeline | None = None,
 ) -> pd.DataFrame:
     """Each multi-rank configuration (leave one cell out), network (leave one network out)
     or rank count above the fewest (fit on the fewest ranks) predicted from a model fitted
@@ -80,7 +84,7 @@ def held_out_predictions(
         ]
     rows = []
     for held, network in groups:
-        rows.extend(_predict_held_out(obs, held, links, form, scheme, network))
+        rows.extend(_predict_held_out(obs, held, links, form, scheme, network, timeline))
     return pd.DataFrame(rows).reindex(columns=VALIDATION_COLUMNS)
 
 
@@ -91,6 +95,7 @@ def _predict_held_out(
     form: str,
     scheme: str,
     network: str | None,
+    timeline: BucketTimeline | None = None,
 ) -> list[dict[str, Any]]:
     train, test = obs.drop(index=held), obs.loc[held]
     base = [
@@ -105,14 +110,12 @@ def _predict_held_out(
     reason = _unpredictable(train, test, links, network)
     if reason is None:
         try:
-            fitted = fit_model(train, links, form)
+            fitted = fit_model(train, links, form, timeline)
         except (ValueError, np.linalg.LinAlgError) as error:  # NotEnoughData among them
             reason = f"not enough data without it: {error}"
     if reason is not None:
         return [dict(b, status="not predicted", reason=reason) for b in base]
-    centre, variance = fitted.log_prediction(
-        design(test, links, fitted.parameters.free_links, emulation=True)
-    )
+    centre, variance = fitted.log_prediction(fitted.design(test, emulation=True))
     out = []
     for row, mid, var in zip(base, centre, variance, strict=True):
         half = Z95 * math.sqrt(var) if np.isfinite(var) else math.nan
