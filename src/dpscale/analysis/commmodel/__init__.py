@@ -26,9 +26,9 @@ Overlap forms: ``additive`` (g = 1: the all-reduce waits for the backward pass),
 (the mechanism, commmodel.buckets: the gradient buckets a one-rank cell recorded, served in
 order behind the backward pass over min(link, host) bandwidth, without eta or g, with kappa,
 the compute communication takes on shared cores; fitted only where a timeline was
-recorded). The form with
-the smallest median error on held-out configurations is used for predictions (a tie goes to
-fewer parameters), so the extra parameter g cannot win by fitting noise. Fits minimise
+recorded). The form that predicts the most held-out configurations, then with the
+smallest median error over them (every validation scheme pooled), is used for predictions (a
+tie goes to fewer parameters), so the extra parameter g cannot win by fitting noise. Fits minimise
 squared errors of log step times of configuration means; intervals are the delta method on
 log T with the residual scatter added (95%, normal on the log scale).
 

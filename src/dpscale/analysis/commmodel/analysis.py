@@ -77,6 +77,7 @@ def fit_group(
     in ranks (default ``links``)."""
     fitted: dict[str, Fit] = {}
     loo_error: dict[str, float] = {}
+    held_out: dict[str, HeldOut] = {}
     validations = []
     reason = None
     for form in forms:
@@ -99,21 +100,41 @@ def fit_group(
         validations += [loo, lono, ranks]
         errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
         loo_error[form] = float(errors.median()) if len(errors) else math.nan
-    chosen = _choose(loo_error, list(fitted)) if fitted else None
+        held_out[form] = _held_out(_concat([loo, lono, ranks], VALIDATION_COLUMNS))
+    chosen = _choose(held_out, list(fitted)) if fitted else None
     validation = _concat(validations, VALIDATION_COLUMNS)
     validation["chosen"] = validation["overlap"] == chosen
     return GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason), validation
 
 
-def _choose(loo_error: dict[str, float], fitted: list[str]) -> str:
-    """Smallest held-out median error; within 1e-3 of it, the form with fewer parameters
-    (without held-out errors: the first form fitted, additive by default)."""
-    finite = {k: v for k, v in loo_error.items() if np.isfinite(v)}
+@dataclass(frozen=True)
+class HeldOut:
+    """A form's held-out predictions over every scheme: how many it could not make, and
+    the median |relative error| of those it made."""
+
+    unpredicted: int
+    median_error: float
+
+
+def _held_out(validation: pd.DataFrame) -> HeldOut:
+    ok = validation["status"] == "ok"
+    errors = validation.loc[ok, "relative_error"].abs()
+    return HeldOut(int((~ok).sum()), float(errors.median()) if len(errors) else math.nan)
+
+
+def _choose(held_out: dict[str, HeldOut], fitted: list[str]) -> str:
+    """The form that predicts the most held-out configurations (every scheme pooled: a form
+    that cannot be fitted without a network cannot predict one), then the smallest median
+    error over them; within 1e-3 of it, the form with fewer parameters (without held-out
+    errors: the first form fitted, additive by default)."""
+    finite = {k: v for k, v in held_out.items() if np.isfinite(v.median_error)}
     if not finite:
         return fitted[0]
-    best = min(finite.values())
+    fewest = min(v.unpredicted for v in finite.values())
+    best = min(v.median_error for v in finite.values() if v.unpredicted == fewest)
     for form in FORMS:  # ordered by parameter count
-        if form in finite and finite[form] <= best + 1e-3:
+        mine = finite.get(form)
+        if mine and mine.unpredicted == fewest and mine.median_error <= best + 1e-3:
             return form
     raise AssertionError("unreachable")
 
