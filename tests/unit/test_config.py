@@ -497,3 +497,13 @@ def test_the_folder_check_creates_nothing(default_config, tmp_path):
     default_config["results_dir"] = str(tmp_path / "a" / "b" / "results")
     check(default_config)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_oversubscribe_leaves_existing_cells_as_they_were_and_round_trips(default_config):
+    """A cell's JSON is the workflow's params: a new default must not re-measure a study."""
+    cells = expand(check(default_config), STRATEGIES)
+    assert all("oversubscribe" not in json.loads(c.to_json())["measure"] for c in cells)
+    default_config["measure"] = {"oversubscribe": True}
+    crowded = expand(check(default_config), STRATEGIES)[0]
+    assert json.loads(crowded.to_json())["measure"]["oversubscribe"] is True
+    assert type(crowded).from_json(crowded.to_json()) == crowded

@@ -148,3 +148,28 @@ def test_a_parent_and_child_that_exit_together_are_counted_once(tmp_path):
     fake_proc(proc, {10: (1, 5, 40)})
     sampler.sample()
     assert [s.own for s in sampler.samples] == [35, 45]
+
+
+def oversubscribed(own_cores: float, cpus: int = 2, used: int = 8) -> dict:
+    """An 8-rank cell on 2 CPUs whose own ranks used ``own_cores`` cores, nothing else."""
+    s = summary([sample(0, 0, 0), sample(10, 10 * own_cores, 10 * own_cores)], cpus=cpus, used=used)
+    s["oversubscribed"] = True
+    return s
+
+
+def test_an_oversubscribed_cell_that_waits_on_the_network_is_kept_and_named():
+    quality, reason = c.verdict(oversubscribed(0.6))
+    assert quality == "ok"
+    assert reason.startswith("oversubscribed: 8 CPUs wanted on 2")
+    assert "0.60 cores (30% of the CPUs" in reason and "network-bound" in reason
+
+
+def test_an_oversubscribed_cell_whose_ranks_fill_the_cores_is_left_out():
+    quality, reason = c.verdict(oversubscribed(1.8))
+    assert quality == "contaminated"
+    assert "CPU-bound, their compute time-shared the cores" in reason
+
+
+def test_a_cell_within_the_cpus_is_not_called_oversubscribed():
+    quiet = summary([sample(0, 0, 0), sample(10, 20, 20)])
+    assert "oversubscribed" not in c.verdict(quiet)[1]

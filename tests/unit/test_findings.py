@@ -344,3 +344,19 @@ def test_the_quality_line_counts_every_measured_cell_remedies_included():
     )
     line = findings.quality_line(cells)
     assert line.startswith("Measurement quality: 2 of 3 measured cells ok, 1 noisy")
+
+
+def test_the_quality_line_names_oversubscribed_cells_and_what_became_of_them():
+    cells = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "ok"],
+            "quality": ["ok", "ok", "contaminated"],
+            "cell_id": ["a", "b", "c"],
+            "oversubscribed": [False, True, True],
+            "cell_cpu_cores_mean": [1.0, 0.62, 1.7],
+        }
+    )
+    line = findings.quality_line(cells)
+    assert "2 cells ran more ranks than CPUs (oversubscribed)" in line
+    assert "at most 1.70 cores: 1 network-bound and kept, 1 left out" in line
+    assert "oversubscribed" not in findings.quality_line(cells.iloc[:1])

@@ -4,6 +4,7 @@ executor plugin's own sbatch code) and the checks that fail a job that got too l
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -524,3 +525,14 @@ def test_local_launchers_run_inside_the_container_and_start_ranks_with_its_pytho
         "m",
         *RUNNER,
     ]
+
+
+def test_an_oversubscribed_cpu_cell_is_skipped_unless_the_study_asks_for_it(monkeypatch):
+    monkeypatch.setattr(checks, "usable_cpus", lambda: 2)
+    crowded = make_cell("torch-ddp", devices=4, nodes=1)
+    reason = checks.runtime_skip_reason(crowded, None)
+    assert "4 CPUs, this machine has 2" in reason and "measure.oversubscribe" in reason
+    allowed = dataclasses.replace(
+        crowded, measure=dataclasses.replace(crowded.measure, oversubscribe=True)
+    )
+    assert checks.runtime_skip_reason(allowed, None) is None

@@ -135,8 +135,25 @@ def quality_line(cells: pd.DataFrame) -> str:
         worst = measured.loc[foreign.idxmax()]
         line += f"; the worst foreign load was {worst['foreign_cpu_cores_mean']:.2f} cores"
         line += f" ({worst['cell_id']})" if "cell_id" in measured.columns else ""
+    line += _oversubscribed_words(measured)
     second = again_sentence(measured)
     return line + "." + (f" {second}" if second else "")
+
+
+def _oversubscribed_words(measured: pd.DataFrame) -> str:
+    """How many cells ran more ranks than CPUs, and how many of them were network-bound."""
+    if "oversubscribed" not in measured.columns:
+        return ""
+    over = measured[measured["oversubscribed"].astype("boolean").fillna(False)]
+    if over.empty:
+        return ""
+    kept = int((over["quality"] != "contaminated").sum())
+    cores = over.get("cell_cpu_cores_mean")
+    most = f", their ranks used at most {cores.max():.2f} cores" if cores is not None else ""
+    return (
+        f"; {len(over)} cells ran more ranks than CPUs (oversubscribed){most}: "
+        f"{kept} network-bound and kept, {len(over) - kept} left out"
+    )
 
 
 def matching_rows(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> pd.DataFrame:

@@ -109,6 +109,8 @@ def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
             for key in (
                 "foreign_cpu_cores_mean",
                 "foreign_cpu_cores_max",
+                "cell_cpu_cores_mean",
+                "oversubscribed",
                 "interrupt_cpu_cores_mean",
                 "steal_fraction",
                 "loadavg_1m",

@@ -44,6 +44,11 @@ x threads per process):
   was above :data:`NOISY_STEAL` (1%). The numbers are kept, flagged.
 - ``ok`` otherwise; ``unknown`` when fewer than two samples cover the span (a very short
   run, or no ``/proc``).
+
+An oversubscribed cell (``measure.oversubscribe``: more processes x threads than CPUs) says
+so in ``system.contention.oversubscribed`` and in its reason; it is ``contaminated`` when its
+own ranks used more than :data:`NETWORK_BOUND_SHARE` of the CPUs (their compute time-shared
+the cores), else judged as above: network-bound, its ranks mostly wait on the link.
 """
 
 from __future__ import annotations
@@ -66,6 +71,10 @@ CONTAMINATED_STEAL = 0.05
 NOISY_CORES = 0.05
 NOISY_PEAK_CORES = 0.5
 NOISY_STEAL = 0.01
+# an oversubscribed cell (more processes x threads than CPUs, measure.oversubscribe) is
+# network-bound, and kept, only while its ranks use at most this share of the CPUs: beyond
+# it their compute time-shares the cores, so the step is not that of separate machines
+NETWORK_BOUND_SHARE = 0.5
 QUALITIES = ("ok", "noisy", "contaminated", "unknown")
 PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -311,11 +320,30 @@ def verdict(contention: dict[str, Any]) -> tuple[str, str]:
         f"while the cell measured; {spare} of {contention['cpus']} CPUs were spare; "
         f"steal {steal:.1%}"
     )
+    if contention.get("oversubscribed"):
+        bound, named = _oversubscription(contention)
+        if not bound:
+            return "contaminated", f"{named}; {detail}"
+        detail = f"{named}; {detail}"
     if taken > CONTAMINATED_CORES or steal > CONTAMINATED_STEAL:
         return "contaminated", detail
     if mean > NOISY_CORES or peak > NOISY_PEAK_CORES or steal > NOISY_STEAL:
         return "noisy", detail
     return "ok", detail
+
+
+def _oversubscription(contention: dict[str, Any]) -> tuple[bool, str]:
+    """(network-bound, the words naming it) of an oversubscribed cell."""
+    cpus, own = contention["cpus"], contention["cell_cpu_cores_mean"] or 0.0
+    share = own / cpus if cpus else float("inf")
+    bound = share <= NETWORK_BOUND_SHARE
+    named = (
+        f"oversubscribed: {contention['cpus_used_by_cell']} CPUs wanted on {cpus}; its ranks "
+        f"used {own:.2f} cores ({share:.0%} of the CPUs, at most "
+        f"{NETWORK_BOUND_SHARE:.0%} counts as network-bound): "
+        + ("network-bound" if bound else "CPU-bound, their compute time-shared the cores")
+    )
+    return bound, named
 
 
 def cpus_used_by(cell: Cell) -> int:
@@ -339,6 +367,7 @@ def annotate(result: dict[str, Any], sampler: ContentionSampler, cell: Cell) -> 
     contention = summarise_contention(
         sampler.samples, span, sampler.cpus, cpus_used_by(cell), sampler.interval_s
     )
+    contention["oversubscribed"] = cpus_used_by(cell) > sampler.cpus
     quality, reason = verdict(contention)
     result["system"]["contention"] = contention
     result["quality"], result["quality_reason"] = quality, reason

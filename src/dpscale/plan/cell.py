@@ -46,6 +46,9 @@ class Measure:
 
     target_ci: float | None = None
     max_windows: int | None = None
+    # CPU cells wanting more CPUs than the machine has run instead of being skipped
+    # (launch.contention names it and judges whether they stayed network-bound)
+    oversubscribe: bool = False
 
     def adaptive_kwargs(self, processes: int = 1) -> dict:
         """time_windows' adaptive arguments for a cell of ``processes`` timing processes
@@ -226,6 +229,8 @@ class Cell:
         data.update(data.pop("options"))
         if self.comm.is_default:  # a cell without a remedy reads as it did before comm
             del data["comm"]
+        if not self.measure.oversubscribe:  # nor does one that runs where it always did
+            del data["measure"]["oversubscribe"]
         data["model"]["key"] = self.model.key
         data["world_size"] = self.world_size
         data["global_batch"] = self.global_batch
