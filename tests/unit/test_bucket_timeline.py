@@ -168,3 +168,39 @@ def test_guards_call_runs_under_the_watchdog_where_there_is_one(tmp_path):
 
     alone = Guards(make_cell(), tmp_path / "cell.json", OneRank())
     assert alone.watchdog is None and alone.call(math.sqrt, 4.0) == 2.0
+
+
+def test_the_report_page_has_a_row_per_cell_with_the_hidden_share_of_the_replay():
+    import pandas as pd
+
+    from dpscale.analysis.tables import TIMELINE_SUMMARY_COLUMNS, timeline_summary
+
+    one, two = make_cell(devices=1), make_cell(devices=2)
+    table = bucket_timeline_table(
+        [result(one, bucket_timeline=TIMED), result(two, bucket_timeline=TIMED)]
+    )
+    replay = pd.DataFrame(
+        [
+            {
+                "strategy": "torch-ddp",
+                "nodes": 1,
+                "devices_per_node": 2,
+                "network": table["network"].iloc[0],
+                "comm": "none",
+                "step_s": 0.4,
+                "quality": "ok",
+            }
+        ]
+    )
+    summary = timeline_summary(table, replay)
+    assert list(summary.columns) == TIMELINE_SUMMARY_COLUMNS
+    assert len(summary) == 2
+    single, pair = summary.iloc[0], summary.iloc[1]
+    assert single["buckets_ready"] == "0.0 MB at 300 ms; 0.0 MB at 700 ms"
+    assert math.isnan(single["exposed_s"]) and math.isnan(single["hidden_s"])
+    assert pair["exposed_s"] == pytest.approx(0.1)
+    assert pair["replay_s"] == pytest.approx(0.4)
+    assert pair["hidden_s"] == pytest.approx(0.3)
+    no_replay = timeline_summary(table, pd.DataFrame())
+    assert no_replay["hidden_s"].isna().all()
+    assert timeline_summary(table.iloc[:0], replay).empty

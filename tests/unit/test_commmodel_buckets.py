@@ -18,7 +18,7 @@ PARAMS = 11_000_000
 MESSAGE = 4 * PARAMS
 NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
 HOST_BETA = 5e8  # the one-node collectives' bandwidth: the fast link's ceiling
-TRUE = {"v0": 40.0, "t_c1": 0.02, "sigma": 0.15, "alpha0": 0.002, "kappa": 0.2}
+TRUE = {"v0": 40.0, "t_c1": 0.02, "sigma": 0.15, "alpha0": 0.002, "kappa": 2.0}  # s per GB
 OPTIMIZER_S = 0.015  # of t_c1: forward + backward = b / v0 + 0.005
 FORWARD_SHARE = 1 / 3
 READY = [0.3, 0.7, 1.0]
@@ -47,7 +47,8 @@ def true_step(
         + 2 * (world - 1) / world * share * MESSAGE / ratio / beta
         for share in SHARE
     ]
-    backward = compute - optimizer - forward + TRUE["kappa"] * sum(costs) * (colocated > 1)
+    sent_gb = 2 * (world - 1) / world * MESSAGE / ratio / 1e9
+    backward = compute - optimizer - forward + TRUE["kappa"] * sent_gb * (colocated > 1)
     end = forward
     for ready, cost in zip(READY, costs, strict=True):
         end = max(forward + ready * backward, end) + cost

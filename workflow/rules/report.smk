@@ -50,7 +50,16 @@ rule html_tables:
         scaling=f"{TABLES}/scaling.csv",
         break_even=f"{TABLES}/break_even.csv",
         repeatability=f"{TABLES}/repeatability.csv",
+        timeline=f"{TABLES}/bucket_timeline.csv",
+        replay=rules.collectives.output.replay,
     output:
+        timeline=report(
+            f"{TABLES}/bucket_timeline.html",
+            caption="../../report/bucket_timeline.rst",
+            category="5. Network model",
+            subcategory="tables",
+            labels={"name": "gradient bucket timelines"},
+        ),
         fits=report(
             f"{TABLES}/fits.html",
             caption="../../report/fits.rst",

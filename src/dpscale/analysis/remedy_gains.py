@@ -374,7 +374,7 @@ def _all_reached(runs: pd.DataFrame) -> float:
 # How far each remedy's update departs from synchronous SGD on exact gradients, least first:
 # a bucket size changes only when bytes move; fp16 and bf16 round the gradients; delayed
 # applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
-FIDELITY = ("none", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
+FIDELITY = ("none", "push-pull", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
 RANK_RULE = (
     "the largest gain over no remedy at the largest per-device batch measured, among gains "
     "resolved above 1; where gains' 95% intervals overlap, the smaller break-even global "

@@ -605,3 +605,56 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
                 }
             )
     return pd.DataFrame(rows).reindex(columns=BREAK_EVEN_COLUMNS)
+
+
+TIMELINE_SUMMARY_COLUMNS = [
+    "cell_id",
+    "nodes",
+    "network",
+    "world_size",
+    "batch_per_device",
+    "comm",
+    "forward_s",
+    "backward_s",
+    "optimizer_s",
+    "buckets_ready",
+    "last_ready_s",
+    "exposed_s",
+    "replay_s",
+    "hidden_s",
+]
+
+
+def timeline_summary(timeline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of bucket_timeline.csv: its step's parts, when each bucket was
+    ready, the communication the backward pass left exposed, and, where the collectives
+    cell replayed the same traffic on the same link and ranks (gradient_replay.csv), the
+    all-reduce time alone and the share of it hidden (replay - exposed)."""
+    if timeline.empty:
+        return pd.DataFrame(columns=TIMELINE_SUMMARY_COLUMNS)
+    rows = [_timeline_cell(cell) for _, cell in timeline.groupby("cell_id", sort=False)]
+    frame = pd.DataFrame(rows)
+    keys = ["strategy", "nodes", "devices_per_node", "network", "comm"]
+    if not replay.empty and set(keys) <= set(replay.columns):
+        alone = replay[replay["quality"].fillna("ok") != "contaminated"]
+        alone = alone.groupby(keys, as_index=False)["step_s"].median()
+        frame = frame.merge(alone.rename(columns={"step_s": "replay_s"}), on=keys, how="left")
+    frame["replay_s"] = frame.get("replay_s", math.nan)
+    frame["hidden_s"] = np.where(
+        frame["world_size"] > 1, frame["replay_s"] - frame["exposed_s"], math.nan
+    )
+    return frame.reindex(columns=TIMELINE_SUMMARY_COLUMNS)
+
+
+def _timeline_cell(cell: pd.DataFrame) -> dict[str, Any]:
+    first = cell.iloc[0]
+    ready = "; ".join(
+        f"{size / 1e6:.1f} MB at {at * 1e3:.0f} ms"
+        for size, at in zip(cell["bucket_bytes"], cell["ready_s"], strict=True)
+    )
+    return {
+        **{k: first[k] for k in TIMELINE_CELL if k != "model"},
+        **{k: first[k] for k in ("forward_s", "backward_s", "optimizer_s", "last_ready_s")},
+        "buckets_ready": ready,
+        "exposed_s": first["exposed_s"] if first["world_size"] > 1 else math.nan,
+    }

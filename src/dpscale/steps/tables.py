@@ -92,6 +92,16 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
     write_table_html(
         read(inputs["scaling"]), outputs["scaling"], "Weak-scaling speedup and efficiency"
     )
+    if "timeline" in outputs:
+        timelines = tbl.timeline_summary(
+            read_optional(inputs["timeline"]), read_optional(inputs["replay"])
+        )
+        shown = or_message(
+            timelines,
+            "bucket timelines",
+            "no cell recorded one (strategies with gradient buckets do)",
+        )
+        write_table_html(shown, outputs["timeline"], "Gradient bucket timelines")
     return f"[dpscale] {len(cells)} cells as HTML"
 
 

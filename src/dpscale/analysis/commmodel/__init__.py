@@ -25,7 +25,7 @@ Overlap forms: ``additive`` (g = 1: the all-reduce waits for the backward pass),
 (g -> infinity: it hides behind compute), ``pollux`` (g fitted in [1, 10]) and ``buckets``
 (the mechanism, commmodel.buckets: the gradient buckets a one-rank cell recorded, served in
 order behind the backward pass over min(link, host) bandwidth, without eta or g, with kappa,
-the compute communication takes on shared cores; fitted only where a timeline was
+the compute each GB sent takes on shared cores; fitted only where a timeline was
 recorded). The form that predicts the most held-out configurations, then with the
 smallest median error over them (every validation scheme pooled), is used for predictions (a
 tie goes to fewer parameters), so the extra parameter g cannot win by fitting noise. Fits minimise

@@ -179,7 +179,7 @@ def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
                 "kappa",
                 "kappa",
                 values["kappa"],
-                "s of compute per s of comm, shared cores",
+                "s of compute per GB sent, shared cores",
                 None,
                 1.0,
             ),

@@ -7,13 +7,15 @@ optimizer seconds, and each bucket's bytes and ready time. From it, per strategy
     T_f = (T_comp - T_o) x forward share,  T_b = T_comp - T_o - T_f
     c_k = n_k 2(N-1) alpha + 2(N-1)/N S_k / min(beta_link, beta_host) + e S_k / S
     bucket k starts at max(T_f + r_k T_b, end of bucket k-1) and ends c_k later
-    T   = max(T_f + T_b + kappa sum c_k, end of the last bucket) + T_o
+    T   = max(T_f + T_b + kappa G, end of the last bucket) + T_o
 
 T_comp is the fitted compute (commmodel.model), r_k the bucket's ready time as a share of
 the backward pass, S_k its bytes, n_k its collectives (PowerSGD: 3), e a remedy's own work.
 beta_host: the one-node collectives' bandwidth, the ceiling of an emulated link on this
-machine. kappa: the compute that communication takes where ranks share cores (fitted). A
-delayed all-reduce runs behind the next step: T = max(T_comp, sum c_k).
+machine. kappa: the compute that communication takes where ranks share cores (fitted), in
+seconds per GB each rank sends, G = 2(N-1)/N S / 1e9: moving a byte through the kernel and
+the framework costs the same CPU on a fast link as on a slow one, only sooner. A delayed
+all-reduce runs behind the next step: T = max(T_comp + kappa G, sum c_k).
 """
 
 from __future__ import annotations
@@ -115,19 +117,22 @@ def bucket_step(
     costs: np.ndarray,
     kappa: float,
     colocated: np.ndarray,
+    sent_gb: np.ndarray,
 ) -> np.ndarray:
-    """The step time of each row from its compute and its buckets' costs (module doc)."""
+    """The step time of each row from its compute and its buckets' costs (module doc);
+    ``sent_gb``: the GB each rank sends a step (G)."""
     rest = np.maximum(rows.fb_slope * batch + rows.fb_intercept, 1e-12)
     optimizer = rows.optimizer_s / (rows.optimizer_s + rest) * compute
     forward = (compute - optimizer) * rows.forward_share
     total = costs.sum(axis=1)
-    backward = compute - optimizer - forward + kappa * total * (colocated > 1)
+    shared = kappa * sent_gb * (colocated > 1)  # the CPU communication took from compute
+    backward = compute - optimizer - forward + shared
     end = forward.copy()
     for k in range(costs.shape[1]):
         start = np.maximum(forward + rows.ready[:, k] * backward, end)
         end = np.where(rows.share[:, k] > 0, start + costs[:, k], end)
     step = np.maximum(forward + backward, end) + optimizer
-    return np.where(rows.hidden, np.maximum(compute + kappa * total * (colocated > 1), total), step)
+    return np.where(rows.hidden, np.maximum(compute + shared, total), step)
 
 
 def empty_rows(n: int) -> BucketRows:

@@ -184,7 +184,7 @@ def _starts(
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [
             np.array([named.get(n, kappa) for n in parameters.names], dtype=float)
-            for kappa in (0.0, 0.3, 1.0)
+            for kappa in (0.0, 1.0, 5.0)
         ]
     if parameters.form == "pollux":
         additive = fit_model(obs, links, "additive")

@@ -143,7 +143,7 @@ class Parameters:
             "alpha0": (0.0, 1.0),
             "log_eta": (math.log(1e-4), 0.0),  # a framework cannot beat the line rate
             "g": (1.0, 10.0),
-            "kappa": (0.0, 2.0),
+            "kappa": (0.0, 20.0),
         }
         pairs = [table.get(n, (math.log(1e3), math.log(1e14))) for n in self.names]
         return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -191,7 +191,13 @@ def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
         rows.buckets, rows.message, rows.ranks, link_beta(values, rows), alpha
     )
     step = buckets.bucket_step(
-        rows.buckets, rows.batch, compute, costs, values["kappa"], rows.colocated
+        rows.buckets,
+        rows.batch,
+        compute,
+        costs,
+        values["kappa"],
+        rows.colocated,
+        ring.ring_factor(rows.ranks) * rows.message / 1e9,
     )
     return np.where(rows.ranks > 1, step, compute)
 
