@@ -270,7 +270,7 @@ def test_a_remedy_limited_to_networks_runs_only_there_and_training_takes_train_c
         (
             {"train": {"comm": ["fp32"]}},
             "train.comm[0].name: 'fp32' is not allowed; allowed: ['none', 'fp16', 'bf16', "
-            "'powersgd', '2bit', 'delayed', 'delayed-fp16']",
+            "'powersgd', '2bit', 'delayed', 'delayed-fp16', 'push-pull']",
         ),
     ],
 )

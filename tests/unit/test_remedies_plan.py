@@ -33,6 +33,7 @@ def test_keys_name_the_remedy_and_its_parameters():
         (parse("delayed"), 4096, 4096),  # the same bytes, later
         (parse("delayed-fp16"), 4096, 2048),  # half the bytes, later
         (parse("2bit"), 1700, 903),  # 2-bit pushes, float32 pulls: 1700 (1 + 1/16) / 2
+        (parse("push-pull"), 1700, 1700),  # 2-bit's path, nothing compressed
         (parse({"name": "powersgd", "rank": 2}), 4096, 2 * 32 * 2 * 4),  # 1024 = 32 x 32
         (parse({"name": "powersgd", "rank": 2}), 4, 2 * 1 * 1 * 4),  # a 1 x 1 matrix, rank 1
     ],
@@ -55,6 +56,8 @@ def test_powersgd_pads_to_a_square_and_caps_its_rank():
         ("delayed-fp16", "delayed-fp16"),  # the combination, not delayed
         ("delayed-fp16-bucket1", "delayed-fp16"),
         ("2bit-t0.5", "2bit"),
+        ("push-pull", "push-pull"),
+        ("push-pull-bucket1", "push-pull"),
         ("someone-elses", "someone-elses"),
     ],
 )
@@ -126,10 +129,12 @@ def test_every_planned_cell_path_fits_the_workflows_wildcards(default_config):
     default_config["comm"] = [
         "none",
         "2bit",
+        "push-pull",
         {"name": "none", "cycle_ms": 0.5},
         {"name": "fp16", "bucket_mb": 2.5},
     ]
     _, cells = plan_study(default_config, STRATEGIES)
     keys = {cell.mode_key for cell in cells}
     assert {"synthetic-comm-2bit-t0.5", "synthetic-comm-none-cycle0.5"} <= keys
+    assert "synthetic-comm-push-pull" in keys
     assert all(re.fullmatch(mode, key) for key in keys), sorted(keys)

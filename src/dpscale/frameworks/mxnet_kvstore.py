@@ -80,10 +80,10 @@ class KVStoreAllreduce:
     the Trainer's and :class:`KVStoreGather`'s keys; every worker calls in the same order."""
 
     def __init__(
-        self, kv: mx.kvstore.KVStore, first_key: int, ctx: mx.Context, compressed: bool
+        self, kv: mx.kvstore.KVStore, first_key: int, ctx: mx.Context, split: bool
     ) -> None:
         self.kv, self.keys, self.ctx = kv, itertools.count(first_key), ctx
-        self.compressed = compressed
+        self.split = split
 
     def __call__(self, nbytes: int) -> tuple[Any, Any]:
         key, shape = next(self.keys), (nbytes // 4,)
@@ -92,8 +92,8 @@ class KVStoreAllreduce:
         summed = mx.nd.zeros(shape, ctx=self.ctx, dtype="float32")
 
         def step() -> None:
-            if self.compressed:  # a compressing kvstore refuses pushpull
-                self.kv.push(key, buffer)  # [distributed] 2-bit to the servers
+            if self.split:  # a compressing kvstore refuses pushpull (push-pull: the same path)
+                self.kv.push(key, buffer)  # [distributed] (2-bit) to the servers
                 self.kv.pull(key, out=summed)  # [distributed]
             else:
                 self.kv.pushpull(key, buffer, out=summed)  # [distributed]
@@ -146,7 +146,8 @@ class KVStoreRank(MXNetRank):
     """One worker of a dist_sync job (mxnet-dist): rank and size from the kvstore, every
     worker's values on worker 0 through files, sums and maxima and the timed all-reduces
     through the kvstore (no optimizer on the servers outside synthetic mode), and a last
-    kvstore barrier. ``compressed``: the kvstore compresses pushes (comm ``2bit``)."""
+    kvstore barrier. ``split``: pushes, then pulls, instead of pushpull (comm ``2bit``, whose
+    kvstore compresses the pushes, and ``push-pull``)."""
 
     def __init__(
         self,
@@ -158,14 +159,14 @@ class KVStoreRank(MXNetRank):
         *,
         kv: mx.kvstore.KVStore,
         out: Path,
-        compressed: bool,
+        split: bool,
         system_extra: dict[str, Any],
     ) -> None:
         super().__init__(cell, net, trainer, ctxs, trainable_params)
         self.kv, self.rank, self.size = kv, kv.rank, kv.num_workers
         self._gather = FileGather(kv, out)
         self.reduce = KVStoreGather(kv, first_key=len(net.collect_params().keys()))
-        self._allreduce = KVStoreAllreduce(kv, COLLECTIVE_KEYS, ctxs[0], compressed)
+        self._allreduce = KVStoreAllreduce(kv, COLLECTIVE_KEYS, ctxs[0], split)
         self._system_extra = system_extra
 
     def gather(self, value: Any) -> list[Any]:
@@ -177,6 +178,8 @@ class KVStoreRank(MXNetRank):
     def allreduce_description(self) -> dict[str, str]:
         if self.cell.comm.name == "2bit":
             op = f"{self.cell.comm.key}: kvstore.push (compressed), pull (servers sum)"
+        elif self._allreduce.split:
+            op = f"{self.cell.comm.key}: kvstore.push, pull (servers sum)"
         else:
             op = "kvstore.pushpull (servers sum)"
         return {"op": op, "backend": "ps-lite dist_sync"}

@@ -2,7 +2,9 @@
 ``comm``): compress them (fp16, bf16, PowerSGD, MXNet's 2-bit), delay the all-reduce by one
 step (ChainerMN's double buffering; ``delayed-fp16`` with fp16 compression, as ChainerMN ran
 them), or change the bucket (fusion) size. ``none`` is the
-frameworks' own all-reduce; its cells keep their ids.
+frameworks' own all-reduce; its cells keep their ids. ``push-pull`` compresses nothing: it
+sends the gradients the way MXNet's 2-bit must (a push, then a pull, instead of one
+pushpull), so 2-bit can be compared with the same path uncompressed.
 
 Each adapter declares which remedies it supports (plan.strategy.CommSupport); the runner
 records what it applied. The names, the config's shapes and the one-line errors live here.
@@ -25,12 +27,14 @@ REMEDIES: dict[str, float | None] = {
     "delayed": 1.0,
     # both of ChainerMN's remedies at once, as its published run used them
     "delayed-fp16": 2.0,
+    # MXNet's 2-bit path without the compression: its like-with-like baseline
+    "push-pull": 1.0,
 }
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
 KEYS = ("name", "rank", "threshold", "bucket_mb", "cycle_ms", "networks")
 SHAPES = (
-    "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16) or "
+    "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16, push-pull) or "
     "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb][, cycle_ms][, networks]}"
 )
 # the network of cells on one node, for a remedy's ``networks``

@@ -65,8 +65,8 @@ STRATEGY = Strategy(
         ),
     ),
     comm=CommSupport(
-        remedies=("2bit",),
-        collectives=("2bit",),
+        remedies=("2bit", "push-pull"),
+        collectives=("2bit", "push-pull"),
         not_in_training=(
             (
                 "2bit",
@@ -85,11 +85,19 @@ def compression_params(cell: Any) -> dict[str, Any] | None:
     return {"type": "2bit", "threshold": cell.comm.threshold}
 
 
+# remedies whose gradients go as a push, then a pull: a compressing kvstore refuses pushpull,
+# and push-pull sends the same way uncompressed, so 2-bit is compared like with like
+SPLIT = ("2bit", "push-pull")
+HOOKS = {
+    "2bit": "kvstore.set_gradient_compression(2bit), push then pull",
+    "push-pull": "push then pull, uncompressed (2-bit's path)",
+}
+
+
 def applied(cell: Any) -> dict[str, Any]:
-    hook = "kvstore.set_gradient_compression(2bit), push then pull"
     return {
         "remedy": cell.comm.key,
-        "hook": hook if cell.comm.name == "2bit" else "kvstore pushpull",
+        "hook": HOOKS.get(cell.comm.name, "kvstore pushpull"),
         "threshold": cell.comm.threshold,
         # only the workers' pushes are compressed; the servers' replies are float32
         "wire_ratio": parameter_server_ratio(cell.comm.nominal_ratio or 1.0),
@@ -125,8 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         update_on_kvstore=cell.mode == "synthetic",
         compression_params=compression,
     )
-    if cell.comm.name == "2bit":
-        mxnet_kvstore.push_then_pull(trainer)  # [distributed] compressed pushes, then pulls
+    if cell.comm.name in SPLIT:
+        mxnet_kvstore.push_then_pull(trainer)  # [distributed] (compressed) pushes, then pulls
     if cell.mode == "train":
         mxnet_kvstore.broadcast_initial_parameters(trainer)
         startup.mark("broadcast")  # synthetic mode: inside the first step (Gluon's lazy init)
@@ -140,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         params,
         kv=kv,
         out=out.resolve(),
-        compressed=compression is not None,
+        split=cell.comm.name in SPLIT,
         system_extra={
             "mxnet_servers": STRATEGY.option(cell, "mxnet_servers"),
             "comm": applied(cell),
