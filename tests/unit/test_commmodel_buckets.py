@@ -203,3 +203,14 @@ def test_a_delayed_all_reduce_hides_behind_the_next_step():
     assert (hidden <= shown + 1e-12).all() and (hidden < shown).any()
     wire = 2 * 1 / 2 * MESSAGE / (1e9 / 8)
     assert (hidden >= wire).all() and math.isfinite(hidden.sum())
+
+
+def test_the_throughput_figure_curves_follow_the_bucket_form():
+    group, _, _ = fitted_group()
+    group.chosen = "buckets"
+    curves = commmodel.model_curves(group, np.array([2.0, 8.0, 32.0]))
+    assert np.isfinite(curves["img_s"]).all() and (curves["img_s"] > 0).all()
+    eight = (curves["nodes"] == 8) & (curves["network"] == "slow")
+    measured = curves[eight & (curves["batch_per_device"] == 8.0)]
+    truth = 8 * 8 / true_step(8, 1, "slow", 8.0)
+    assert measured["img_s"].iloc[0] == pytest.approx(truth, rel=1e-3)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.commmodel.analysis import GroupModel
-from dpscale.analysis.commmodel.model import design, step_seconds
+from dpscale.analysis.commmodel.model import step_seconds
 
 
 def model_curves(group: GroupModel, batches: np.ndarray) -> pd.DataFrame:
@@ -22,9 +22,7 @@ def model_curves(group: GroupModel, batches: np.ndarray) -> pd.DataFrame:
     frames = []
     for layout in layouts.itertuples(index=False):
         frame = pd.DataFrame({**layout._asdict(), "batch_per_device": batches})
-        step = step_seconds(
-            fit.values, design(frame, group.links, fit.parameters.free_links, emulation=True)
-        )
+        step = step_seconds(fit.values, fit.design(frame, emulation=True))
         frame["img_s"] = frame["world_size"] * batches / step
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
