@@ -1,7 +1,7 @@
 """The bucket timeline of torch-ddp synthetic cells (issue 33): the core loop records the
 rank's timeline in the result, the schema checks it, and the tidy table reads it.
 
-The timeline itself is recorded by torch in tests/integration/test_bucket_timeline.py.
+The timeline itself is recorded by torch in tests/integration/test_bucket_timeline_torch.py.
 """
 
 from __future__ import annotations
