@@ -6,8 +6,10 @@
 Softmax regression (one dense layer, 16 inputs, 12 classes, with bias), the same initial
 weights on both ranks, a different batch of 4 per rank, the synthetic cells' SGD
 (plan.cell.SYNTHETIC_SGD) and torch-ddp's own hook registration (torch_remedies.RemedyHooks).
-Prints JSON: the initial weights, each rank's batch, every rank's weights after the steps, and, for
-PowerSGD, the random starting Q the hook draws (torch's generator, seeded as the hook seeds it).
+Prints JSON: the initial weights, each rank's batch, every rank's weights after the steps,
+whether the remedy has work of its own to time (torch_remedies.remedy_work, then run by rank
+0 alone), and, for PowerSGD, the random starting Q the hook draws (torch's generator, seeded
+as the hook seeds it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from dpscale.frameworks.torch_ops import exit_without_finalization, make_sgd
-from dpscale.frameworks.torch_remedies import RemedyHooks
+from dpscale.frameworks.torch_remedies import RemedyHooks, remedy_work
 from dpscale.plan.cell import SYNTHETIC_SGD
 from dpscale.plan.remedies import parse
 
@@ -65,7 +67,14 @@ def rank_main(rank: int, remedy: str, steps: int, port: int, out: str) -> None:
         torch.nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
     hooks.flush()
+    # the remedy's own work, as a collectives cell times it: every rank makes the groups,
+    # then rank 0 alone runs it (were anything sent, rank 0 would wait for rank 1 forever)
+    work = remedy_work(layer, comm, torch.device("cpu"))
+    if work is not None and rank == 0:
+        for _ in range(4):  # PowerSGD compresses from its third step
+            work()
     result = {
+        "work": work is not None,
         "kernel": layer.weight.detach().numpy().tolist(),
         "bias": layer.bias.detach().tolist(),
         "comm": hooks.record()["comm"],

@@ -164,3 +164,12 @@ def test_powersgd_on_gloo_gives_each_bucket_its_own_group():
     assert "a state and gloo group per bucket (2 groups)" in comm["hook"]
     assert comm["most_buckets_in_flight"] in (1, 2)  # a bucket's chain may finish first
     assert comm["wire_ratio"] > 1
+
+
+@pytest.mark.parametrize(("remedy", "has_work"), [("powersgd-buckets", True), ("delayed", False)])
+def test_the_remedys_own_work_runs_on_one_rank_alone(remedy, has_work):
+    """A collectives cell times the remedy's hook on every bucket with nothing sent: rank 0
+    runs it four times while rank 1 does not, and finishes (the helper's timeout would say
+    otherwise); delayed has no work of its own."""
+    ranks = run_steps(remedy, 3)["ranks"]
+    assert [r["work"] for r in ranks] == [has_work, has_work]

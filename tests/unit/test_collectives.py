@@ -26,7 +26,7 @@ from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, validate_result
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
-from dpscale.runner.records import collectives_record
+from dpscale.runner.records import collectives_record, replay_record
 
 SIZES = np.array([4 * 4**k for k in range(12)] + [44_726_568], dtype=float)
 
@@ -303,6 +303,7 @@ def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
         "world_size": 2,
         "cell_id": "c",
         "comm": {"name": "powersgd", "rank": 2},
+        "model": {"key": "resnet18-imagenet64-c10"},
     }
     ok = {
         "cell": cell,
@@ -319,3 +320,50 @@ def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
     assert row["comm"] == "powersgd-r2" and row["collectives_per_step"] == 3 * row["buckets"]
     assert row["wire_ratio"] == pytest.approx(135.84, abs=0.01)
     assert (row["step_s"], row["step_ci95"]) == (0.0138, 0.0067)
+    assert row["model"] == "resnet18-imagenet64-c10"
+    assert pd.isna(row["work_s"])  # no work timed: a result from before it was
+
+
+def test_a_replay_carries_the_remedys_own_work_where_it_was_timed():
+    replay = {
+        "buckets": 2,
+        "collectives_per_step": 2,
+        "logical_bytes_per_step": 8,
+        "wire_bytes_per_step": 4,
+        "summary": {"mean": 0.01, "ci95": 0.001},
+        "work_summary": {"mean": 0.004, "ci95": 0.0005},
+    }
+    cell = {
+        "study": "s",
+        "strategy": "torch-ddp",
+        "mode": "collectives",
+        "nodes": 1,
+        "devices_per_node": 2,
+        "world_size": 2,
+        "cell_id": "c",
+        "comm": {"name": "fp16"},
+        "model": {"key": "m"},
+    }
+    result = {"cell": cell, "status": "ok", "framework": "torch", "quality": "ok"}
+    row = gradient_replay_table([{**result, "collectives": {"gradient_replay": replay}}]).iloc[0]
+    assert (row["work_s"], row["work_ci95"]) == (0.004, 0.0005)
+
+
+def test_the_remedys_own_work_is_the_slowest_ranks_per_step_and_absent_where_not_timed():
+    cell = make_cell(
+        "torch-ddp", devices=2, batch=0, mode="collectives", collectives=Collectives(4, 4**6, 4)
+    )
+    per_step = cell.measure.steps_per_window
+    sends = {"buckets": 2, "collectives_per_step": 6}
+    ranks = [
+        {**sends, "windows": [1.0, 1.0], "work_windows": [0.2, 0.4]},
+        {**sends, "windows": [1.0, 1.0], "work_windows": [0.3, 0.1]},
+    ]
+    record = replay_record(cell, ranks)
+    assert record["work_step_seconds"] == pytest.approx([0.3 / per_step, 0.4 / per_step])
+    assert record["work_summary"]["mean"] == pytest.approx(0.35 / per_step)
+    assert "work_windows" not in record and record["buckets"] == 2
+    plain = replay_record(
+        cell, [{k: v for k, v in r.items() if k != "work_windows"} for r in ranks]
+    )
+    assert "work_step_seconds" not in plain and "work_summary" not in plain

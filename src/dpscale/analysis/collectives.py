@@ -295,6 +295,7 @@ def rank_count_table(collectives: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFr
 
 REPLAY_COLUMNS = [
     *LAYOUT,
+    "model",
     "cell_id",
     "buckets",
     "collectives_per_step",
@@ -303,13 +304,16 @@ REPLAY_COLUMNS = [
     "wire_ratio",
     "step_s",
     "step_ci95",
+    "work_s",
+    "work_ci95",
     "quality",
 ]
 
 
 def gradient_replay_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per ok collectives cell that replayed a training step's gradient traffic:
-    its buckets and collectives, the bytes it sent, and the step's time (mean, 95%)."""
+    its buckets and collectives, the bytes it sent, the step's time (mean, 95%), and the
+    remedy's own work on the same gradients with nothing sent, where it has any."""
     rows = []
     for result in results:
         cell = result["cell"]
@@ -319,6 +323,7 @@ def gradient_replay_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
         rows.append(
             {
                 **_layout(result),
+                "model": cell["model"]["key"],
                 "cell_id": cell["cell_id"],
                 "buckets": replay["buckets"],
                 "collectives_per_step": replay["collectives_per_step"],
@@ -327,6 +332,8 @@ def gradient_replay_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "wire_ratio": replay["logical_bytes_per_step"] / replay["wire_bytes_per_step"],
                 "step_s": replay["summary"]["mean"],
                 "step_ci95": replay["summary"]["ci95"],
+                "work_s": (replay.get("work_summary") or {}).get("mean"),
+                "work_ci95": (replay.get("work_summary") or {}).get("ci95"),
                 "quality": result.get("quality"),
             }
         )

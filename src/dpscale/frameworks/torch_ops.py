@@ -306,6 +306,10 @@ class DistributedTorchRank(TorchRank):
         step, sends = self.remedy.traffic(self.model.module, self.device)
         return step, synchronizer(self.device), sends
 
+    def remedy_work(self) -> tuple[Callable[[], None], Callable[[], None]] | None:
+        step = self.remedy.work(self.model.module, self.device)
+        return None if step is None else (step, synchronizer(self.device))
+
     def bucket_timeline(self, steps: int) -> dict[str, Any] | None:
         """After the timed windows: ``steps`` more synthetic steps, each timed in its parts,
         with each gradient bucket's ready time (torch_timeline); None before a synthetic step."""

@@ -255,6 +255,67 @@ def compressed_allreduce(buffer: torch.Tensor, comm: Comm, world_size: int) -> C
     return step
 
 
+class AloneBucket:
+    """What torch's comm hooks read of a ``dist.GradBucket`` (buffer, index, gradients as
+    views of the buffer, is_last), built from one bucket's parameter shapes: a hook's own
+    work can then be timed outside DDP (:func:`remedy_work`)."""
+
+    def __init__(self, index: int, parameters: list[torch.Tensor], last: bool) -> None:
+        generator = torch.Generator().manual_seed(index)
+        total = sum(p.numel() for p in parameters)
+        self._buffer = torch.randn(total, generator=generator).to(parameters[0].device)
+        self._index, self._last = index, last
+        self._shapes = [p.shape for p in parameters]
+
+    def buffer(self) -> torch.Tensor:
+        return self._buffer
+
+    def set_buffer(self, buffer: torch.Tensor) -> None:
+        self._buffer = buffer
+
+    def index(self) -> int:
+        return self._index
+
+    def is_last(self) -> bool:
+        return self._last
+
+    def gradients(self) -> list[torch.Tensor]:
+        views, start = [], 0
+        for shape in self._shapes:
+            count = shape.numel()
+            views.append(self._buffer[start : start + count].view(shape))
+            start += count
+        return views
+
+
+def remedy_work(
+    model: torch.nn.Module, comm: Comm, device: torch.device
+) -> Callable[[], None] | None:
+    """Collectives mode: one step of the remedy's own work on every bucket's gradients with
+    nothing sent: training's hook (PowerSGD's matrix products, orthogonalisation, error
+    feedback; the compress hooks' casts) over a process group of this rank alone. None where
+    the remedy does no work of its own (none, delayed)."""
+    if comm.name not in ("fp16", "bf16", "powersgd"):
+        return None
+    # [distributed] every rank creates every one-rank group, in the same order
+    groups = [dist.new_group([rank]) for rank in range(dist.get_world_size())]
+    alone = groups[dist.get_rank()]
+    buckets = gradient_buckets(model, comm.bucket_mb or DEFAULT_BUCKET_MB)
+    fakes = [AloneBucket(i, b, i == len(buckets) - 1) for i, b in enumerate(buckets)]
+    if comm.name == "powersgd":
+        state = PowerSGDBuckets([alone] * len(fakes), comm.rank or 1, POWERSGD_START_ITER)
+        hook: Callable[[Any], torch.futures.Future] = state
+    else:
+        compress = getattr(default_hooks, f"{comm.name}_compress_hook")
+        hook = lambda bucket: compress(alone, bucket)  # noqa: E731
+
+    def step() -> None:
+        # [distributed] on a group of this rank alone: nothing leaves the process
+        torch.futures.wait_all([hook(bucket) for bucket in fakes])
+
+    return step
+
+
 class RemedyHooks:
     """The cell's communication remedy on this rank (torch_ops.DistributedTorchRank's ``remedy``):
     registers its DDP hook, times its own all-reduce path, says what it applied."""
@@ -338,6 +399,11 @@ class RemedyHooks:
     ) -> tuple[Callable[[], None], dict[str, Any]]:
         """Collectives mode: one step's gradient traffic under this remedy."""
         return gradient_traffic(model, self.comm, device)
+
+    def work(self, model: torch.nn.Module, device: torch.device) -> Callable[[], None] | None:
+        """Collectives mode: one step of the remedy's own work, nothing sent
+        (:func:`remedy_work`)."""
+        return remedy_work(model, self.comm, device)
 
     def planned(self, total_steps: int, warmup_steps: int) -> None:
         """A training cell's length, before its first step: PowerSGD starts where torch

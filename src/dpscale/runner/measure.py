@@ -218,6 +218,12 @@ def time_allreduce(cell: Cell, rank: Rank, guards: Guards, log: Progress) -> dic
         log(f"one step's gradient traffic: {sends}")
         replay = time_windows(step, sync, m.warmup_steps, m.windows, m.steps_per_window)
         timed["replay"] = {**sends, "windows": replay}
+        work = rank.remedy_work()
+        if work is not None:  # the remedy's own compute on the same buckets, nothing sent
+            log("the remedy's own work on one step's gradients")
+            timed["replay"]["work_windows"] = time_windows(
+                *work, m.warmup_steps, m.windows, m.steps_per_window
+            )
     span = last_timed_span()
     timed["span"] = [span_start, span[1]] if span and span_start else None
     return timed

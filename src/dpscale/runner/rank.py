@@ -54,6 +54,12 @@ class Rank:
         strategy cannot replay it."""
         return None
 
+    def remedy_work(self) -> tuple[Step, Sync] | None:
+        """Collectives mode: one step of the remedy's own work on the gradients (what it
+        computes, not what it sends) and a sync; None where the remedy does none or the
+        strategy cannot time it apart."""
+        return None
+
     def bucket_timeline(self, steps: int) -> dict[str, Any] | None:
         """Synthetic mode, after the timed windows: ``steps`` more steps, each timed in its
         parts (forward, backward, optimiser), with each gradient bucket's ready time

@@ -170,13 +170,21 @@ def replay_record(cell: Cell, replays: Sequence[dict[str, Any] | None]) -> dict[
         return None
     per_rank = [list(replay["windows"]) for replay in replays if replay]
     steps = [seconds / cell.measure.steps_per_window for seconds in slowest_rank(per_rank)]
-    sends = {key: value for key, value in replays[0].items() if key != "windows"}
-    return {
+    sends = {k: v for k, v in replays[0].items() if k not in ("windows", "work_windows")}
+    record = {
         **sends,
         "per_rank_window_seconds": per_rank,
         "step_seconds": steps,
         "summary": summarise(steps).as_dict(),
     }
+    work = [
+        list(replay["work_windows"]) for replay in replays if replay and "work_windows" in replay
+    ]
+    if work and len(work) == len(per_rank):  # the remedy's own work (Rank.remedy_work)
+        work_steps = [s / cell.measure.steps_per_window for s in slowest_rank(work)]
+        record["work_step_seconds"] = work_steps
+        record["work_summary"] = summarise(work_steps).as_dict()
+    return record
 
 
 def write_collectives_result(
