@@ -205,6 +205,22 @@ def test_a_delayed_all_reduce_hides_behind_the_next_step():
     assert (hidden >= wire).all() and math.isfinite(hidden.sum())
 
 
+def test_a_remedys_own_work_delays_the_backward_pass_instead_of_hiding_behind_it():
+    group, _, _ = fitted_group()
+    fit = group.fits["buckets"]
+    frame = windows([(2, 1, "fast")])
+    frame["gradient_bytes"] = MESSAGE
+    rows = fit.design(frame, emulation=True)
+    # compressed 1000x, the traffic hides behind backward: the work is all that is left
+    sent = RemedyTerms("powersgd-r2", 1000.0, False, 0.0)
+    work = 0.04
+    without = remedy_step_seconds(fit.values, rows, sent)
+    with_work = remedy_step_seconds(
+        fit.values, rows, RemedyTerms("powersgd-r2", 1000.0, False, work)
+    )
+    assert with_work - without == pytest.approx(np.full(len(frame), work), rel=1e-6)
+
+
 def test_the_throughput_figure_curves_follow_the_bucket_form():
     group, _, _ = fitted_group()
     group.chosen = "buckets"

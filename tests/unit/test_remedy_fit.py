@@ -68,9 +68,34 @@ def test_the_encode_time_and_overlap_are_recovered(comm, ratio, g):
     assert row["status"] == "ok" and row["wire_ratio"] == ratio
     assert row["encode_s"] == pytest.approx(ENCODE, rel=1e-3)
     assert row["loo_median_abs_relative_error"] < 1e-3  # the truth is in the model
-    # left out, the remedy is predicted from its bytes alone: off by the encode time
-    assert row["bytes_only_median_abs_relative_error"] > 1e-3
+    # left out with no work measured, the remedy is predicted from its bytes alone: off by
+    # the encode time
+    assert row["left_out_median_abs_relative_error"] > 1e-3
     assert set(validation["scheme"]) == {"leave one cell out", "remedy left out"}
+
+
+@pytest.mark.parametrize(("comm", "ratio", "g"), [("fp16", 2.0, 1.0), ("delayed", 1.0, math.inf)])
+def test_left_out_the_remedy_is_predicted_from_its_work_measured_alone(comm, ratio, g):
+    groups, *_ = analyse(synthetic_windows(1.0))
+    replay = pd.DataFrame(
+        [
+            {"strategy": "torch-ddp", "model": "m", "comm": comm, "work_s": work}
+            for work in (ENCODE * 0.9, ENCODE, ENCODE * 1.1)  # three cells: the median is taken
+        ]
+    )
+    _, table, validation = remedy_fit.fit_remedies(
+        groups, remedy_windows(comm, ratio, g), cells_with(comm, ratio), {"m": PARAMS}, replay
+    )
+    row = table.iloc[0]
+    assert row["work_s"] == pytest.approx(ENCODE)
+    # nothing fitted on the remedy's cells, and yet the truth: bytes and measured work
+    assert row["left_out_median_abs_relative_error"] < 1e-3
+    other = replay.assign(comm="bf16")  # another remedy's work is not this one's
+    _, table, _ = remedy_fit.fit_remedies(
+        groups, remedy_windows(comm, ratio, g), cells_with(comm, ratio), {"m": PARAMS}, other
+    )
+    assert math.isnan(table.iloc[0]["work_s"])
+    assert table.iloc[0]["left_out_median_abs_relative_error"] > 1e-3
 
 
 def test_a_held_out_remedy_cell_does_not_inform_its_own_prediction():

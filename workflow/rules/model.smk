@@ -9,6 +9,7 @@ rule comm_model:
         cells=f"{TABLES}/cells.csv",
         comm_fits=rules.collectives.output.fits,
         timeline=f"{TABLES}/bucket_timeline.csv",
+        replay=rules.collectives.output.replay,
     output:
         parameters=f"{TABLES}/comm_model.csv",
         validation=f"{TABLES}/model_validation.csv",

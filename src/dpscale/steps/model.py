@@ -26,14 +26,15 @@ TABLES = (
 
 
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
-    """windows + cells (+ comm_fits) -> the model's parameters, held-out validation,
-    predictions, their HTML pages and figures."""
+    """windows + cells (+ comm_fits, bucket timelines, gradient replays) -> the model's
+    parameters, held-out validation, predictions, their HTML pages and figures."""
     model = study_model(
         read_optional(inputs["windows"]),
         read_optional(inputs["cells"]),
         read_optional(inputs["comm_fits"]),
         json.loads(params["study"]),
         read_optional(inputs.get("timeline")),
+        read_optional(inputs.get("replay")),
     )
     for name in TABLES:
         write(getattr(model, name), outputs[name])

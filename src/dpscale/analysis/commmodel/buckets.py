@@ -5,17 +5,20 @@ optimizer seconds, and each bucket's bytes and ready time. From it, per strategy
 
     T_o = T_comp x O / (O + F(b) + B(b))    (the optimizer does not grow with the batch)
     T_f = (T_comp - T_o) x forward share,  T_b = T_comp - T_o - T_f
-    c_k = n_k 2(N-1) alpha + 2(N-1)/N S_k / min(beta_link, beta_host) + e S_k / S
-    bucket k starts at max(T_f + r_k T_b, end of bucket k-1) and ends c_k later
-    T   = max(T_f + T_b + kappa G, end of the last bucket) + T_o
+    c_k = n_k 2(N-1) alpha + 2(N-1)/N S_k / min(beta_link, beta_host)
+    T_b' = T_b + kappa G + e
+    bucket k starts at max(T_f + r_k T_b', end of bucket k-1) and ends c_k later
+    T   = max(T_f + T_b', end of the last bucket) + T_o
 
 T_comp is the fitted compute (commmodel.model), r_k the bucket's ready time as a share of
-the backward pass, S_k its bytes, n_k its collectives (PowerSGD: 3), e a remedy's own work.
+the backward pass, S_k its bytes, n_k its collectives (PowerSGD: 3), e a remedy's own work
+per step (its hook computes on the backward pass's thread or stream, so the work delays
+compute rather than hiding behind it).
 beta_host: the one-node collectives' bandwidth, the ceiling of an emulated link on this
 machine. kappa: the compute that communication takes where ranks share cores (fitted), in
 seconds per GB each rank sends, G = 2(N-1)/N S / 1e9: moving a byte through the kernel and
 the framework costs the same CPU on a fast link as on a slow one, only sooner. A delayed
-all-reduce runs behind the next step: T = max(T_comp + kappa G, sum c_k).
+all-reduce runs behind the next step: T = max(T_comp + kappa G + e, sum c_k).
 """
 
 from __future__ import annotations
@@ -103,11 +106,7 @@ def bucket_costs(
     """Each bucket's collective time, rows x buckets."""
     hops = 2.0 * (ranks - 1.0) * alpha * rows.collectives
     wire = ring.ring_factor(ranks) * message / np.minimum(beta, rows.host_beta)
-    return (
-        np.where(rows.share > 0, hops[:, None], 0.0)
-        + rows.share * wire[:, None]
-        + rows.share * rows.encode_s[:, None]
-    )
+    return np.where(rows.share > 0, hops[:, None], 0.0) + rows.share * wire[:, None]
 
 
 def bucket_step(
@@ -126,13 +125,13 @@ def bucket_step(
     forward = (compute - optimizer) * rows.forward_share
     total = costs.sum(axis=1)
     shared = kappa * sent_gb * (colocated > 1)  # the CPU communication took from compute
-    backward = compute - optimizer - forward + shared
+    backward = compute - optimizer - forward + shared + rows.encode_s
     end = forward.copy()
     for k in range(costs.shape[1]):
         start = np.maximum(forward + rows.ready[:, k] * backward, end)
         end = np.where(rows.share[:, k] > 0, start + costs[:, k], end)
     step = np.maximum(forward + backward, end) + optimizer
-    return np.where(rows.hidden, np.maximum(compute + shared, total), step)
+    return np.where(rows.hidden, np.maximum(compute + shared + rows.encode_s, total), step)
 
 
 def empty_rows(n: int) -> BucketRows:

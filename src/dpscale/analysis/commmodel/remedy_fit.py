@@ -12,7 +12,8 @@ buckets behind the next step.
 
 One parameter per remedy, e (s, >= 0), fitted to its cells' log step times. Validation:
 each remedy cell held out in turn (e refitted without it), and the remedy left out
-altogether (e = 0: predicted from its bytes alone, nothing fitted on it).
+altogether: nothing fitted on its cells, e = its own work as its collectives cell measured
+it with nothing sent (gradient_replay.csv ``work_s``; 0 where none was measured).
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ REMEDY_COLUMNS = [
     "overlap",
     "wire_ratio",
     "encode_s",
+    "work_s",
     "configurations",
     "loo_median_abs_relative_error",
-    "bytes_only_median_abs_relative_error",
+    "left_out_median_abs_relative_error",
     "status",
     "reason",
 ]
@@ -92,12 +94,14 @@ REMEDY_PREDICTION_COLUMNS = [
 
 @dataclass(frozen=True)
 class RemedyTerms:
-    """What the model knows of a remedy before fitting, and its encode time once fitted."""
+    """What the model knows of a remedy before fitting (its wire ratio, whether it hides,
+    its own work as measured alone), and its encode time once fitted."""
 
     comm: str
     ratio: float
     hidden: bool
     encode_s: float = 0.0
+    work_s: float = 0.0
 
 
 def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: RemedyTerms) -> np.ndarray:
@@ -143,17 +147,29 @@ def remedy_ratios(cells: pd.DataFrame) -> dict[tuple[str, str], float]:
     return ok.groupby(["strategy", "comm"])["wire_ratio"].median().to_dict()
 
 
+def remedy_work(replay: pd.DataFrame | None) -> dict[tuple[str, str, str], float]:
+    """(strategy, model, comm) -> the remedy's own work per step, median over its
+    collectives cells (gradient_replay.csv ``work_s``)."""
+    if replay is None or replay.empty or "work_s" not in replay:
+        return {}
+    measured = replay[np.isfinite(replay["work_s"].astype(float))]
+    return measured.groupby(["strategy", "model", "comm"])["work_s"].median().to_dict()
+
+
 def fit_remedies(
     groups: Sequence[GroupModel],
     windows: pd.DataFrame,
     cells: pd.DataFrame,
     trainable_params: dict[str, int],
+    replay: pd.DataFrame | None = None,
 ) -> tuple[list[tuple[GroupModel, RemedyTerms]], pd.DataFrame, pd.DataFrame]:
     """Each remedy of each strategy and model with a fitted model without one: (fitted
-    remedies, their parameter rows, their held-out validation)."""
+    remedies, their parameter rows, their held-out validation); ``replay``:
+    gradient_replay.csv, whose ``work_s`` is each remedy's own work measured alone."""
     if windows.empty or "comm" not in windows:
         return [], pd.DataFrame(columns=REMEDY_COLUMNS), _empty_validation()
     ratios = remedy_ratios(cells)
+    work = remedy_work(replay)
     fitted, rows, validations = [], [], []
     remedied = windows[windows["comm"].fillna("none") != "none"]
     by_group = {(g.strategy, g.model): g for g in groups}
@@ -168,7 +184,8 @@ def fit_remedies(
             rows.append(dict(base, status="not fitted", reason=reason))
             continue
         assert group is not None and group.chosen is not None
-        remedy = RemedyTerms(comm, ratio, name_of(comm) in HIDDEN)
+        own = float(work.get((strategy, model, comm), 0.0))
+        remedy = RemedyTerms(comm, ratio, name_of(comm) in HIDDEN, work_s=own)
         fit = group.fits[group.chosen]
         design_rows = fit.design(obs, emulation=True)
         measured = obs["step_time_s"].to_numpy(dtype=float)
@@ -184,9 +201,10 @@ def fit_remedies(
                 overlap="hidden (max)" if remedy.hidden else group.chosen,
                 wire_ratio=ratio,
                 encode_s=remedy.encode_s,
+                work_s=own if (strategy, model, comm) in work else math.nan,
                 configurations=len(obs),
                 loo_median_abs_relative_error=_median_error(validation, "leave one cell out"),
-                bytes_only_median_abs_relative_error=_median_error(validation, "remedy left out"),
+                left_out_median_abs_relative_error=_median_error(validation, "remedy left out"),
                 status="ok",
             )
         )
@@ -208,7 +226,7 @@ def _validate(
     values: dict[str, Any], obs: pd.DataFrame, rows: Design, remedy: RemedyTerms, base: dict
 ) -> pd.DataFrame:
     """Each cell held out (e refitted on the others; alone, e = 0), and every cell
-    predicted from the remedy's bytes alone (e = 0)."""
+    predicted with nothing fitted on the remedy (e = its work measured alone)."""
     measured = obs["step_time_s"].to_numpy(dtype=float)
     out = []
     for index in range(len(obs)):
@@ -217,7 +235,7 @@ def _validate(
             fit_encode(values, _subset(rows, keep), remedy, measured[keep]) if keep.any() else 0.0
         )
         out.append(("leave one cell out", index, dataclasses.replace(remedy, encode_s=encode)))
-        out.append(("remedy left out", index, dataclasses.replace(remedy, encode_s=0.0)))
+        out.append(("remedy left out", index, dataclasses.replace(remedy, encode_s=remedy.work_s)))
     records = []
     for scheme, index, used in out:
         predicted = float(remedy_step_seconds(values, _subset(rows, [index]), used)[0])
@@ -363,10 +381,17 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
             f"{row.strategy} {row.model} {row.comm}: encode {row.encode_s * 1e3:.1f} ms per step, "
             f"{row.wire_ratio:.3g}x fewer bytes; held-out median |error| "
             f"{row.loo_median_abs_relative_error:.1%} (leave one cell out), "
-            f"{row.bytes_only_median_abs_relative_error:.1%} from its bytes alone "
-            f"(remedy left out), over {row.configurations} configurations."
+            f"{row.left_out_median_abs_relative_error:.1%} with nothing fitted on it (remedy "
+            f"left out: its bytes, collectives and {_work_words(row.work_s)}), over "
+            f"{row.configurations} configurations."
         )
     return lines
+
+
+def _work_words(work_s: float) -> str:
+    if not np.isfinite(work_s):
+        return "no measured work of its own"
+    return f"its own work measured alone, {work_s * 1e3:.1f} ms per step"
 
 
 __all__ = [

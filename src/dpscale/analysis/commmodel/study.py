@@ -42,9 +42,11 @@ def study_model(
     comm_fits: pd.DataFrame,
     study: dict[str, Any],
     timeline: pd.DataFrame | None = None,
+    replay: pd.DataFrame | None = None,
 ) -> StudyModel:
     """The model of a study's tables; ``study`` holds the config's networks, predict,
-    devices_per_node and batch_sizes; ``timeline``: bucket_timeline.csv (the bucket form)."""
+    devices_per_node and batch_sizes; ``timeline``: bucket_timeline.csv (the bucket form);
+    ``replay``: gradient_replay.csv (each remedy's own work, measured alone)."""
     plain_windows = without_remedies(windows)
     params = trainable_params(without_remedies(cells))
     groups, parameters, validation, summary = analyse(
@@ -55,7 +57,7 @@ def study_model(
         timeline_table=timeline,
     )
     layouts = (study["predict"], study["devices_per_node"], study["batch_sizes"])
-    fitted, remedies, remedy_validation = fit_remedies(groups, windows, cells, params)
+    fitted, remedies, remedy_validation = fit_remedies(groups, windows, cells, params, replay)
     remedy_table = remedy_predictions(fitted, *layouts)
     words = remedy_lines(remedy_table, remedies)
     return StudyModel(
