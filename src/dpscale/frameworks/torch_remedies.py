@@ -288,6 +288,13 @@ class AloneBucket:
         return views
 
 
+def _one_rank_group() -> Any:
+    """A process group of this rank alone."""
+    # [distributed] every rank creates every rank's one-rank group, in the same order
+    groups = [dist.new_group([rank]) for rank in range(dist.get_world_size())]
+    return groups[dist.get_rank()]
+
+
 def remedy_work(
     model: torch.nn.Module, comm: Comm, device: torch.device
 ) -> Callable[[], None] | None:
@@ -297,17 +304,18 @@ def remedy_work(
     the remedy does no work of its own (none, delayed)."""
     if comm.name not in ("fp16", "bf16", "powersgd"):
         return None
-    # [distributed] every rank creates every one-rank group, in the same order
-    groups = [dist.new_group([rank]) for rank in range(dist.get_world_size())]
-    alone = groups[dist.get_rank()]
     buckets = gradient_buckets(model, comm.bucket_mb or DEFAULT_BUCKET_MB)
     fakes = [AloneBucket(i, b, i == len(buckets) - 1) for i, b in enumerate(buckets)]
+    # a one-rank group per bucket, as training has a group per bucket: PowerSGD's callbacks
+    # wait on their group's next collective, so two buckets' chains on one group can block
+    # each other's worker threads for good
+    alone = [_one_rank_group() for _ in fakes]
     if comm.name == "powersgd":
-        state = PowerSGDBuckets([alone] * len(fakes), comm.rank or 1, POWERSGD_START_ITER)
+        state = PowerSGDBuckets(alone, comm.rank or 1, POWERSGD_START_ITER)
         hook: Callable[[Any], torch.futures.Future] = state
     else:
         compress = getattr(default_hooks, f"{comm.name}_compress_hook")
-        hook = lambda bucket: compress(alone, bucket)  # noqa: E731
+        hook = lambda bucket: compress(alone[bucket.index()], bucket)  # noqa: E731
 
     def step() -> None:
         # [distributed] on a group of this rank alone: nothing leaves the process
