@@ -8,15 +8,12 @@ run_cell records it (DistributedTorchRank.bucket_timeline).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from functools import cache
 
 import pytest
 
-from dpscale.launch.envs import ensure_env, env_python
-from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+from dpscale.plan.paths import REPO_ROOT
+from helpers.env_script import run_script
 
 pytestmark = pytest.mark.slow  # builds the torch environment where it is not built
 
@@ -26,16 +23,7 @@ STEPS = 2
 
 @cache
 def recorded() -> dict:
-    done = subprocess.run(
-        [str(env_python(ensure_env("torch"))), str(SCRIPT), str(STEPS)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=f"{SRC_DIR}:{REPO_ROOT / 'tests'}", OMP_NUM_THREADS="1"),
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script("torch", SCRIPT, str(STEPS))
 
 
 def test_every_bucket_is_ready_within_backward_the_first_layers_last():

@@ -9,15 +9,11 @@ PowerSGD with error feedback and warm start (Vogels et al. 2019, as torch's hook
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
-from dpscale.launch.envs import ensure_env, env_python
-from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+from dpscale.plan.paths import REPO_ROOT
+from helpers.env_script import run_script
 
 pytestmark = pytest.mark.slow
 
@@ -26,16 +22,7 @@ POWERSGD_PLAIN_STEPS = 2  # torch_remedies.POWERSGD_START_ITER
 
 
 def run_steps(remedy: str, steps: int) -> dict:
-    done = subprocess.run(
-        [str(env_python(ensure_env("torch"))), str(SCRIPT), remedy, str(steps)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=f"{SRC_DIR}:{REPO_ROOT / 'tests'}", OMP_NUM_THREADS="1"),
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script("torch", SCRIPT, remedy, str(steps))
 
 
 def local_gradient(kernel, bias, x, y):

@@ -8,17 +8,13 @@ weight decay added to the gradient) to float32 rounding.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from functools import cache
 
 import numpy as np
 import pytest
 
-from dpscale.launch.envs import ensure_env, env_python
-from dpscale.plan.paths import REPO_ROOT, SRC_DIR
+from dpscale.plan.paths import REPO_ROOT
+from helpers.env_script import run_script
 
 SCRIPT = REPO_ROOT / "tests" / "helpers" / "optimizer_step.py"
 ENVS = {"torch": "torch", "tensorflow": "tf-horovod", "mxnet": "mxnet"}
@@ -26,17 +22,7 @@ ENVS = {"torch": "torch", "tensorflow": "tf-horovod", "mxnet": "mxnet"}
 
 @cache
 def weights_after_steps(framework: str) -> dict[str, np.ndarray]:
-    python = sys.executable if framework == "numpy" else env_python(ensure_env(ENVS[framework]))
-    done = subprocess.run(
-        [str(python), str(SCRIPT), framework],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(SRC_DIR), OMP_NUM_THREADS="1"),
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = run_script(None if framework == "numpy" else ENVS[framework], SCRIPT, framework)
     return {name: np.asarray(values) for name, values in found.items()}
 
 
