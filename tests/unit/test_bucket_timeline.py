@@ -201,6 +201,26 @@ def test_the_report_page_has_a_row_per_cell_with_the_hidden_share_of_the_replay(
     assert pair["exposed_s"] == pytest.approx(0.1)
     assert pair["replay_s"] == pytest.approx(0.4)
     assert pair["hidden_s"] == pytest.approx(0.3)
+    # the same parts as the one process: its compute is one process's
+    assert single["compute_vs_one"] == pytest.approx(1.0)
+    assert pair["compute_vs_one"] == pytest.approx(1.0)
     no_replay = timeline_summary(table, pd.DataFrame())
     assert no_replay["hidden_s"].isna().all()
     assert timeline_summary(table.iloc[:0], replay).empty
+
+
+def test_compute_beside_co_located_ranks_is_set_against_one_process():
+    from dpscale.analysis.tables import compute_vs_one
+
+    one, four = make_cell(devices=1), make_cell(devices=2)
+    slower = {**TIMED, "forward_s": [2 * f for f in TIMED["forward_s"]]}
+    table = bucket_timeline_table(
+        [result(one, bucket_timeline=TIMED), result(four, bucket_timeline=slower)]
+    )
+    cells = table.drop_duplicates("cell_id")
+    forward, last = cells["forward_s"].iloc[0], cells["last_ready_s"].iloc[0]
+    ratios = compute_vs_one(table)
+    assert ratios[0] == pytest.approx(1.0)
+    assert ratios[1] == pytest.approx((2 * forward + last) / (forward + last))
+    # without a one-process cell to compare with, nothing is said
+    assert all(math.isnan(r) for r in compute_vs_one(table[table["world_size"] > 1]))

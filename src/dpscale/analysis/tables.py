@@ -619,10 +619,13 @@ TIMELINE_SUMMARY_COLUMNS = [
     "optimizer_s",
     "buckets_ready",
     "last_ready_s",
+    "compute_vs_one",
     "exposed_s",
     "replay_s",
     "hidden_s",
 ]
+# what a cell computes before its last bucket is ready: forward, then backward up to it
+COMPUTE_PARTS = ("forward_s", "last_ready_s")
 
 
 def timeline_summary(timeline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
@@ -643,7 +646,21 @@ def timeline_summary(timeline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFra
     frame["hidden_s"] = np.where(
         frame["world_size"] > 1, frame["replay_s"] - frame["exposed_s"], math.nan
     )
+    frame["compute_vs_one"] = compute_vs_one(timeline)
     return frame.reindex(columns=TIMELINE_SUMMARY_COLUMNS)
+
+
+def compute_vs_one(timeline: pd.DataFrame) -> list[float]:
+    """Per cell (in the order of ``timeline``'s cells), forward + backward up to the last
+    bucket against one process's at the same strategy, model and batch (no remedy): above 1
+    where ranks on one machine slow each other's compute (or a remedy's hook adds work)."""
+    cells = timeline.drop_duplicates("cell_id")
+    compute = cells[list(COMPUTE_PARTS)].sum(axis=1)
+    keys = ["strategy", "model", "batch_per_device"]
+    one = cells[(cells["world_size"] == 1) & (cells["comm"].fillna("none") == "none")]
+    base = one.assign(base=compute[one.index]).groupby(keys)["base"].median()
+    looked_up = [base.get(tuple(row[k] for k in keys), math.nan) for _, row in cells.iterrows()]
+    return list(compute.to_numpy() / np.asarray(looked_up, dtype=float))
 
 
 def _timeline_cell(cell: pd.DataFrame) -> dict[str, Any]:
