@@ -286,14 +286,8 @@ def test_contaminated_cells_are_neither_basis_nor_checked():
     assert checked["sizes"] == len(rows) // 2 - 3
 
 
-def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
-    replay = {
-        "buckets": 2,
-        "collectives_per_step": 6,
-        "logical_bytes_per_step": 44_695_848,
-        "wire_bytes_per_step": 329_040,
-        "summary": {"mean": 0.0138, "ci95": 0.0067},
-    }
+def replay_result(comm: dict, model: str, replay: dict) -> dict:
+    """An ok torch-ddp collectives result, one node x 2, that replayed a step."""
     cell = {
         "study": "s",
         "strategy": "torch-ddp",
@@ -302,16 +296,27 @@ def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
         "devices_per_node": 2,
         "world_size": 2,
         "cell_id": "c",
-        "comm": {"name": "powersgd", "rank": 2},
-        "model": {"key": "resnet18-imagenet64-c10"},
+        "comm": comm,
+        "model": {"key": model},
     }
-    ok = {
+    return {
         "cell": cell,
         "status": "ok",
         "framework": "torch",
         "quality": "ok",
         "collectives": {"gradient_replay": replay},
     }
+
+
+def test_a_replayed_step_is_one_row_with_its_bytes_and_time():
+    replay = {
+        "buckets": 2,
+        "collectives_per_step": 6,
+        "logical_bytes_per_step": 44_695_848,
+        "wire_bytes_per_step": 329_040,
+        "summary": {"mean": 0.0138, "ci95": 0.0067},
+    }
+    ok = replay_result({"name": "powersgd", "rank": 2}, "resnet18-imagenet64-c10", replay)
     failed = {**ok, "status": "failed"}
     before = {**ok, "collectives": {}}  # a result from before the replay
     table = gradient_replay_table([ok, failed, before])
@@ -333,19 +338,7 @@ def test_a_replay_carries_the_remedys_own_work_where_it_was_timed():
         "summary": {"mean": 0.01, "ci95": 0.001},
         "work_summary": {"mean": 0.004, "ci95": 0.0005},
     }
-    cell = {
-        "study": "s",
-        "strategy": "torch-ddp",
-        "mode": "collectives",
-        "nodes": 1,
-        "devices_per_node": 2,
-        "world_size": 2,
-        "cell_id": "c",
-        "comm": {"name": "fp16"},
-        "model": {"key": "m"},
-    }
-    result = {"cell": cell, "status": "ok", "framework": "torch", "quality": "ok"}
-    row = gradient_replay_table([{**result, "collectives": {"gradient_replay": replay}}]).iloc[0]
+    row = gradient_replay_table([replay_result({"name": "fp16"}, "m", replay)]).iloc[0]
     assert (row["work_s"], row["work_ci95"]) == (0.004, 0.0005)
 
 

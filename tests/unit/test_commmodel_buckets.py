@@ -170,12 +170,17 @@ def test_rank_counts_the_fit_never_saw_are_predicted():
     assert additive["relative_error"].abs().median() > rows["relative_error"].abs().median()
 
 
-def test_a_remedy_the_fit_never_saw_is_predicted_from_its_bytes_and_collectives():
+def bucket_design(layouts: list[tuple[int, int, str]]):
+    """The fitted bucket form, windows over ``layouts`` and their design rows."""
     group, _, _ = fitted_group()
     fit = group.fits["buckets"]
-    frame = windows([(2, 1, "slow"), (4, 1, "slow")])
+    frame = windows(layouts)
     frame["gradient_bytes"] = MESSAGE
-    rows = fit.design(frame, emulation=True)
+    return fit, frame, fit.design(frame, emulation=True)
+
+
+def test_a_remedy_the_fit_never_saw_is_predicted_from_its_bytes_and_collectives():
+    fit, frame, rows = bucket_design([(2, 1, "slow"), (4, 1, "slow")])
     remedy = RemedyTerms("powersgd-r2", 20.0, False, 0.0)
     predicted = remedy_step_seconds(fit.values, rows, remedy)
     truth = [
@@ -193,11 +198,7 @@ def test_a_remedy_the_fit_never_saw_is_predicted_from_its_bytes_and_collectives(
 
 
 def test_a_delayed_all_reduce_hides_behind_the_next_step():
-    group, _, _ = fitted_group()
-    fit = group.fits["buckets"]
-    frame = windows([(2, 1, "slow")])
-    frame["gradient_bytes"] = MESSAGE
-    rows = fit.design(frame, emulation=True)
+    fit, frame, rows = bucket_design([(2, 1, "slow")])
     hidden = remedy_step_seconds(fit.values, rows, RemedyTerms("delayed", 1.0, True, 0.0))
     shown = remedy_step_seconds(fit.values, rows, RemedyTerms("none", 1.0, False, 0.0))
     assert (hidden <= shown + 1e-12).all() and (hidden < shown).any()
@@ -206,11 +207,7 @@ def test_a_delayed_all_reduce_hides_behind_the_next_step():
 
 
 def test_a_remedys_own_work_delays_the_backward_pass_instead_of_hiding_behind_it():
-    group, _, _ = fitted_group()
-    fit = group.fits["buckets"]
-    frame = windows([(2, 1, "fast")])
-    frame["gradient_bytes"] = MESSAGE
-    rows = fit.design(frame, emulation=True)
+    fit, frame, rows = bucket_design([(2, 1, "fast")])
     # compressed 1000x, the traffic hides behind backward: the work is all that is left
     sent = RemedyTerms("powersgd-r2", 1000.0, False, 0.0)
     work = 0.04
