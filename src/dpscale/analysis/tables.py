@@ -654,13 +654,13 @@ def compute_vs_one(timeline: pd.DataFrame) -> list[float]:
     """Per cell (in the order of ``timeline``'s cells), forward + backward up to the last
     bucket against one process's at the same strategy, model and batch (no remedy): above 1
     where ranks on one machine slow each other's compute (or a remedy's hook adds work)."""
-    cells = timeline.drop_duplicates("cell_id")
-    compute = cells[list(COMPUTE_PARTS)].sum(axis=1)
     keys = ["strategy", "model", "batch_per_device"]
+    cells = timeline.drop_duplicates("cell_id")
+    cells = cells.assign(compute=cells[list(COMPUTE_PARTS)].sum(axis=1))
     one = cells[(cells["world_size"] == 1) & (cells["comm"].fillna("none") == "none")]
-    base = one.assign(base=compute[one.index]).groupby(keys)["base"].median()
-    looked_up = [base.get(tuple(row[k] for k in keys), math.nan) for _, row in cells.iterrows()]
-    return list(compute.to_numpy() / np.asarray(looked_up, dtype=float))
+    base = one.groupby(keys, as_index=False)["compute"].median().rename(columns={"compute": "one"})
+    merged = cells.merge(base, on=keys, how="left")  # keeps the cells' order
+    return list(merged["compute"] / merged["one"])
 
 
 def _timeline_cell(cell: pd.DataFrame) -> dict[str, Any]:

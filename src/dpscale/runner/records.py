@@ -169,7 +169,7 @@ def replay_record(cell: Cell, replays: Sequence[dict[str, Any] | None]) -> dict[
     if not replays or replays[0] is None:
         return None
     per_rank = [list(replay["windows"]) for replay in replays if replay]
-    steps = [seconds / cell.measure.steps_per_window for seconds in slowest_rank(per_rank)]
+    steps = _per_step(cell, per_rank)
     sends = {k: v for k, v in replays[0].items() if k not in ("windows", "work_windows")}
     record = {
         **sends,
@@ -181,10 +181,14 @@ def replay_record(cell: Cell, replays: Sequence[dict[str, Any] | None]) -> dict[
         list(replay["work_windows"]) for replay in replays if replay and "work_windows" in replay
     ]
     if work and len(work) == len(per_rank):  # the remedy's own work (Rank.remedy_work)
-        work_steps = [s / cell.measure.steps_per_window for s in slowest_rank(work)]
-        record["work_step_seconds"] = work_steps
-        record["work_summary"] = summarise(work_steps).as_dict()
+        record["work_step_seconds"] = _per_step(cell, work)
+        record["work_summary"] = summarise(record["work_step_seconds"]).as_dict()
     return record
+
+
+def _per_step(cell: Cell, per_rank: Sequence[Sequence[float]]) -> list[float]:
+    """A synchronous job's seconds per step, window by window: the slowest rank's."""
+    return [seconds / cell.measure.steps_per_window for seconds in slowest_rank(per_rank)]
 
 
 def write_collectives_result(
