@@ -255,6 +255,27 @@ def test_a_remedy_limited_to_networks_runs_only_there_and_training_takes_train_c
     assert trained == {"none", "fp16"}
 
 
+def test_a_powersgd_start_makes_training_cells_of_its_own_and_others_keep_their_params(
+    default_config,
+):
+    default_config.update(strategies=["torch-ddp"], nodes=[1], devices_per_node=[2])
+    default_config.update(modes=["synthetic", "train"], comm=["none", "powersgd"])
+    default_config["train"].update(
+        strategies=["torch-ddp"], comm=["powersgd", {"name": "powersgd", "start": 2}]
+    )
+    cells = expand(check(default_config), STRATEGIES)
+    trained = {c.comm.key: c for c in cells if c.mode == "train" and c.world_size > 1}
+    assert set(trained) == {"powersgd-r2", "powersgd-r2-s2"}
+    assert "start" not in trained["powersgd-r2"].to_dict()["comm"]  # as stored cells read
+    early = trained["powersgd-r2-s2"]
+    assert early.to_dict()["comm"]["start"] == 2
+    assert type(early).from_json(early.to_json()) == early
+    assert {c.comm.key for c in cells if c.mode == "synthetic" and c.world_size > 1} == {
+        "none",
+        "powersgd-r2",
+    }
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -266,6 +287,15 @@ def test_a_remedy_limited_to_networks_runs_only_there_and_training_takes_train_c
             {"comm": [{"name": "delayed", "networks": "host"}]},
             "comm[0].networks: 'host' is not allowed; allowed: a non-empty list of network "
             "names ('host' for one node)",
+        ),
+        (
+            {"comm": [{"name": "powersgd", "start": 2}]},
+            "comm[0].start: only train.comm takes a start (synthetic and collectives cells "
+            "time compressed steps from step 2); allowed: drop it",
+        ),
+        (
+            {"train": {"comm": [{"name": "powersgd", "start": 0}]}},
+            "train.comm[0].start: 0 is not allowed; allowed: an integer >= 2",
         ),
         (
             {"train": {"comm": ["fp32"]}},

@@ -12,6 +12,7 @@ from dpscale.plan.remedies import (
     name_of,
     parse,
     powersgd_matrix,
+    powersgd_start,
     powersgd_start_iter,
     wire_bytes,
 )
@@ -76,6 +77,24 @@ def test_a_key_names_its_remedy(key, name):
 )
 def test_powersgd_starts_where_torch_advises_for_a_training(total, warmup, start):
     assert powersgd_start_iter(total, warmup) == start
+
+
+def test_powersgd_start_is_a_training_remedy_of_its_own_and_absent_params_stay_as_before():
+    early = parse({"name": "powersgd", "rank": 2, "start": 2}, training=True)
+    assert early.key == "powersgd-r2-s2" and name_of(early.key) == "powersgd"
+    assert early.to_dict()["start"] == 2
+    assert "start" not in parse("powersgd").to_dict()  # stored cells' params are unchanged
+    assert powersgd_start(early, 150, 50) == (2, "the study's train.comm start, of 150 steps")
+    advised = powersgd_start(parse("powersgd"), 150, 0)
+    assert advised[0] == 15 and advised[1].startswith("torch's advice")
+    with pytest.raises(ValueError, match=r"comm\[0\]\.start: only train\.comm takes a start"):
+        parse({"name": "powersgd", "start": 2})
+    with pytest.raises(
+        ValueError, match=r"comm\[0\]\.start: 1 is not allowed; allowed: an integer >= 2"
+    ):
+        parse({"name": "powersgd", "start": 1}, training=True)
+    with pytest.raises(ValueError, match=r"comm\[0\]\.start: only powersgd takes a start"):
+        parse({"name": "fp16", "start": 2}, training=True)
 
 
 def test_a_fusion_cycle_time_is_a_remedy_of_its_own_that_only_horovod_applies():

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.plan.remedies import POWERSGD_MIN_START, Comm, powersgd_matrix, powersgd_start_iter
+from dpscale.plan.remedies import POWERSGD_MIN_START, Comm, powersgd_matrix, powersgd_start
 
 # torch's default bucket_cap_mb
 DEFAULT_BUCKET_MB = 25.0
@@ -418,16 +418,11 @@ class RemedyHooks:
         advises (synthetic cells keep step 2, so their timed windows are compressed)."""
         if self.comm.name != "powersgd":
             return
-        start = powersgd_start_iter(total_steps, warmup_steps)
+        start, rule = powersgd_start(self.comm, total_steps, warmup_steps)
         states = getattr(self.state, "states", [self.state])
         for state in states:
             state.start_powerSGD_iter = start
-        self.applied.update(
-            start_iter=start,
-            start_iter_rule=(
-                f"torch's advice: max(2, 10% of {total_steps} steps, {warmup_steps} warm-up steps)"
-            ),
-        )
+        self.applied.update(start_iter=start, start_iter_rule=rule)
 
     def record(self) -> dict[str, Any]:
         if isinstance(self.state, PowerSGDBuckets):

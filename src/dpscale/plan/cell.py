@@ -227,6 +227,7 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(data.pop("options"))
+        data["comm"] = self.comm.to_dict()
         if self.comm.is_default:  # a cell without a remedy reads as it did before comm
             del data["comm"]
         if not self.measure.oversubscribe:  # nor does one that runs where it always did

@@ -161,7 +161,7 @@ def _check_comm(entries: Any, networks: list[Any], field: str = "comm") -> None:
     """``comm``: each remedy's name and parameters, and the networks it is limited to, in
     one line naming the entry."""
     try:
-        remedies.parse_all(entries)
+        remedies.parse_all(entries, training=field == "train.comm")
     except remedies.CommError as error:
         raise ConfigError(str(error).replace("comm", field, 1)) from None
     known = {remedies.ONE_NODE} | {n if isinstance(n, str) else n.get("name") for n in networks}

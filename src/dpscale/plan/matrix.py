@@ -126,7 +126,9 @@ def _comms(
     if processes == 1:
         return [remedies.NONE]
     if network is None:
-        return remedies.parse_all(config["train"].get("comm") or config["comm"])
+        if config["train"].get("comm"):
+            return remedies.parse_all(config["train"]["comm"], training=True)
+        return remedies.parse_all(config["comm"])
     entries = config["comm"]
     wanted = [remedies.networks_of(entry) for entry in entries]
     return [

@@ -32,10 +32,11 @@ REMEDIES: dict[str, float | None] = {
 }
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
-KEYS = ("name", "rank", "threshold", "bucket_mb", "cycle_ms", "networks")
+KEYS = ("name", "rank", "start", "threshold", "bucket_mb", "cycle_ms", "networks")
 SHAPES = (
     "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16, push-pull) or "
-    "{name[, rank (powersgd)][, threshold (2bit)][, bucket_mb][, cycle_ms][, networks]}"
+    "{name[, rank (powersgd)][, start (powersgd, train.comm)][, threshold (2bit)][, bucket_mb]"
+    "[, cycle_ms][, networks]}"
 )
 # the network of cells on one node, for a remedy's ``networks``
 ONE_NODE = "host"
@@ -50,13 +51,16 @@ class Comm:
     """One remedy: ``name`` with its parameter (PowerSGD's ``rank``, 2-bit's ``threshold``),
     ``bucket_mb``, the gradient bucket (DDP) or fusion buffer (Horovod) size in MiB, and
     ``cycle_ms``, how often Horovod's background thread looks for ready tensors to fuse
-    (None: the framework's default)."""
+    (None: the framework's default). ``start``: PowerSGD's first compressed step in training
+    cells (torch's ``start_powerSGD_iter``; None: torch's advice, :func:`powersgd_start_iter`),
+    so the advice's accuracy effect can be measured against an early start."""
 
     name: str = "none"
     rank: int | None = None
     threshold: float | None = None
     bucket_mb: float | None = None
     cycle_ms: float | None = None
+    start: int | None = None
 
     @property
     def key(self) -> str:
@@ -64,6 +68,8 @@ class Comm:
         key = self.name
         if self.name == "powersgd":
             key += f"-r{self.rank}"
+        if self.start is not None:
+            key += f"-s{self.start}"
         if self.name == "2bit":
             key += f"-t{_number(self.threshold)}"
         if self.bucket_mb is not None:
@@ -82,7 +88,11 @@ class Comm:
         return REMEDIES[self.name]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; ``start`` only where set, so remedies without it keep their params."""
+        data = asdict(self)
+        if self.start is None:
+            del data["start"]
+        return data
 
 
 NONE = Comm()
@@ -129,12 +139,22 @@ def powersgd_start_iter(total_steps: int, warmup_steps: int) -> int:
     return max(POWERSGD_MIN_START, math.ceil(0.1 * total_steps), warmup_steps)
 
 
+def powersgd_start(comm: Comm, total_steps: int, warmup_steps: int) -> tuple[int, str]:
+    """A training cell's first compressed PowerSGD step and the rule that chose it: the
+    study's ``start`` where set, else torch's advice (:func:`powersgd_start_iter`)."""
+    if comm.start is not None:
+        return comm.start, f"the study's train.comm start, of {total_steps} steps"
+    advice = f"torch's advice: max(2, 10% of {total_steps} steps, {warmup_steps} warm-up steps)"
+    return powersgd_start_iter(total_steps, warmup_steps), advice
+
+
 def _number(value: float | None) -> str:
     return f"{value:g}"
 
 
-def parse(entry: Any, where: str = "comm[0]") -> Comm:
-    """A config entry (a name or a mapping) as a :class:`Comm`, or one line naming the field."""
+def parse(entry: Any, where: str = "comm[0]", training: bool = False) -> Comm:
+    """A config entry (a name or a mapping) as a :class:`Comm`, or one line naming the field.
+    ``training``: an entry of ``train.comm``, the only place PowerSGD's ``start`` applies."""
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict):
@@ -148,6 +168,7 @@ def parse(entry: Any, where: str = "comm[0]") -> Comm:
     return Comm(
         name=name,
         rank=_rank(entry, name, where),
+        start=_start(entry, name, where, training),
         threshold=_threshold(entry, name, where),
         bucket_mb=_positive_number(entry, "bucket_mb", where),
         cycle_ms=_positive_number(entry, "cycle_ms", where),
@@ -162,6 +183,25 @@ def _rank(entry: dict[str, Any], name: str, where: str) -> int | None:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise CommError(f"{where}.rank: {rank!r} is not allowed; allowed: an integer >= 1")
     return rank
+
+
+def _start(entry: dict[str, Any], name: str, where: str, training: bool) -> int | None:
+    if name != "powersgd":
+        _only_for(entry, "start", "powersgd", where)
+        return None
+    start = entry.get("start")
+    if start is None:
+        return None
+    if not training:
+        raise CommError(
+            f"{where}.start: only train.comm takes a start (synthetic and collectives cells "
+            "time compressed steps from step 2); allowed: drop it"
+        )
+    if isinstance(start, bool) or not isinstance(start, int) or start < POWERSGD_MIN_START:
+        raise CommError(
+            f"{where}.start: {start!r} is not allowed; allowed: an integer >= {POWERSGD_MIN_START}"
+        )
+    return start
 
 
 def _threshold(entry: dict[str, Any], name: str, where: str) -> float | None:
@@ -207,11 +247,12 @@ def networks_of(entry: Any, where: str = "comm[0]") -> frozenset[str] | None:
     return frozenset(names)
 
 
-def parse_all(entries: Any) -> list[Comm]:
-    """The config's ``comm`` list, each entry checked, no remedy twice."""
+def parse_all(entries: Any, training: bool = False) -> list[Comm]:
+    """The config's ``comm`` list (``training``: ``train.comm``), each entry checked, no
+    remedy twice."""
     if not isinstance(entries, list) or not entries:
         raise CommError(f"comm: {entries!r} is not allowed; allowed: a non-empty list of {SHAPES}")
-    remedies = [parse(entry, f"comm[{index}]") for index, entry in enumerate(entries)]
+    remedies = [parse(entry, f"comm[{index}]", training) for index, entry in enumerate(entries)]
     for index, entry in enumerate(entries):
         networks_of(entry, f"comm[{index}]")
     keys = [remedy.key for remedy in remedies]
