@@ -86,7 +86,7 @@ def test_powersgd_start_is_a_training_remedy_of_its_own_and_absent_params_stay_a
     assert "start" not in parse("powersgd").to_dict()  # stored cells' params are unchanged
     assert powersgd_start(early, 150, 50) == (2, "the study's train.comm start, of 150 steps")
     advised = powersgd_start(parse("powersgd"), 150, 0)
-    assert advised[0] == 15 and advised[1].startswith("torch's advice")
+    assert advised[0] == 15 and advised[1].startswith("the framework's advice")
     with pytest.raises(ValueError, match=r"comm\[0\]\.start: only train\.comm takes a start"):
         parse({"name": "powersgd", "start": 2})
     with pytest.raises(

@@ -144,7 +144,10 @@ def powersgd_start(comm: Comm, total_steps: int, warmup_steps: int) -> tuple[int
     study's ``start`` where set, else torch's advice (:func:`powersgd_start_iter`)."""
     if comm.start is not None:
         return comm.start, f"the study's train.comm start, of {total_steps} steps"
-    advice = f"torch's advice: max(2, 10% of {total_steps} steps, {warmup_steps} warm-up steps)"
+    advice = (
+        f"the framework's advice (PowerSGDState): max(2, 10% of {total_steps} steps, "
+        f"{warmup_steps} warm-up steps)"
+    )
     return powersgd_start_iter(total_steps, warmup_steps), advice
 
 
