@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dpscale.analysis import horovod_timeline as hvt
 from dpscale.launch import launcher
 from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig
@@ -40,10 +41,31 @@ def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dic
     return status, result
 
 
+# horovod-tf's run here also keeps Horovod's own timeline (its cell option), checked after it
+KEEP_TIMELINE = (("horovod_timeline", True),)
+
+
+def check_horovod_timeline(tmp_path: Path, result: dict) -> None:
+    """Horovod's timeline lies beside the result, which names it, and every step read from
+    it splits its all-reduce time into hidden and exposed parts."""
+    cells = tmp_path / "results" / "cells"
+    out = cells / f"{result['cell']['cell_id']}.json"
+    name = result["system"]["horovod_timeline"]
+    assert name == f"{out.stem}.horovod-timeline.json"
+    steps = hvt.step_overlap(
+        hvt.activities(hvt.read_events(out.parent / name)), MEASURE.warmup_steps
+    )
+    assert len(steps) >= 1 and (steps["tensors"] > 1).all(), steps
+    assert (steps["allreduce_s"] > 0).all()
+    assert list(steps["hidden_s"] + steps["exposed_s"]) == pytest.approx(steps["allreduce_s"])
+    assert hvt.timeline_table([result], cells)["steps"].tolist() == [len(steps)]
+
+
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_runner_measures_and_ranks_agree(tmp_path, name):
     devices = 1 if strategy(name).one_process else 2  # one device per process on CPU
-    status, result = measure(tmp_path, name, devices)
+    options = KEEP_TIMELINE if name == "horovod-tf" else ()
+    status, result = measure(tmp_path, name, devices, options=options)
     assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
     measurement = result["measurement"]
     assert len(measurement["per_rank_window_seconds"]) == devices
@@ -52,6 +74,8 @@ def test_runner_measures_and_ranks_agree(tmp_path, name):
     assert len(checksums) == devices and len(set(checksums)) == 1, checksums
     assert result["framework"] == strategy(name).framework
     assert result["model_info"]["trainable_params"] == MODEL.spec().trainable_params()
+    if name == "horovod-tf":
+        check_horovod_timeline(tmp_path, result)
 
 
 def test_mxnet_dist_with_several_servers(tmp_path):

@@ -15,6 +15,8 @@ rule aggregate:
         break_even=f"{TABLES}/break_even.csv",
         repeatability=f"{TABLES}/repeatability.csv",
         timeline=f"{TABLES}/bucket_timeline.csv",
+        # the cells that kept Horovod's timeline (config horovod_timeline); else no rows
+        horovod_timeline=f"{TABLES}/horovod_timeline.csv",
     log:
         f"{LOGS}/aggregate.log",
     localrule: True

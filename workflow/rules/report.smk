@@ -51,6 +51,7 @@ rule html_tables:
         break_even=f"{TABLES}/break_even.csv",
         repeatability=f"{TABLES}/repeatability.csv",
         timeline=f"{TABLES}/bucket_timeline.csv",
+        horovod_timeline=rules.aggregate.output.horovod_timeline,
         replay=rules.collectives.output.replay,
     output:
         timeline=report(
@@ -59,6 +60,13 @@ rule html_tables:
             category="5. Network model",
             subcategory="tables",
             labels={"name": "gradient bucket timelines"},
+        ),
+        horovod_timeline=report(
+            f"{TABLES}/horovod_timeline.html",
+            caption="../../report/horovod_timeline.rst",
+            category="5. Network model",
+            subcategory="tables",
+            labels={"name": "all-reduce hidden behind backward (Horovod)"},
         ),
         fits=report(
             f"{TABLES}/fits.html",

@@ -5,6 +5,7 @@ drives (every call that talks to other ranks marked ``[distributed]``)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import horovod
@@ -52,8 +53,10 @@ class HorovodRank(Rank):
         params: int,
         fusion_mb: float,
         cycle_ms: float,
+        timeline: Path | None = None,
     ) -> None:
         self.cell, self.model, self.optimizer = cell, model, optimizer
+        self.timeline = timeline  # Horovod's timeline beside the result, if the cell keeps one
         self.trainable_params, self.threads_used = params, cell.threads_per_device
         self.rank, self.size, self.batch = hvd.rank(), hvd.size(), cell.batch_per_device
         self.compression, self.fusion_mb = compression(cell), fusion_mb
@@ -115,7 +118,10 @@ class HorovodRank(Rank):
             "cycle_ms": self.cycle_ms,
             "wire_ratio": self.cell.comm.nominal_ratio,
         }
-        return {**tf_ops.system_extra(self.cell), "comm": applied}
+        extra = {**tf_ops.system_extra(self.cell), "comm": applied}
+        if self.timeline is not None:  # its name: it lies beside the result
+            extra["horovod_timeline"] = self.timeline.name
+        return extra
 
     def finish(self) -> None:
         hvd.join()  # [distributed] rank 0 has written the result

@@ -88,7 +88,13 @@ def run_priorities(cells: list[Cell]) -> dict[str, int]:
 
 
 def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
-    options = tuple(sorted((option.name, config[option.name]) for option in strategy.cell_options))
+    options = tuple(
+        sorted(
+            (option.name, config[option.name])
+            for option in strategy.cell_options
+            if option.carried(config[option.name])  # an option at its default may stay out
+        )
+    )
     return Cell(
         study=config["study"],
         strategy=strategy.name,

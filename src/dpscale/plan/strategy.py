@@ -56,10 +56,20 @@ class CellOption:
     ``schema`` is the key's JSON schema (type, bounds, ``default``, description): the study
     config is validated with it (plan.config). Only the strategy's own cells carry the value,
     so changing it reruns only those cells; it is not part of the cell id.
+    ``omit_at_default``: a cell whose value is the default does not carry the key at all
+    (:meth:`Strategy.option` falls back to the default), so adding an option leaves the
+    strategy's existing cells, their parameters and results as they were; only the cells
+    that set it differ. Options cells carried before it existed keep it False (mxnet-dist's
+    ``mxnet_servers``: stored results name it).
     """
 
     name: str
     schema: Mapping[str, Any] = field(hash=False)
+    omit_at_default: bool = False
+
+    def carried(self, value: Any) -> bool:
+        """Whether a cell with this value carries the key."""
+        return not (self.omit_at_default and value == self.default)
 
     @property
     def default(self) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from dpscale.analysis import accuracy as acc
 from dpscale.analysis import collectives as coll
+from dpscale.analysis import horovod_timeline as hvd_timeline
 from dpscale.analysis import tables as tbl
 from dpscale.analysis.again import to_measure_again
 from dpscale.analysis.drift import (
@@ -43,8 +44,9 @@ def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
 
 def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
     """Throughput cells (the better of two where measured again) -> cells, windows, fits,
-    scaling, break-even, repeatability (its CV also relative to the drift trace), and the
-    torch-ddp cells' bucket timelines."""
+    scaling, break-even, repeatability (its CV also relative to the drift trace), the
+    torch-ddp cells' bucket timelines, and what the horovod-tf cells that kept Horovod's
+    timeline hid of their all-reduce."""
     results = tbl.load_results(params["results"], inputs.get("again", ()))
     cells = with_drift_columns(tbl.cells_table(results))
     windows = tbl.windows_table(results)
@@ -58,6 +60,9 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
         "repeatability": repeatability_with_drift(cells),
         "timeline": tbl.bucket_timeline_table(results),
     }
+    if "horovod_timeline" in outputs:  # the cells that kept Horovod's timeline beside them
+        cells_dir = hvd_timeline.cells_folder(params["results"]) or "."
+        frames["horovod_timeline"] = hvd_timeline.timeline_table(results, cells_dir)
     for name, frame in frames.items():
         write(frame, outputs[name])
     counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
@@ -102,6 +107,15 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
             "no cell recorded one (strategies with gradient buckets do)",
         )
         write_table_html(shown, outputs["timeline"], "Gradient bucket timelines")
+    if "horovod_timeline" in outputs:
+        overlap = or_message(
+            read_optional(inputs["horovod_timeline"]),
+            "Horovod timelines",
+            "no cell of this study kept Horovod's timeline (config horovod_timeline: true)",
+        )
+        write_table_html(
+            overlap, outputs["horovod_timeline"], "All-reduce hidden behind backward (Horovod)"
+        )
     return f"[dpscale] {len(cells)} cells as HTML"
 
 

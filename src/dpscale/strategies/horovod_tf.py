@@ -12,14 +12,21 @@ Communication remedies (config ``comm``): ``fp16`` is Horovod's own ``hvd.Compre
 on the tape (and on the collectives mode's all-reduce); ``bucket_mb`` is Horovod's fusion
 buffer (``HOROVOD_FUSION_THRESHOLD``, default 128 MiB) and ``cycle_ms`` how often its
 background thread fuses the tensors that are ready (``HOROVOD_CYCLE_TIME``, default 1 ms).
+
+Config ``horovod_timeline`` (default false): Horovod's own timeline (``HOROVOD_TIMELINE``,
+written by rank 0) is kept beside the result, ``<cell>.horovod-timeline.json``, and the
+result names it (``system.horovod_timeline``); dpscale.analysis.horovod_timeline reads how
+much of each step's all-reduce ran before the step's last gradient was handed to Horovod.
+Opt-in: Horovod's writer thread polls its queue without sleeping, a core's worth on rank 0.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
+from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
@@ -40,6 +47,25 @@ STRATEGY = Strategy(
     one_process=False,
     multi_node=True,
     oom_patterns=("ResourceExhaustedError", "CUDNN_STATUS_ALLOC_FAILED"),
+    cell_options=(
+        CellOption(
+            "horovod_timeline",
+            {
+                "description": (
+                    "horovod-tf cells keep Horovod's own timeline (HOROVOD_TIMELINE, a Chrome "
+                    "trace written by rank 0) beside their result, <cell>.horovod-timeline.json; "
+                    "tables/horovod_timeline.csv reads from it how much of each step's "
+                    "all-reduce ran before the step's last gradient reached Horovod. Off by "
+                    "default: the trace's writer thread takes CPU from rank 0. Not part of "
+                    "the cell id; cells without it carry no key, so turning it on reruns only "
+                    "the horovod-tf cells."
+                ),
+                "type": "boolean",
+                "default": False,
+            },
+            omit_at_default=True,  # the horovod-tf cells measured before it keep their params
+        ),
+    ),
     comm=CommSupport(
         remedies=("fp16",),
         collectives=("fp16",),
@@ -68,6 +94,28 @@ def set_fusion(cell: Cell) -> tuple[float, float]:
     )
 
 
+# beside the result: <cell>.json -> <cell>.horovod-timeline.json (<cell>.again.json, measured
+# once more, -> <cell>.again.horovod-timeline.json)
+TIMELINE_SUFFIX = ".horovod-timeline.json"
+
+
+def timeline_path(out: Path) -> Path:
+    """Where a cell whose result is ``out`` keeps Horovod's timeline."""
+    return out.with_name(out.stem + TIMELINE_SUFFIX)
+
+
+def set_timeline(cell: Cell, out: Path) -> Path | None:
+    """Before hvd.init(), which reads it on every rank (the coordinator, rank 0, writes the
+    file; every rank's response cache sizes its state by it): the timeline's path where the
+    cell asks for one (config ``horovod_timeline``), else None."""
+    if not STRATEGY.option(cell, "horovod_timeline"):
+        return None
+    path = timeline_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)  # Horovod opens it, it makes no folder
+    os.environ["HOROVOD_TIMELINE"] = str(path)
+    return path
+
+
 def broadcast_initial_state(model: tf.keras.Model, optimizer: tf_ops.SGDOptimizer) -> None:
     """Rank 0's weights, batch-norm statistics and (freshly built) optimizer slots."""
     optimizer.build(model.trainable_variables)
@@ -86,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         "HOROVOD_GLOO_TIMEOUT_SECONDS", str(2 * cell.measure.collective_timeout_s)
     )
     fusion_mb, cycle_ms = set_fusion(cell)
+    timeline = set_timeline(cell, out)
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if os.environ.get("HOROVOD_CONTROLLER") == "gloo" and not hvd.gloo_enabled():
         # horovodrun's own check before the launch is left to this (dpscale.launch.horovodrun)
@@ -101,7 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     broadcast_initial_state(model, optimizer)  # [distributed] rank 0's weights to every rank
     startup.mark("broadcast")
 
-    rank = horovod_ops.HorovodRank(cell, model, optimizer, params, fusion_mb, cycle_ms)
+    rank = horovod_ops.HorovodRank(
+        cell, model, optimizer, params, fusion_mb, cycle_ms, timeline=timeline
+    )
     run_cell(cell, out, rank)
 
 
