@@ -168,22 +168,28 @@ def test_only_namespaces_whose_recorded_launcher_died_are_reaped(tmp_path, monke
 
 
 MULTI_NODE = sorted(name for name, s in STRATEGIES.items() if s.multi_node and not s.one_process)
+# mxnet-dist with a server per node: server k in node k's namespace, at its address
+SPREAD_SERVERS = pytest.param("mxnet-dist", (("mxnet_servers", 2),), id="mxnet-dist-2-servers")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MULTI_NODE)
+@pytest.mark.parametrize(
+    ("name", "options"), [*((name, ()) for name in MULTI_NODE), SPREAD_SERVERS]
+)
 def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
-    tmp_path, monkeypatch, name
+    tmp_path, monkeypatch, name, options
 ):
     """One process on each of 2 emulated nodes, for every multi-node strategy: the ranks find
     each other over the shaped link (Horovod's process sets once advertised 127.0.0.1 there),
-    and no namespace or /etc/netns file is left."""
+    and no namespace or /etc/netns file is left. mxnet-dist's servers: the one of the
+    default beside the scheduler on node 0, or one on each node."""
     from dpscale.launch.envs import ensure_env
     from dpscale.plan.cell import Measure
     from dpscale.plan.result import read_result
 
     before = set(netns.leftover())
-    cell = make_cell(name, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    network = Network("lan", rate="1gbit")
+    cell = make_cell(name, nodes=2, batch=4, network=network, options=options)
     cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 2, 2, 300))})
     out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"
     monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
@@ -192,6 +198,9 @@ def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
     assert status == result["status"] == "ok", (result["reason"], log.read_text()[-2000:])
     assert result["cell"]["world_size"] == 2
     assert len(result["measurement"]["per_rank_window_seconds"]) == 2
+    if name == "mxnet-dist":
+        servers = dict(options).get("mxnet_servers", 1)
+        assert result["system"]["mxnet_server_nodes"] == [0, 1][:servers]
     assert set(netns.leftover()) == before
 
 

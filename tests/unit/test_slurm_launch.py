@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import checks, cluster, slurm, slurm_task
+from dpscale.launch import checks, cluster, kinds, slurm, slurm_task
 from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv, srun_placement, uses_srun
 from dpscale.registry import STRATEGIES
 from helpers.slurm_fakes import no_scontrol, node
@@ -210,29 +210,76 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
 
 
-def test_mxnet_dist_runs_scheduler_and_servers_on_the_first_node_and_workers_as_tasks():
-    cell = gpu_cell("mxnet-dist", options=(("mxnet_servers", 2),))
-    launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
-    worker_command = " ".join(
-        [*SRUN_2X4, *PY, "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
-        + [*PY, "-m", "dpscale.strategies.mxnet_dist", *RUNNER]
-    )
+MXNET_TASK = [*PY, "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
+MXNET_RUNNER = [*PY, "-m", "dpscale.strategies.mxnet_dist", *RUNNER]
+
+
+def test_one_mxnet_server_runs_beside_the_scheduler_on_the_first_node_and_workers_as_tasks():
+    launch_ = render(gpu_cell("mxnet-dist"), "mxnet", "dpscale.strategies.mxnet_dist")
     assert launch_.argv == [
         HOST_PYTHON,
         "-m",
         "dpscale.launch.mxnet_ps",
         "--workers=8",
-        "--servers=2",
+        "--servers=1",
         "--timeout=60",
         "--host=gpu07",
-        f"--worker-command={worker_command}",
+        f"--worker-command={' '.join([*SRUN_2X4, *MXNET_TASK, *MXNET_RUNNER])}",
         "--",
-        *PY,
-        "-m",
-        "dpscale.strategies.mxnet_dist",
-        *RUNNER,
+        *MXNET_RUNNER,
     ]
-    assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
+    assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS, "DPSCALE_MXNET_SERVER_NODES": "0"}
+
+
+def test_mxnet_servers_are_dealt_over_the_nodes_as_tasks_as_mxnet_s_launcher_does():
+    """Server k on node k mod N (dmlc-core's tracker), one srun step beside the workers'."""
+    cell = gpu_cell("mxnet-dist", options=(("mxnet_servers", 3),))
+    launch_ = render(cell, "mxnet", "dpscale.strategies.mxnet_dist")
+    servers = [
+        "srun",
+        "--nodes=2",
+        "--ntasks=3",
+        "--cpus-per-task=1",
+        "--distribution=cyclic",
+        "--overlap",
+        "--kill-on-bad-exit=1",
+        *MXNET_TASK,
+        *MXNET_RUNNER,
+    ]
+    assert launch_.argv == [
+        HOST_PYTHON,
+        "-m",
+        "dpscale.launch.mxnet_ps",
+        "--workers=8",
+        "--servers=3",
+        "--timeout=60",
+        "--host=gpu07",  # the scheduler's
+        f"--server-command={' '.join(servers)}",
+        f"--worker-command={' '.join([*SRUN_2X4, *MXNET_TASK, *MXNET_RUNNER])}",
+        "--",
+        *MXNET_RUNNER,
+    ]
+    assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS, "DPSCALE_MXNET_SERVER_NODES": "0,1,0"}
+
+
+@pytest.mark.parametrize(
+    ("servers", "nodes", "placed"),
+    [(1, 2, [0]), (2, 2, [0, 1]), (3, 2, [0, 1, 0]), (2, 4, [0, 1]), (2, 1, [0, 0])],
+)
+def test_server_k_runs_on_node_k_mod_n(servers, nodes, placed):
+    assert kinds.server_nodes(servers, nodes) == placed
+
+
+def test_fewer_servers_than_nodes_take_the_first_nodes():
+    cell = make_cell("mxnet-dist", devices=1, nodes=2)
+    one_node = slurm.srun_spread(cell, 1, two_by_four())
+    assert one_node[:3] == ["srun", "--nodes=1", "--nodelist=gpu07"]
+    assert slurm.srun_spread(cell, 2, two_by_four())[:3] == ["srun", "--nodes=2", "--ntasks=2"]
+
+
+def test_a_server_task_registers_at_its_own_node_s_address():
+    env = slurm_task.task_env("mxnet", {**TASK_5, "DMLC_ROLE": "server"})
+    assert env == {"DMLC_ROLE": "server", "DMLC_NODE_HOST": "10.0.0.8"}
 
 
 def test_a_job_with_more_nodes_than_the_cell_names_the_first_ones():

@@ -7,7 +7,9 @@ names its kind (``Strategy.launch``) and nothing else does. Each kind renders
 * ``tasks``: the command that starts them as tasks placed on nodes (kinds with one process
   per device): SLURM tasks of an allocation (:func:`srun_placement`; dpscale.launch runs
   it after the probe step, see dpscale.launch.slurm), or tasks in the network namespaces of
-  emulated nodes (:func:`netns_placement`, started by dpscale.launch.netns_run the way srun does);
+  emulated nodes (:func:`netns_placement`, started by dpscale.launch.netns_run the way srun does).
+  mxnet-dist's parameter servers, when they are spread over the nodes, start the same way
+  (:attr:`Placement.spread`);
 * ``rank_env``: the variables one task sets from its SLURM ids before it becomes the
   runner (``python -m dpscale.launch.slurm_task <kind> -- RUNNER...``);
 * ``rank_failure``: which rank ended the cell and how (a signal or an exit code), read from
@@ -38,8 +40,9 @@ import re
 import shlex
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from dpscale.launch import slurm, slurm_rank
@@ -58,11 +61,14 @@ class Launch:
 @dataclass(frozen=True)
 class Placement:
     """Where a cell's ranks run as tasks: ``starter`` starts one task per rank (block
-    distribution over ``nodes``, in rank order), each node reachable at its address."""
+    distribution over ``nodes``, in rank order), each node reachable at its address;
+    ``spread(n)`` starts n one-CPU tasks dealt round robin over the nodes (task k on node
+    k mod N: mxnet-dist's parameter servers)."""
 
     starter: list[str]
     nodes: list[str]
     addresses: dict[str, str]
+    spread: Callable[[int], list[str]]
 
     @property
     def first_address(self) -> str:
@@ -77,20 +83,35 @@ def srun_placement(cell: Cell, allocation: slurm.Allocation) -> Placement:
         starter=slurm.srun_prefix(cell, allocation=allocation),
         nodes=list(allocation.nodes[: cell.nodes]),
         addresses=dict(allocation.node_addresses),
+        spread=partial(slurm.srun_spread, cell, allocation=allocation),
     )
 
 
-def netns_placement(cell: Cell, namespaces: list[str], addresses: list[str]) -> Placement:
-    starter = [
+def netns_starter(cell: Cell, namespaces: Sequence[str], *layout: str) -> list[str]:
+    return [
         HOST_PYTHON,
         "-m",
         "dpscale.launch.netns_run",
         f"--namespaces={','.join(namespaces)}",
-        f"--tasks-per-node={cell.devices_per_node}",
+        *layout,
         f"--timeout={cell.measure.timeout_s}",
         "--",
     ]
-    return Placement(starter, list(namespaces), dict(zip(namespaces, addresses, strict=True)))
+
+
+def netns_spread(cell: Cell, namespaces: Sequence[str], tasks: int) -> list[str]:
+    """netns_run's srun_spread: ``tasks`` tasks round robin over the first nodes."""
+    used = namespaces[: min(tasks, len(namespaces))]
+    return netns_starter(cell, used, f"--ntasks={tasks}", "--distribution=cyclic")
+
+
+def netns_placement(cell: Cell, namespaces: list[str], addresses: list[str]) -> Placement:
+    return Placement(
+        starter=netns_starter(cell, namespaces, f"--tasks-per-node={cell.devices_per_node}"),
+        nodes=list(namespaces),
+        addresses=dict(zip(namespaces, addresses, strict=True)),
+        spread=partial(netns_spread, cell, list(namespaces)),
+    )
 
 
 def runner_argv(module: str, cell_file: Path, out: Path) -> list[str]:
@@ -255,27 +276,45 @@ class Horovod(LaunchKind):
         return f"rank {rank} {describe_exit(int(code))}"
 
 
+def server_nodes(servers: int, nodes: int) -> list[int]:
+    """Each ps-lite server's node index: server k on node k mod N, as MXNet's launcher deals
+    them (dmlc-core's tracker: ssh.py starts process i on host i mod H, servers first;
+    slurm.py one srun step of S servers on S nodes). The scheduler stays on node 0."""
+    return [k % nodes for k in range(servers)]
+
+
+SERVER_NODES_ENV = "DPSCALE_MXNET_SERVER_NODES"  # read by strategies.mxnet_dist for its result
+
+
 class MXNetParameterServer(LaunchKind):
     """ps-lite (kvstore dist_sync): dpscale.launch.mxnet_ps starts the scheduler, the servers and
-    one worker per device; under SLURM the workers are srun tasks (task i is worker i)."""
+    one worker per device; under SLURM or on emulated nodes the workers are tasks (task i is
+    worker i) and the scheduler runs on the first node. Server k runs on node k mod N
+    (:func:`server_nodes`): with more than one server they start as tasks of their own
+    (``--server-command``, :attr:`Placement.spread`), each at its node's address, so every
+    worker's gradients to the servers off its node cross the link, not worker 1's alone; one
+    server stays on the first node beside the scheduler, as it always did."""
 
     name = "mxnet"
     one_process = False
     interface_variables = ("DMLC_INTERFACE",)
     rank_prefix = None  # dpscale.launch.mxnet_ps passes its processes' output through
 
-    def _job(self, cell: Cell, world: int) -> list[str]:
+    @staticmethod
+    def servers(cell: Cell) -> int:
         # the strategy's own key (imported here: SLURM tasks import this module, and need
         # no adapter)
         from dpscale.registry import strategy
 
-        servers = strategy(cell.strategy).option(cell, "mxnet_servers")
+        return strategy(cell.strategy).option(cell, "mxnet_servers")
+
+    def _job(self, cell: Cell, world: int) -> list[str]:
         return [
             HOST_PYTHON,
             "-m",
             "dpscale.launch.mxnet_ps",
             f"--workers={world}",
-            f"--servers={servers}",
+            f"--servers={self.servers(cell)}",
             f"--timeout={cell.measure.timeout_s}",
         ]
 
@@ -285,19 +324,23 @@ class MXNetParameterServer(LaunchKind):
     def tasks(
         self, cell: Cell, python: Python, runner: list[str], placement: Placement, port: int
     ) -> Launch:
+        servers = self.servers(cell)
+        placed = server_nodes(servers, len(placement.nodes))
+        argv = [*self._job(cell, cell.world_size), f"--host={placement.first_address}"]
+        if any(placed):  # a server off the first node: they all start as tasks
+            spread = [*placement.spread(servers), *ranked(self.name, python, runner)]
+            argv.append(f"--server-command={shlex.join(spread)}")
         workers = [*placement.starter, *ranked(self.name, python, runner)]
-        argv = [
-            *self._job(cell, cell.world_size),
-            f"--host={placement.first_address}",
-            f"--worker-command={shlex.join(workers)}",
-            "--",
-            *python,
-            *runner,
-        ]
-        return Launch(argv, placement.env())
+        argv += [f"--worker-command={shlex.join(workers)}", "--", *python, *runner]
+        env = placement.env()
+        env[SERVER_NODES_ENV] = ",".join(map(str, placed))
+        return Launch(argv, env)
 
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
-        out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
+        if env.get("DMLC_ROLE") == "server":  # a task of mxnet_ps's --server-command
+            out = {"DMLC_ROLE": "server"}
+        else:
+            out = {"DMLC_ROLE": "worker", "DPSCALE_LOCAL_RANK": str(ids["local_rank"])}
         if not env.get("DMLC_INTERFACE"):
             out["DMLC_NODE_HOST"] = slurm_rank.resolved(
                 slurm_rank.node_address(env, str(ids["node"]))

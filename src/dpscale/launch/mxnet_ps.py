@@ -8,10 +8,13 @@ or server process runs its event loop and exits, so one command serves every rol
 processes meet at ``DMLC_PS_ROOT_URI=127.0.0.1:DMLC_PS_ROOT_PORT`` (a free port picked here)
 and bind to 127.0.0.1 only.
 
-Across nodes (dpscale.launch.slurm): ``--host ADDR`` puts the scheduler and servers on this node's
-address instead, and ``--worker-command 'srun ... python -m dpscale.launch.slurm_task mxnet --
-python -m RUNNER ...'`` starts all N workers as one command (the launcher's tasks; each sets
-its own ``DPSCALE_LOCAL_RANK`` and ``DMLC_NODE_HOST``) instead of N local processes.
+Across nodes (dpscale.launch.slurm, emulated nodes): ``--host ADDR`` puts the scheduler and
+servers on this node's address instead, and ``--worker-command 'srun ... python -m
+dpscale.launch.slurm_task mxnet -- python -m RUNNER ...'`` starts all N workers as one command
+(the launcher's tasks; each sets its own ``DPSCALE_LOCAL_RANK`` and ``DMLC_NODE_HOST``)
+instead of N local processes. ``--server-command`` does the same for the S servers (tasks
+dealt round robin over the nodes, server k on node k mod N, as MXNet's own launcher places
+them; each registers with its own node's ``DMLC_NODE_HOST``); the scheduler stays here.
 
 Workers keep the caller's environment (``OMP_NUM_THREADS`` = the cell's threads per device)
 and get ``DPSCALE_LOCAL_RANK`` (0..N-1, for device pinning); the scheduler and servers get
@@ -102,10 +105,12 @@ class Job:
         servers: int,
         host: str = "127.0.0.1",
         worker_command: Sequence[str] = (),
+        server_command: Sequence[str] = (),
     ) -> None:
         self.command = list(command)
         self.workers_n, self.servers_n = workers, servers
         self.host, self.worker_command = host, list(worker_command)
+        self.server_command = list(server_command)
         self.port = free_port(host)
         self.infra: list[tuple[str, subprocess.Popen]] = []
         self.workers: list[subprocess.Popen] = []
@@ -113,9 +118,10 @@ class Job:
     def _start(self, role: str, extra: dict[str, str] | None = None) -> subprocess.Popen:
         env = role_env(dict(os.environ), role, self.port, self.servers_n, self.workers_n, self.host)
         env.update(extra or {})
-        if role == "worker" and self.worker_command:
+        tasks = {"worker": self.worker_command, "server": self.server_command}.get(role)
+        if tasks:
             env.pop("DMLC_NODE_HOST")  # each task sets its own node's
-            return subprocess.Popen(self.worker_command, env=env, preexec_fn=die_with_parent)
+            return subprocess.Popen(tasks, env=env, preexec_fn=die_with_parent)
         return subprocess.Popen(self.command, env=env, preexec_fn=die_with_parent)
 
     def start(self) -> None:
@@ -124,7 +130,9 @@ class Job:
             f"{self.workers_n} worker(s): {' '.join(self.command)}"
         )
         self.infra.append(("scheduler", self._start("scheduler")))
-        for index in range(self.servers_n):
+        if self.server_command:  # one command starts every server
+            self.infra.append(("servers", self._start("server")))
+        for index in range(0 if self.server_command else self.servers_n):
             self.infra.append((f"server {index}", self._start("server")))
         if self.worker_command:  # one command starts every worker
             self.workers.append(self._start("worker"))
@@ -183,10 +191,11 @@ def run(
     timeout_s: float | None = None,
     host: str = "127.0.0.1",
     worker_command: Sequence[str] = (),
+    server_command: Sequence[str] = (),
 ) -> int:
     with contextlib.suppress(OSError):  # ps-lite hands hosts to every node as given: an IP
         host = socket.gethostbyname(host)
-    job = Job(command, workers, servers, host, worker_command)
+    job = Job(command, workers, servers, host, worker_command, server_command)
 
     def stop(signum, _frame):
         raise SystemExit(128 + signum)
@@ -212,13 +221,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--worker-command", default="", help="command line that starts all workers (srun ...)"
     )
+    parser.add_argument(
+        "--server-command", default="", help="command line that starts all servers (srun ...)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.workers < 1 or args.servers < 1:
         parser.error("need --workers >= 1, --servers >= 1 and a command after --")
-    workers = shlex.split(args.worker_command)
-    sys.exit(run(command, args.workers, args.servers, args.timeout, args.host, workers))
+    workers, servers = shlex.split(args.worker_command), shlex.split(args.server_command)
+    sys.exit(run(command, args.workers, args.servers, args.timeout, args.host, workers, servers))
 
 
 if __name__ == "__main__":

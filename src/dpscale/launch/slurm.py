@@ -360,3 +360,22 @@ def srun_prefix(
         # every task sees all of its node's GPUs and pins the one of its local rank
         flags.append(f"--gres=gpu:{cell.devices_per_node}")
     return flags
+
+
+def srun_spread(cell: Cell, tasks: int, allocation: Allocation | None = None) -> list[str]:
+    """``srun`` for ``tasks`` one-CPU tasks dealt round robin over the cell's first nodes:
+    task k on node k mod N (``--distribution=cyclic`` over min(tasks, N) nodes), as MXNet's
+    launcher spreads its parameter servers. ``--overlap``: the ranks' step, which asks for
+    all of the job's CPUs, shares theirs (as it shared them with servers started on the
+    first node outside any step) instead of waiting for this step to end."""
+    nodes = min(tasks, cell.nodes)
+    flags = ["srun", f"--nodes={nodes}"]
+    if allocation is not None and allocation.num_nodes > nodes:
+        flags.append(f"--nodelist={','.join(allocation.nodes[:nodes])}")
+    return flags + [
+        f"--ntasks={tasks}",
+        "--cpus-per-task=1",
+        "--distribution=cyclic",
+        "--overlap",
+        "--kill-on-bad-exit=1",
+    ]

@@ -5,6 +5,12 @@ ps-lite scheduler, the servers (``mxnet_servers`` in the config) and the workers
 scheduler or server process ``import mxnet`` serves until the job ends and exits, so only
 workers get past the imports.
 
+Across nodes the scheduler runs on the first node and server k on node k mod N, as MXNet's own
+launcher deals them (dpscale.launch.kinds.server_nodes): with one server per node every
+worker's pushes and pulls to the servers off its node cross the link; with the one server
+of the default, only the other nodes' workers' do. The result records the servers' nodes
+(``system.mxnet_server_nodes``) beside ``system.mxnet_servers``.
+
 Synthetic mode: the Trainer updates on the kvstore (Gluon's default for dist kvstores, the
 classic parameter server): workers push gradients, the servers sum them over workers and
 apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries broadcasts
@@ -55,8 +61,11 @@ STRATEGY = Strategy(
             {
                 "description": (
                     "Parameter servers started for each mxnet-dist cell (beside its scheduler "
-                    "and one worker per device). Not part of the cell id; Snakemake reruns "
-                    "the mxnet-dist cells when it changes, and no other cells."
+                    "and one worker per device). Across N nodes server k runs on node k mod N "
+                    "and the scheduler on the first, as MXNet's launcher places them: the node "
+                    "count has every worker's traffic cross the link (with 1 server, the "
+                    "first node's workers never use it). Not part of the cell id; "
+                    "Snakemake reruns the mxnet-dist cells when it changes, and no other cells."
                 ),
                 "type": "integer",
                 "minimum": 1,
@@ -102,6 +111,15 @@ def applied(cell: Any) -> dict[str, Any]:
         # only the workers' pushes are compressed; the servers' replies are float32
         "wire_ratio": parameter_server_ratio(cell.comm.nominal_ratio or 1.0),
     }
+
+
+def server_nodes(cell: Any) -> list[int]:
+    """Each server's node index, as the launch kind placed them (its
+    ``DPSCALE_MXNET_SERVER_NODES``, e.g. ``0,1``); started on this machine alone: all on it."""
+    placed = os.environ.get("DPSCALE_MXNET_SERVER_NODES")
+    if placed:
+        return [int(node) for node in placed.split(",")]
+    return [0] * STRATEGY.option(cell, "mxnet_servers")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         split=cell.comm.name in SPLIT,
         system_extra={
             "mxnet_servers": STRATEGY.option(cell, "mxnet_servers"),
+            "mxnet_server_nodes": server_nodes(cell),
             "comm": applied(cell),
         },
     )
