@@ -247,7 +247,10 @@ def test_a_remedy_limited_to_networks_runs_only_there_and_training_takes_train_c
         comm=["none", "fp16", {"name": "delayed-fp16", "networks": ["slow"]}],
     )
     default_config["train"].update(strategies=["torch-ddp"], nodes=[2], comm=["none", "fp16"])
+    default_config["devices_per_node"] = [1, 2]
+    default_config["train"]["devices_per_node"] = [1]
     cells = expand(check(default_config), STRATEGIES)
+    assert {(c.nodes, c.devices_per_node) for c in cells if c.mode == "train"} == {(2, 1)}
     synthetic = {(c.network.name, c.comm.key) for c in cells if c.mode == "synthetic"}
     assert ("slow", "delayed-fp16") in synthetic and ("fast", "delayed-fp16") not in synthetic
     assert ("fast", "fp16") in synthetic
@@ -296,6 +299,11 @@ def test_a_powersgd_start_makes_training_cells_of_its_own_and_others_keep_their_
         (
             {"train": {"comm": [{"name": "powersgd", "start": 0}]}},
             "train.comm[0].start: 0 is not allowed; allowed: an integer >= 2",
+        ),
+        (
+            {"train": {"devices_per_node": [3]}},
+            "train.devices_per_node[0]: 3 is not one of the study's devices_per_node; "
+            "allowed: [1, 2]",
         ),
         (
             {"train": {"comm": ["fp32"]}},

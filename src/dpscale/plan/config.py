@@ -339,12 +339,14 @@ def _check_predict(predict: Any, networks: list[Any]) -> None:
 
 
 def _check_train_nodes(config: dict[str, Any]) -> None:
-    for index, nodes in enumerate(config["train"]["nodes"] or []):
-        if nodes not in config["nodes"]:
-            raise ConfigError(
-                f"train.nodes[{index}]: {nodes} is not one of the study's nodes; "
-                f"allowed: {sorted(config['nodes'])}"
-            )
+    """``train.nodes`` and ``train.devices_per_node``: subsets of the study's own."""
+    for key in ("nodes", "devices_per_node"):
+        for index, value in enumerate(config["train"][key] or []):
+            if value not in config[key]:
+                raise ConfigError(
+                    f"train.{key}[{index}]: {value} is not one of the study's {key}; "
+                    f"allowed: {sorted(config[key])}"
+                )
 
 
 def _check_paths(config: dict[str, Any]) -> None:

@@ -248,7 +248,7 @@ def _training_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) 
         train["strategies"] or config["strategies"],
         train["models"],
         sorted(train["nodes"] or config["nodes"]),
-        sorted(config["devices_per_node"]),
+        sorted(train["devices_per_node"] or config["devices_per_node"]),
         sorted(train["batch_sizes"]),
         train["lr_rules"],
         enumerate(train["seeds"]),
