@@ -12,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import TABLE_FILES, TABLES, make_cell
@@ -232,7 +233,7 @@ def test_aggregate_writes_a_row_per_cell_that_kept_a_trace(tmp_path):
     aggregate_step(tmp_path / "tables", [path])
     table = read(tmp_path / "tables" / "horovod_timeline.csv")
     assert table["cell_id"].tolist() == [cell.cell_id] and table["steps"].tolist() == [3]
-    assert "hidden_fraction" in html_step(tmp_path / "tables").read_text()
+    assert "hidden share" in html_step(tmp_path / "tables").read_text()
 
 
 def horovod_cells(config: dict) -> dict[str, object]:
@@ -268,3 +269,20 @@ def test_the_option_set_changes_only_the_horovod_cells_params(default_config):
 def test_the_option_is_a_boolean(default_config):
     with pytest.raises(ConfigError, match="horovod_timeline"):
         plan_study({**default_config, "horovod_timeline": "yes"}, STRATEGIES)
+
+
+def test_the_report_shows_each_measure_with_its_interval_and_the_hidden_share_first():
+    from dpscale.analysis.horovod_timeline import COLUMNS, shown
+
+    row = dict.fromkeys(COLUMNS)
+    row.update(nodes=2, devices_per_node=1, network="1gbe", batch_per_device=16, comm="none")
+    row.update(steps=18, hidden_fraction=0.08, reason=None)
+    row.update(allreduce_s=0.4, allreduce_s_lo=0.39, allreduce_s_hi=0.41)
+    row.update(hidden_s=0.03, hidden_s_lo=0.02, hidden_s_hi=0.05)
+    row.update(exposed_s=0.35, exposed_s_lo=float("nan"), exposed_s_hi=float("nan"))
+    table = shown(pd.DataFrame([row], columns=COLUMNS))
+    assert table.loc[0, "hidden_s [95%]"] == "0.030 [0.020, 0.050]"
+    assert table.loc[0, "exposed_s [95%]"] == "0.350 (too few steps for an interval)"
+    assert table.loc[0, "hidden share"] == "8%"
+    assert "cell_id" not in table.columns
+    assert shown(pd.DataFrame(columns=COLUMNS)).empty

@@ -240,3 +240,28 @@ def cells_folder(paths: Iterable[str | Path]) -> Path | None:
         if folder is not None:
             return folder
     return None
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The report's view: the layout, then each measure as median [95% interval] in seconds
+    per step and the hidden share, the answer before the bookkeeping (the CSV keeps all)."""
+    if table.empty:
+        return table
+    out = table[["nodes", "devices_per_node", "network", "batch_per_device", "comm", "steps"]]
+    out = out.copy()
+    for measure in MEASURES:
+        out[f"{measure} [95%]"] = [
+            _with_interval(row[measure], row[f"{measure}_lo"], row[f"{measure}_hi"])
+            for _, row in table.iterrows()
+        ]
+    out["hidden share"] = [f"{v:.0%}" if pd.notna(v) else "" for v in table["hidden_fraction"]]
+    out["reason"] = [r if isinstance(r, str) else "" for r in table["reason"]]
+    return out
+
+
+def _with_interval(median: float, lo: float, hi: float) -> str:
+    if pd.isna(median):
+        return ""
+    if pd.isna(lo) or pd.isna(hi):
+        return f"{median:.3f} (too few steps for an interval)"
+    return f"{median:.3f} [{lo:.3f}, {hi:.3f}]"

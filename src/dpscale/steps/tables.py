@@ -109,7 +109,7 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
         write_table_html(shown, outputs["timeline"], "Gradient bucket timelines")
     if "horovod_timeline" in outputs:
         overlap = or_message(
-            read_optional(inputs["horovod_timeline"]),
+            hvd_timeline.shown(read_optional(inputs["horovod_timeline"])),
             "Horovod timelines",
             "no cell of this study kept Horovod's timeline (config horovod_timeline: true)",
         )
