@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.tables import TIMELINE_CELL, cell_row
+from dpscale.plan.result import cells_dir_of
 
 ALLREDUCE, NEGOTIATE = "ALLREDUCE", "NEGOTIATE_ALLREDUCE"
 GRADIENT_SCOPE = "_Allreduce/"  # in the names of the gradient wrappers' all-reduces
@@ -234,12 +235,8 @@ def timeline_table(results: Iterable[dict[str, Any]], cells_dir: str | Path) -> 
 
 
 def cells_folder(paths: Iterable[str | Path]) -> Path | None:
-    """The ``cells`` folder the results lie under (plan.result.archive_path's convention)."""
-    for path in paths:
-        folder = next((p for p in Path(path).parents if p.name == "cells"), None)
-        if folder is not None:
-            return folder
-    return None
+    """The ``cells`` folder the results lie under."""
+    return next((f for f in map(cells_dir_of, paths) if f is not None), None)
 
 
 def shown(table: pd.DataFrame) -> pd.DataFrame:

@@ -119,7 +119,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     _check_combinations(filled)
     _check_paths(filled)
     _check_imports(filled["imports"])
-    _check_train_nodes(filled)
+    _check_train_layouts(filled)
     _check_cost(filled)
     return filled
 
@@ -338,7 +338,7 @@ def _check_predict(predict: Any, networks: list[Any]) -> None:
         raise ConfigError(f"predict.networks: names must be unique; got {names}")
 
 
-def _check_train_nodes(config: dict[str, Any]) -> None:
+def _check_train_layouts(config: dict[str, Any]) -> None:
     """``train.nodes`` and ``train.devices_per_node``: subsets of the study's own."""
     for key in ("nodes", "devices_per_node"):
         for index, value in enumerate(config["train"][key] or []):

@@ -114,9 +114,14 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
+def cells_dir_of(result_path: str | Path) -> Path | None:
+    """The ``<results>/cells`` folder a result lies under, or None."""
+    return next((p for p in Path(result_path).parents if p.name == "cells"), None)
+
+
 def archive_path(result_path: Path, result: dict[str, Any]) -> Path:
     """``<results>/runs/<cell_id>/<started_at>-<pid>-<status>.json`` beside ``<results>/cells/``."""
-    cells_dir = next((p for p in result_path.parents if p.name == "cells"), None)
+    cells_dir = cells_dir_of(result_path)
     if cells_dir is None:
         raise ValueError(f"result path {result_path} is not under a 'cells' folder")
     stamp = result["started_at"].replace(":", "").replace("+0000", "Z")
