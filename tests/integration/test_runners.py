@@ -78,6 +78,34 @@ def test_runner_measures_and_ranks_agree(tmp_path, name):
         check_horovod_timeline(tmp_path, result)
 
 
+# A target no window meets, and one every window meets: the ranks add windows together
+# (Rank.agree) up to max_windows, or stop together at the first ``windows``.
+ADAPTIVE = {"never met": (1e-9, 4), "met at once": (10.0, 2)}
+
+
+@pytest.mark.parametrize("target", sorted(ADAPTIVE))
+@pytest.mark.parametrize("name", sorted(n for n in STRATEGIES if not strategy(n).one_process))
+def test_several_ranks_measure_adaptively_together(tmp_path, name, target):
+    target_ci, windows_run = ADAPTIVE[target]
+    adaptive = Measure(
+        warmup_steps=1,
+        windows=2,
+        steps_per_window=1,
+        timeout_s=600,
+        target_ci=target_ci,
+        max_windows=4,
+    )
+    cell = Cell("test", name, MODEL, "synthetic", 1, 2, 2, measure=adaptive)
+    out = cell.result_path(tmp_path / "results")
+    status = launcher.launch(cell, out, prefix_for(strategy(name).env), tmp_path / "cell.log")
+    result = read_result(out)
+    assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
+    measurement = result["measurement"]
+    assert measurement["adaptive"]["windows_run"] == windows_run
+    assert [len(w) for w in measurement["per_rank_window_seconds"]] == [windows_run] * 2
+    assert len(set(measurement["rank_param_checksums"])) == 1
+
+
 def test_mxnet_dist_with_several_servers(tmp_path):
     status, result = measure(tmp_path, "mxnet-dist", 2, options=(("mxnet_servers", 2),))
     assert status == "ok", result["reason"]

@@ -456,6 +456,16 @@ def test_adaptive_measuring_reaches_the_cells_and_is_checked(default_config):
     one = next(c for c in cells if c.world_size == 1)
     assert one.measure.adaptive_kwargs(processes=1) == {"target_ci": 0.02, "max_windows": 20}
     assert one.measure.adaptive_kwargs(processes=2) == {}  # ranks would have to agree
+
+    def agree(done: bool) -> bool:
+        return done
+
+    assert one.measure.adaptive_kwargs(processes=2, agree=agree) == {
+        "target_ci": 0.02,
+        "max_windows": 20,
+        "world_size": 2,
+        "agree": agree,
+    }
     default_config["measure"].update(max_windows=2)
     with pytest.raises(ConfigError, match="^measure.max_windows: 2 is less than"):
         check(default_config)

@@ -101,6 +101,9 @@ class HorovodRank(Rank):
     def gather(self, value: Any) -> list[Any]:
         return hvd.allgather_object(value)  # [distributed] every rank's value, rank order
 
+    def agree(self, done: bool) -> bool:
+        return all(hvd.allgather_object(done))  # [distributed] done only if all are
+
     def param_checksums(self) -> list[str]:
         return [tf_ops.trained_param_checksum(self.model)]
 

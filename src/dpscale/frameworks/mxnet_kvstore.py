@@ -110,16 +110,21 @@ class FileGather:
     def _file(self, call: int, rank: int) -> Path:
         return self.out.with_name(f".{self.out.name}.gather{call}.rank{rank}.json")
 
-    def __call__(self, value: Any) -> list[Any]:
+    def __call__(self, value: Any, everyone: bool = False) -> list[Any]:
+        """Every worker's value on worker 0 (``everyone``: on every worker, with a second
+        barrier so that no file goes before every worker has read it)."""
         call = next(self.calls)
         write_json_atomic(self._file(call, self.kv.rank), {"value": value})
         self.kv._barrier()  # [distributed] every worker's file is complete
-        if self.kv.rank != 0:
+        if self.kv.rank != 0 and not everyone:
             return []
         files = [self._file(call, r) for r in range(self.kv.num_workers)]
         values = [json.loads(f.read_text())["value"] for f in files]
-        for f in files:
-            f.unlink(missing_ok=True)
+        if everyone:
+            self.kv._barrier()  # [distributed] every worker has read every file
+        if self.kv.rank == 0:
+            for f in files:
+                f.unlink(missing_ok=True)
         return values
 
 
@@ -171,6 +176,10 @@ class KVStoreRank(MXNetRank):
 
     def gather(self, value: Any) -> list[Any]:
         return self._gather(value)  # [distributed] files, then a kvstore barrier
+
+    def agree(self, done: bool) -> bool:
+        # files and barriers, not the kvstore: in synthetic mode its servers run the optimizer
+        return all(self._gather(done, everyone=True))  # [distributed] done only if all are
 
     def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:
         return self._allreduce(nbytes)  # [distributed] a pushpull per message size

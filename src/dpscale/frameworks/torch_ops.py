@@ -330,6 +330,13 @@ class DistributedTorchRank(TorchRank):
         dist.all_gather_object(values, value)  # [distributed] every rank's value, rank order
         return values
 
+    def agree(self, done: bool) -> bool:
+        flag = torch.tensor([int(done)], dtype=torch.int32)  # gloo and nccl both take CPU here
+        if self.device.type == "cuda":
+            flag = flag.to(self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)  # [distributed] done only if all are
+        return bool(flag.item())
+
     def device_names(self) -> list[str]:
         return [torch.cuda.get_device_name(self.device)] if self.device.type == "cuda" else []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,8 @@ class ModelConfig:
 class Measure:
     """The timing protocol (runner.timing). With ``target_ci`` set, windows are added after
     the first ``windows`` until the 95% CI half-width of the mean is within ``target_ci`` x
-    the mean, or ``max_windows``; only 1-process cells adapt unless the runner passes an
-    agreement across ranks (runner.timing.time_windows)."""
+    the mean, or ``max_windows``; several ranks adapt together through an agreement
+    across them (runner.rank.Rank.agree)."""
 
     warmup_steps: int = 5
     windows: int = 5
@@ -50,13 +51,18 @@ class Measure:
     # (launch.contention names it and judges whether they stayed network-bound)
     oversubscribe: bool = False
 
-    def adaptive_kwargs(self, processes: int = 1) -> dict:
-        """time_windows' adaptive arguments for a cell of ``processes`` timing processes
-        without an agreement callback: none (fixed windows) when several would have to
-        agree."""
-        if self.target_ci is None or processes > 1:
+    def adaptive_kwargs(
+        self, processes: int = 1, agree: Callable[[bool], bool] | None = None
+    ) -> dict:
+        """time_windows' adaptive arguments for a cell of ``processes`` timing processes:
+        none (fixed windows) when several would have to agree and ``agree`` (whether every
+        rank is done) is not given."""
+        if self.target_ci is None or (processes > 1 and agree is None):
             return {}
-        return {"target_ci": self.target_ci, "max_windows": self.max_windows}
+        adaptive = {"target_ci": self.target_ci, "max_windows": self.max_windows}
+        if processes > 1:
+            adaptive.update(world_size=processes, agree=agree)
+        return adaptive
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ The loop then does the same thing for every strategy:
 1. collectives mode: time the strategy's all-reduce at each message size by the same
    protocol (runner.timing), buffers created before each size's warm-up;
    synthetic mode: time the training step by the core protocol (runner.timing: warm-up,
-   synchronised windows), then, where the strategy has gradient buckets (torch-ddp), a few
+   synchronised windows; with ``measure.target_ci``, more windows until every rank agrees
+   the interval is narrow enough), then, where the strategy has gradient buckets (torch-ddp), a few
    more steps timed in their parts with each bucket's ready time (Rank.bucket_timeline),
    then the device's dense matrix-multiply peak with the same protocol (for model FLOPs
    utilisation);
@@ -103,6 +104,10 @@ class Guards:
     def backend(self, backend: TrainingBackend) -> TrainingBackend:
         return GuardedBackend(backend, self.deadline, self.watchdog)
 
+    def agreement(self, rank: Rank) -> Callable[[bool], bool]:
+        """Whether every rank is done measuring (Rank.agree), under the step watchdog."""
+        return lambda done: self.call(rank.agree, done)  # [distributed]
+
     def call(self, call: Callable[..., T], *args: Any) -> T:
         """``call`` under the step watchdog, if any (steps outside the timed windows)."""
         return self.watchdog.call(call, *args) if self.watchdog else call(*args)
@@ -177,7 +182,7 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
             m.windows,
             m.steps_per_window,
             log,
-            **m.adaptive_kwargs(processes=rank.size),  # several ranks would have to agree
+            **m.adaptive_kwargs(processes=rank.size, agree=guards.agreement(rank)),
         )
         mine["span"] = last_timed_span()  # what the launcher's contention verdict covers
         timeline = guards.call(rank.bucket_timeline, TIMELINE_STEPS)  # [distributed] steps

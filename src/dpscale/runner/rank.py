@@ -75,6 +75,13 @@ class Rank:
         """Every rank's ``value`` in rank order (needed on rank 0 only)."""
         return [value]
 
+    def agree(self, done: bool) -> bool:
+        """Whether every rank is ``done`` (adaptive measuring: all ranks must run the same
+        windows, since they step in lockstep through collectives); a collective."""
+        if self.size == 1:
+            return done
+        raise NotImplementedError(f"{self.framework}: no agreement across ranks")
+
     def device_names(self) -> list[str]:
         """The accelerator names this rank's framework reports (empty on CPU)."""
         return []

@@ -27,10 +27,8 @@ from dpscale.runner.timing import (
 
 
 def adaptive_record(cell: Cell, windows: Sequence[float]) -> dict[str, Any]:
-    """How adaptive measuring ended: the target, the windows run, whether it was reached.
-
-    Multi-process runners time a fixed ``windows`` until they pass an agreement across
-    ranks to ``time_windows`` (then ``windows_run`` may exceed ``windows``)."""
+    """How adaptive measuring ended: the target, the windows run, whether it was reached
+    (on the windows as recorded: the slowest rank's, where every rank voted on its own)."""
     m = cell.measure
     return {
         "target_ci": m.target_ci,
