@@ -134,7 +134,8 @@ def _unmeasured(
 
 def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
     """The environment the cell's processes start with: dpscale importable, one thread pool
-    per device, the interpreter's own settings, and a real interconnect's interface."""
+    per device, the interpreter's own settings, no GPU for a CPU cell, and a real
+    interconnect's interface."""
     env = dict(os.environ)
     threads = str(cell.threads_per_device)
     env.update(
@@ -146,6 +147,10 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
         DPSCALE_COMMIT=git_commit(),
         **interpreter.environment(env),
     )
+    if cell.accelerator == "cpu":
+        # a CPU cell sees no GPU: framework code that asks whether CUDA is available (torch's
+        # PowerSGD hook synchronises CUDA then, on CPU tensors too, and fails) takes its CPU path
+        env["CUDA_VISIBLE_DEVICES"] = ""
     if cell.network.interface:  # a real interconnect, selected by name (config networks)
         for variable in kind(strategy(cell.strategy).launch).interface_variables:
             env[variable] = cell.network.interface
