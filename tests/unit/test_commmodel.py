@@ -210,24 +210,6 @@ def test_comm_fits_replace_the_configured_rate():
     assert value(parameters, "additive", "eta") == pytest.approx(1.0, rel=1e-3)
 
 
-def test_a_link_is_the_bus_bandwidth_measured_at_the_largest_message_where_there_is_one():
-    fits = pd.DataFrame(
-        {
-            "strategy": ["torch-ddp"] * 2,
-            "network": ["slow", "fast"],
-            "nodes": [2, 2],
-            "status": ["ok", "ok"],
-            "alpha_s": [1e-4, 1e-4],
-            "beta_GB_s": [0.108, 1.0],  # the fit over every size, 4 bytes counted as much
-            "largest_busbw_GB_s": [0.119, math.nan],  # the gradient's all-reduce; none
-        }
-    )
-    links = commmodel.links_from_config(NETWORKS, fits, "torch-ddp")
-    assert links["slow"].beta_ref == pytest.approx(0.119e9)
-    assert links["fast"].beta_ref == pytest.approx(1.0e9)  # nothing larger: the fit
-    assert links["slow"].alpha_ref == pytest.approx(1e-4)
-
-
 def _fewest_ranks_rows(validation: pd.DataFrame) -> pd.DataFrame:
     return validation[
         (validation["scheme"] == commmodel.FEWEST_RANKS) & (validation["overlap"] == "additive")

@@ -59,8 +59,6 @@ COMM_FITS_COLUMNS = [
     "beta_hi_GB_s",
     "r2",
     "points",
-    "largest_bytes",
-    "largest_busbw_GB_s",
     "status",
     "reason",
 ]
@@ -183,25 +181,12 @@ def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
                 beta_hi_GB_s=fit.beta_hi_bytes_s / 1e9,
                 r2=fit.r2,
                 points=fit.points,
-                **_largest(points),
                 status="ok",
                 reason=None,
             )
         rows.append(row)
     # beta_hi_GB_s is inf where the data bound the bandwidth only from below
     return pd.DataFrame(rows).reindex(columns=COMM_FITS_COLUMNS)
-
-
-def _largest(points: pd.DataFrame) -> dict[str, float]:
-    """The bus bandwidth measured at the group's largest message (the gradient, in a study's
-    collectives cells): what the step model sends its buckets at. The fitted beta weighs
-    every size alike, and over TCP the sizes do not lie on one line."""
-    largest = points[points["message_bytes"] == points["message_bytes"].max()]
-    busbw = largest["busbw_GB_s"] if "busbw_GB_s" in largest else pd.Series(dtype=float)
-    return {
-        "largest_bytes": float(largest["message_bytes"].iloc[0]),
-        "largest_busbw_GB_s": float(busbw.median()) if busbw.notna().any() else math.nan,
-    }
 
 
 # rank_count_table: the ring law fitted on the fewest ranks, checked on more

@@ -80,11 +80,10 @@ def _link_from_comm_fits(
         & (comm_fits["status"] == "ok")
         & ((comm_fits["nodes"] == 1) if intra else (comm_fits["nodes"] > 1))
     ]
-    rows = rows.assign(link_GB_s=_link_bandwidth(rows))
-    rows = rows[np.isfinite(rows["link_GB_s"]) & (rows["link_GB_s"] > 0)]
+    rows = rows[np.isfinite(rows["beta_GB_s"].astype(float)) & (rows["beta_GB_s"] > 0)]
     if rows.empty:
         return unknown
-    beta = float(rows["link_GB_s"].median()) * 1e9
+    beta = float(rows["beta_GB_s"].median()) * 1e9
     alpha = float(rows["alpha_s"].clip(lower=0).median())
     return Link(unknown.name, beta, alpha, False, "comm_fits")
 
@@ -107,14 +106,3 @@ def observations(windows: pd.DataFrame, trainable_params: dict[str, int]) -> pd.
         ring.gradient_bytes(int(trainable_params.get(m, 0))) for m in table["model"]
     ]
     return table.reindex(columns=columns)
-
-
-def _link_bandwidth(comm_fits: pd.DataFrame) -> pd.Series:
-    """GB/s: the bus bandwidth measured at the largest message, where the table has it (the
-    gradient's buckets are megabytes; the fitted beta, weighing 4 bytes as much as the
-    gradient, read up to 10% below it on emulated 1 GbE), else the fitted beta."""
-    fitted = comm_fits["beta_GB_s"].astype(float)
-    if "largest_busbw_GB_s" not in comm_fits:
-        return fitted
-    largest = comm_fits["largest_busbw_GB_s"].astype(float)
-    return largest.where(np.isfinite(largest) & (largest > 0), fitted)
