@@ -12,6 +12,8 @@ import pytest
 
 from dpscale.analysis import commmodel
 from dpscale.analysis.commmodel import buckets
+from dpscale.analysis.commmodel.fitting import choose_parameters
+from dpscale.analysis.commmodel.inputs import observations
 from dpscale.analysis.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
 
 PARAMS = 11_000_000
@@ -227,3 +229,18 @@ def test_the_throughput_figure_curves_follow_the_bucket_form():
     measured = curves[eight & (curves["batch_per_device"] == 8.0)]
     truth = 8 * 8 / true_step(8, 1, "slow", 8.0)
     assert measured["img_s"].iloc[0] == pytest.approx(truth, rel=1e-3)
+
+
+def test_an_extra_latency_per_hop_is_fitted_only_where_an_all_reduce_outlasts_a_step():
+    # where every all-reduce hides behind backward, the latency and kappa trade places
+    timeline = buckets.timelines(timeline_table())[("torch-ddp", "m")]
+    links = commmodel.links_from_config(NETWORKS, comm_fits(), "torch-ddp")
+
+    def fitted(layouts: list[tuple[int, int, str]]) -> list[str]:
+        obs = observations(windows(layouts), {"m": PARAMS})
+        obs = obs[obs["batch_per_device"] >= 8]  # steps of 0.22 s and more
+        return choose_parameters(obs, links, "buckets", timeline).names
+
+    fast_only = [(1, 1, "host"), (1, 2, "host"), (2, 1, "fast")]  # all-reduces 0.04-0.09 s
+    assert "alpha0" not in fitted(fast_only) and "kappa" in fitted(fast_only)
+    assert "alpha0" in fitted(fast_only + [(2, 1, "slow")])  # 0.35 s: longer than a step

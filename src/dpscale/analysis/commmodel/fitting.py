@@ -22,6 +22,7 @@ from dpscale.analysis.commmodel.model import (
     design,
     step_seconds,
 )
+from dpscale.plan import ring
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # The max form's kinks make the optimiser crawl; 200 steps from each start are plenty for
@@ -131,7 +132,7 @@ def choose_parameters(
         form=form,
         free_links=free,
         fit_sigma=bool((rows.colocated > 1).any()),
-        fit_alpha0=len(referenced) >= 2,
+        fit_alpha0=len(referenced) >= 2 and (form != BUCKETS or _exposed(single, multi, rows)),
         fit_eta=bool(has_ref.any()),
         # the compute communication takes on shared cores: told apart from the co-location
         # slowdown only by links of different speeds
@@ -140,6 +141,23 @@ def choose_parameters(
     if len(obs) <= len(parameters.names):
         raise NotEnoughData(f"{len(obs)} configurations for {len(parameters.names)} parameters")
     return parameters
+
+
+def _exposed(single: pd.DataFrame, multi: pd.DataFrame, rows: Design) -> bool:
+    """Whether some multi-rank configuration's all-reduce, on its referenced link, takes at
+    least one rank's whole step at its batch: only there does the bucket form see an extra
+    latency per hop on the step's critical path. Where every all-reduce hides behind the
+    backward pass, that latency and kappa both only lengthen the step a little, and the fit
+    cannot tell them apart (post 003 mini, 1 GbE held out: 16 ms a hop and kappa 0, every
+    1 GbE step 10-14% too slow)."""
+    one_rank = single.groupby("batch_per_device")["step_time_s"].median()
+    if one_rank.empty:
+        return False
+    network = ring.ring_allreduce_seconds(rows.message, rows.ranks, rows.beta_ref, rows.alpha_ref)
+    batches = one_rank.index.to_numpy(dtype=float)
+    nearest = [batches[np.abs(batches - b).argmin()] for b in multi["batch_per_device"]]
+    alone = one_rank.loc[nearest].to_numpy(dtype=float)
+    return bool(np.any(np.isfinite(network) & (network >= alone)))
 
 
 def fit_model(
