@@ -331,8 +331,8 @@ class DistributedTorchRank(TorchRank):
         return values
 
     def agree(self, done: bool) -> bool:
-        flag = torch.tensor([int(done)], dtype=torch.int32)  # gloo and nccl both take CPU here
-        if self.device.type == "cuda":
+        flag = torch.tensor([int(done)], dtype=torch.int32)
+        if self.device.type == "cuda":  # nccl reduces CUDA tensors only
             flag = flag.to(self.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)  # [distributed] done only if all are
         return bool(flag.item())

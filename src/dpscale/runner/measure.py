@@ -9,10 +9,10 @@ The loop then does the same thing for every strategy:
    protocol (runner.timing), buffers created before each size's warm-up;
    synthetic mode: time the training step by the core protocol (runner.timing: warm-up,
    synchronised windows; with ``measure.target_ci``, more windows until every rank agrees
-   the interval is narrow enough), then, where the strategy has gradient buckets (torch-ddp), a few
-   more steps timed in their parts with each bucket's ready time (Rank.bucket_timeline),
-   then the device's dense matrix-multiply peak with the same protocol (for model FLOPs
-   utilisation);
+   the interval is narrow enough), then, where the strategy has gradient buckets
+   (torch-ddp), a few more steps timed in their parts with each bucket's ready time
+   (Rank.bucket_timeline), then the device's dense matrix-multiply peak with the same
+   protocol (for model FLOPs utilisation);
    training mode: runner.training.run_training;
    in every mode the first collective is under a deadline, and later ones under a step
    watchdog where the framework has no timeout of its own (runner.faults);

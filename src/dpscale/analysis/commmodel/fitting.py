@@ -149,7 +149,7 @@ def _exposed(single: pd.DataFrame, multi: pd.DataFrame, rows: Design) -> bool:
     latency per hop on the step's critical path. Where every all-reduce hides behind the
     backward pass, that latency and kappa both only lengthen the step a little, and the fit
     cannot tell them apart (post 003 mini, 1 GbE held out: 16 ms a hop and kappa 0, every
-    1 GbE step 10-14% too slow)."""
+    1 GbE step 10-20% too slow)."""
     one_rank = single.groupby("batch_per_device")["step_time_s"].median()
     if one_rank.empty:
         return False
