@@ -17,10 +17,10 @@ from dpscale.analysis.words import (
     delta_words,
     even_interval,
     is_known,
-    layout_words,
     readable_model,
 )
 from dpscale.plan.columns import LAYOUT
+from dpscale.plan.layout import Layout
 
 TIE_RULE = "the smaller break-even batch, then fewer nodes, then fewer devices"
 
@@ -50,7 +50,7 @@ def _break_even(row: dict[str, Any], findings: pd.DataFrame) -> tuple[float, flo
 
 
 def _where(row: dict[str, Any]) -> str:
-    return layout_words(int(row["nodes"]), int(row["devices_per_node"]), row["network"])
+    return Layout(int(row["nodes"]), int(row["devices_per_node"])).words(row["network"])
 
 
 def _even_words(row: dict[str, Any], findings: pd.DataFrame) -> str:
@@ -183,7 +183,7 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
             f"run of any layout{deadline}"
         )
     elif best:
-        where = layout_words(int(best["nodes"]), int(best["devices_per_node"]), best["network"])
+        where = Layout(int(best["nodes"]), int(best["devices_per_node"])).words(best["network"])
         text += (
             f"; the cheapest run of {prices.run_epochs:g} epochs{deadline}, start-up included, is "
             f"{best['strategy']} on {where} at per-device batch {int(best['batch_per_device'])}: "

@@ -19,6 +19,7 @@ import pandas as pd
 from dpscale.analysis.fits import Z95, ratio_ci95
 from dpscale.analysis.tables import point_means, with_comm
 from dpscale.plan.columns import FIT_GROUP, POINT
+from dpscale.plan.layout import Layout
 
 RATIO_COLUMNS = [
     *POINT,
@@ -164,11 +165,10 @@ def _machine(study: Study) -> str:
 
 
 def _point_words(row: pd.Series) -> str:
-    layout = f"{row['nodes']}x{row['devices_per_node']}"
-    network = f" over {row['network']}" if row["nodes"] > 1 else ""
+    layout = Layout.from_row(row).short(row["network"])
     comm = f", {row['comm']}" if row["comm"] != "none" else ""
     return (
-        f"{row['strategy']} {layout}{network}{comm} at batch {row['batch_per_device']}: "
+        f"{row['strategy']} {layout}{comm} at batch {row['batch_per_device']}: "
         f"{row['ratio']:.2f}x (±{row['ratio_ci95']:.2f})"
     )
 

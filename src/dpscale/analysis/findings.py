@@ -23,12 +23,12 @@ from dpscale.analysis.words import (
     delta_words,
     even_interval,
     is_known,
-    layout_words,
     percent_words,
     readable_model,
     speedup_words,
 )
 from dpscale.plan.columns import LAYOUT, RUN
+from dpscale.plan.layout import Layout
 
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
@@ -275,9 +275,9 @@ def cost_numbers(
         reference = startup_reference(this, costs)
         if not reference.empty:
             other = reference.iloc[0]
-            numbers["startup_reference"] = layout_words(
-                int(other["nodes"]), int(other["devices_per_node"]), other["network"]
-            )
+            numbers["startup_reference"] = Layout(
+                int(other["nodes"]), int(other["devices_per_node"])
+            ).words(other["network"])
             numbers["startup_extra_s"] = this["startup_paid_s"] - other["startup_paid_s"]
             images, longer = crossover_images(
                 other["startup_paid_s"], other["img_s"], this["startup_paid_s"], this["img_s"]
@@ -580,6 +580,6 @@ def top_findings(findings: pd.DataFrame, limit: int = 5) -> list[str]:
     ordered = pd.concat([findings[measured], findings[~measured]])
     lines = []
     for row in ordered.head(limit).itertuples(index=False):
-        where = layout_words(row.nodes, row.devices_per_node, row.network)
+        where = Layout.from_row(row).words(row.network)
         lines.append(f"{row.strategy}, {readable_model(row.model)}, {where}: {row.verdict}")
     return lines

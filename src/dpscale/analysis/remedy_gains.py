@@ -29,8 +29,9 @@ from dpscale.analysis.accuracy import resolved, seed_delta
 from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
 from dpscale.analysis.findings import matching_rows
 from dpscale.analysis.fits import intervals_overlap
-from dpscale.analysis.words import batch_words, even_interval, layout_words, readable_model
+from dpscale.analysis.words import batch_words, even_interval, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
+from dpscale.plan.layout import HOST_NETWORK, Layout
 from dpscale.plan.remedies import name_of
 
 MODE_POINT = [*MODE_LAYOUT, "batch_per_device"]
@@ -555,7 +556,7 @@ def _recovered_words(row: dict[str, Any]) -> str:
     one_node = row.get("fraction_recovered_vs_one_node", math.nan)
     bound = row.get("reference_host_bound")
     if isinstance(bound, str) and bound and np.isfinite(one_node):
-        where = layout_words(1, int(row["world_size"]), "host")
+        where = Layout(1, int(row["world_size"])).words(HOST_NETWORK)
         text += f"; {bound}, so against {where} as well: " + fraction_words(
             one_node, row["fraction_recovered_vs_one_node_ci95"], slow, where
         )
@@ -611,7 +612,7 @@ def finding_lines(table: pd.DataFrame, accuracy: pd.DataFrame) -> list[str]:
     lines = []
     for ranking in _ranked(table):
         row = ranking.chosen
-        layout = layout_words(row["nodes"], row["devices_per_node"], row["network"])
+        layout = Layout.from_row(row).words(row["network"])
         lines.append(
             f"What helps on {row['network']}: for {readable_model(row['model'])}, "
             f"{row['strategy']} on {layout}, {_ranking_words(ranking)} (ranked by "
@@ -635,7 +636,7 @@ def _accuracy_words(row: dict[str, Any], accuracy: pd.DataFrame) -> str:
     same = same.assign(_here=same["network"] != row["network"]).sort_values("_here")
     best = same.iloc[0]
     half = best["accuracy_delta_vs_none_ci95"]
-    where = layout_words(best["nodes"], best["devices_per_node"], best["network"])
+    where = Layout.from_row(best).words(best["network"])
     source = f"{readable_model(best['model'])} on {where}"
     if np.isfinite(half) and not resolved(half):
         needed = best.get("accuracy_delta_vs_none_seeds_for_1pt", math.nan)

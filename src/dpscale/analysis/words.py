@@ -23,13 +23,6 @@ def readable_model(key: str) -> str:
     return f"ResNet-{depth} ({size} px, {classes} classes)"
 
 
-def layout_words(nodes: int, devices_per_node: int, network: str) -> str:
-    """``1 node x 2 devices`` or ``2 nodes x 1 device over 1gbe``."""
-    node = "1 node" if nodes == 1 else f"{nodes} nodes"
-    device = "1 device" if devices_per_node == 1 else f"{devices_per_node} devices"
-    return f"{node} x {device}" + (f" over {network}" if nodes > 1 else "")
-
-
 def batch_words(value: float) -> str:
     """A break-even global batch in words: "any batch", "never (up to 1e8)", "1,234"."""
     if not np.isfinite(value):

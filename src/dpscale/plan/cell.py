@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dpscale.plan.layout import Layout
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
@@ -225,7 +226,7 @@ class Cell:
 
     @property
     def layout(self) -> str:
-        return f"n{self.nodes}-d{self.devices_per_node}-b{self.batch_per_device}-r{self.repeat}"
+        return Layout(self.nodes, self.devices_per_node).id_part(self.batch_per_device, self.repeat)
 
     def result_path(self, results_dir: str | Path) -> Path:
         return Path(results_dir) / "cells" / f"{self.cell_id}.json"

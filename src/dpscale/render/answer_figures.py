@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
+from dpscale.plan.layout import Layout, devices_per_node_words
 from dpscale.render.interactive import save_inline
 
 View = Literal["static", "interactive"]
@@ -50,13 +51,9 @@ def _group(frame: pd.DataFrame) -> pd.Series:
     return frame["strategy"].astype(str) + " · " + frame["model"].astype(str)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def layout_label(nodes: int, devices_per_node: int, network: str) -> str:
     """'2 nodes × 1 device, 1gbe': how a layout reads on an axis."""
-    return f"{_plural(int(nodes), 'node')} × {_plural(int(devices_per_node), 'device')}, {network}"
+    return Layout(int(nodes), int(devices_per_node)).axis_label(network)
 
 
 # -- 1. predicted speedup against nodes, per network ---------------------------------------
@@ -131,9 +128,7 @@ def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataF
     points = _one_node_on_every_network(points)
     points["group"] = _group(points)
     points["batch"] = points["batch_per_device"].astype(int)
-    points["devices"] = points["devices_per_node"].map(
-        lambda d: f"{_plural(int(d), 'device')} per node"
-    )
+    points["devices"] = points["devices_per_node"].map(lambda d: devices_per_node_words(int(d)))
     points["ideal"] = points["world_size"].astype(float)
     points["position"] = _side_by_side(points)
     columns = [

@@ -16,6 +16,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from dpscale.analysis import commmodel  # noqa: E402
+from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
 SCHEMES = (commmodel.LEAVE_ONE_CELL_OUT, commmodel.LEAVE_ONE_NETWORK_OUT, commmodel.FEWEST_RANKS)
@@ -172,7 +173,7 @@ def _throughput_panel(axis, points: pd.DataFrame, curves: pd.DataFrame, panel: s
             fmt="o",
             color=colour,
             ms=5,
-            label=f"{nodes} node(s) x {devices}",
+            label=Layout(nodes, devices).model_legend(),
         )
     axis.set(xscale="log", xlabel="per-device batch", ylabel="img/s (all ranks)")
     axis.legend(fontsize=8)

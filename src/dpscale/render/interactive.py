@@ -15,6 +15,7 @@ import pandas as pd
 
 from dpscale.analysis import fits
 from dpscale.analysis.rows import without_remedies
+from dpscale.plan.layout import devices_words
 
 EMBED_OPTIONS = {"actions": False, "renderer": "svg"}
 WIDTH, HEIGHT = 420, 300
@@ -32,7 +33,7 @@ def throughput_points(cells: pd.DataFrame) -> pd.DataFrame:
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")].copy()
     if ok.empty:
         return ok
-    ok["devices"] = ok["world_size"].astype(str) + " device(s)"
+    ok["devices"] = ok["world_size"].map(devices_words)
     ok["low"] = ok["img_s_mean"] - ok["img_s_ci95"]
     ok["high"] = ok["img_s_mean"] + ok["img_s_ci95"]
     return ok[
@@ -69,7 +70,7 @@ def law_curves(points: pd.DataFrame, fit_table: pd.DataFrame, samples: int = 60)
                 {
                     "strategy": fit.strategy,
                     "model": fit.model,
-                    "devices": f"{fit.world_size} device(s)",
+                    "devices": devices_words(fit.world_size),
                     "batch_per_device": float(batch),
                     "fitted_img_s": float(fits.throughput(batch, fit.v0, fit.t_c, fit.world_size)),
                     "v0": fit.v0,

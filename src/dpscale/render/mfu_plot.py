@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from dpscale.analysis.rows import without_remedies  # noqa: E402
+from dpscale.plan.layout import devices_words  # noqa: E402
 
 NO_PEAK = (
     "MFU not measured: these results carry no matmul peak (system.matmul_peak);\n"
@@ -46,7 +47,7 @@ def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
         return
     sns.set_theme(style="whitegrid")
     points = points.assign(
-        mfu_pct=100 * points["mfu"], devices=points["world_size"].astype(str) + " device(s)"
+        mfu_pct=100 * points["mfu"], devices=points["world_size"].map(devices_words)
     )
     models = sorted(points["model"].unique())
     figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.2), squeeze=False)

@@ -20,6 +20,7 @@ from dpscale.analysis.collectives import MEASURED  # noqa: E402
 from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT  # noqa: E402
+from dpscale.plan.layout import Layout  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -61,9 +62,7 @@ def layouts(frame: pd.DataFrame) -> list[tuple[int, int, str]]:
 
 
 def layout_label(world: int, nodes: int, network: str) -> str:
-    if nodes == 1:
-        return f"{world} device(s)"
-    return f"{world} device(s) on {nodes} nodes over {network}"
+    return Layout.of_world(world, nodes).legend(network)
 
 
 def throughput_figure(
@@ -279,7 +278,9 @@ def collectives_figure(
         spread.append((group["busbw_hi_GB_s"] - group["busbw_GB_s"]).fillna(0))
         label = f"{strategy}, {layout_label(world, nodes, network)}"
         if source != MEASURED:  # the panel names the network; the source names the log
-            label = f"imported: {source.split(':', 2)[-1]} ({world} devices, {nodes} nodes)"
+            label = (
+                f"imported: {source.split(':', 2)[-1]} ({Layout.of_world(world, nodes).counts()})"
+            )
         axis.errorbar(
             group["message_bytes"],
             group["busbw_GB_s"],

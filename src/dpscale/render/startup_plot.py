@@ -14,12 +14,12 @@ import pandas as pd  # noqa: E402
 
 from dpscale.analysis.startup import PHASE_COLUMNS  # noqa: E402
 from dpscale.analysis.words import readable_model  # noqa: E402
+from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
 
 def layout_label(row: pd.Series) -> str:
-    where = "1 node" if row["nodes"] == 1 else f"{row['nodes']} nodes ({row['network']})"
-    return f"{row['strategy']}, {row['world_size']} dev. on {where}"
+    return f"{row['strategy']}, {Layout.from_row(row).bar_label(row['network'])}"
 
 
 def startup_figure(table: pd.DataFrame, path: Path) -> None:

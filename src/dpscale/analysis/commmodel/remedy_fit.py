@@ -40,6 +40,7 @@ from dpscale.analysis.commmodel.model import (
 )
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
 from dpscale.analysis.words import batch_words
+from dpscale.plan.layout import Layout
 from dpscale.plan.remedies import name_of
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
@@ -371,7 +372,7 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
             ]
             lines.append(
                 f"{strategy} {model} over {network} ({first.bandwidth_Gbit_s:.3g} Gbit/s), "
-                f"{nodes} nodes x {devices} device(s) beat 1 device from global batch "
+                f"{Layout(nodes, devices).model_words()} beat 1 device from global batch "
                 f"{batch_words(first.break_even_none)}; "
                 + "; ".join(parts_)
                 + " (model; no interval yet: the encode time is fitted without one)."

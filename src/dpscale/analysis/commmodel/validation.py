@@ -12,6 +12,7 @@ import pandas as pd
 from dpscale.analysis.commmodel.buckets import BucketTimeline
 from dpscale.analysis.commmodel.fitting import Z95, fit_model, safe_exp
 from dpscale.analysis.commmodel.inputs import INTRA, OBS_COLUMNS, Link
+from dpscale.plan.layout import Layout
 
 VALIDATION_COLUMNS = [
     "scheme",
@@ -164,7 +165,7 @@ def summarise(validation: pd.DataFrame) -> pd.DataFrame:
         if not ok.empty:
             row = ok.loc[errors.idxmax()]
             worst = (
-                f"{row['nodes']}x{row['devices_per_node']} {row['network']} "
+                f"{Layout.from_row(row).grid} {row['network']} "
                 f"b{row['batch_per_device']}: {row['relative_error']:+.0%}"
             )
         rows.append(
