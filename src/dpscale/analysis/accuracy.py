@@ -20,6 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.collectives import comm_key
+from dpscale.plan.layout import HOST_NETWORK
 
 CONFIG_KEY = [
     "strategy",
@@ -79,7 +80,7 @@ def _config(result: dict[str, Any]) -> dict[str, Any]:
         "batch_per_device": cell["batch_per_device"],
         "global_batch": cell["global_batch"],
         "lr_rule": training["lr_rule"],
-        "network": (cell.get("network") or {}).get("name", "host"),
+        "network": (cell.get("network") or {}).get("name", HOST_NETWORK),
         "comm": comm_key(cell),
         "nodes": cell["nodes"],
         "devices_per_node": cell["devices_per_node"],

@@ -13,6 +13,7 @@ import pandas as pd
 
 from dpscale.analysis import alpha_beta
 from dpscale.plan import ring
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.units import parse_quantity
 
@@ -109,7 +110,7 @@ def _layout(result: dict[str, Any]) -> dict[str, Any]:
         "study": cell["study"],
         "strategy": cell["strategy"],
         "framework": result.get("framework"),
-        "network": (cell.get("network") or {}).get("name", "host"),
+        "network": (cell.get("network") or {}).get("name", HOST_NETWORK),
         "comm": comm_key(cell),
         "nodes": cell["nodes"],
         "devices_per_node": cell["devices_per_node"],

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpscale.analysis.fits import Z95, ratio_ci95
 from dpscale.analysis.tables import point_means, with_comm
-from dpscale.plan.columns import FIT_GROUP, POINT
+from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
 from dpscale.plan.layout import Layout
 
 RATIO_COLUMNS = [
@@ -159,7 +159,7 @@ def _machine(study: Study) -> str:
     cells = study.cells
     if cells.empty or "cpu_model" not in cells:
         return "machine not recorded"
-    hosts = sorted(set(cells["host"].dropna().astype(str)))
+    hosts = sorted(set(cells[SYSTEM_HOST].dropna().astype(str)))
     cpus = sorted(set(cells["cpu_model"].dropna().astype(str)))
     return f"{', '.join(hosts[:3]) or 'unknown host'} ({'; '.join(cpus[:2]) or 'unknown CPU'})"
 

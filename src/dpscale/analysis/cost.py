@@ -17,6 +17,7 @@ import pandas as pd
 from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images, mean_rate
 from dpscale.plan.columns import LAYOUT, RUN
+from dpscale.plan.layout import HOST_NETWORK
 
 NO_PRICE = "no price given"
 NO_EPOCH = "no epoch size given"
@@ -151,7 +152,7 @@ def cost_to_target(runs: pd.DataFrame, prices: Prices | None, accelerator: str) 
     if runs.empty or "time_to_target_s" not in runs.columns:
         return pd.DataFrame(columns=columns)
     ok = runs[runs["status"] == "ok"].copy()
-    ok["network"] = ok["network"].fillna("host")
+    ok["network"] = ok["network"].fillna(HOST_NETWORK)
     rows = []
     for key, group in ok.groupby(keys, sort=True):
         row = dict(zip(keys, key, strict=True))

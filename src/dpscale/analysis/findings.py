@@ -28,12 +28,11 @@ from dpscale.analysis.words import (
     speedup_words,
 )
 from dpscale.plan.columns import LAYOUT, RUN
-from dpscale.plan.layout import Layout
+from dpscale.plan.layout import HOST_NETWORK, Layout
 
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
 MAX_PREDICTIONS_LISTED = 4
-DEFAULT_NETWORK = "host"
 THROUGHPUT_COLUMNS = [
     "batch_per_device",
     "global_batch",
@@ -77,8 +76,8 @@ def with_network(frame: pd.DataFrame) -> pd.DataFrame:
     """The table with a ``network`` column: its own if it has one, else ``host``."""
     frame = frame.copy()
     if "network" not in frame.columns:
-        frame["network"] = DEFAULT_NETWORK
-    frame["network"] = frame["network"].fillna(DEFAULT_NETWORK)
+        frame["network"] = HOST_NETWORK
+    frame["network"] = frame["network"].fillna(HOST_NETWORK)
     return frame
 
 

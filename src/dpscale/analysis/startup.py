@@ -10,6 +10,7 @@ from scipy import stats
 
 from dpscale.analysis.rows import without_remedies
 from dpscale.plan.columns import LAYOUT
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.result import STARTUP_PHASES
 
 PHASE_COLUMNS = [f"startup_{phase}_s" for phase in STARTUP_PHASES]
@@ -22,7 +23,7 @@ def measured(cells: pd.DataFrame) -> pd.DataFrame:
     """The ok synthetic cells, with a ``network`` column and the start-up a run pays
     (NaN for results written before start-up was recorded)."""
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")].copy()
-    ok["network"] = ok["network"].fillna("host") if "network" in ok else "host"
+    ok["network"] = ok["network"].fillna(HOST_NETWORK) if "network" in ok else HOST_NETWORK
     for column in ("startup_s", *PHASE_COLUMNS):
         if column not in ok.columns:
             ok[column] = math.nan

@@ -17,7 +17,8 @@ from dpscale.analysis import fits
 from dpscale.analysis.again import with_second_measurements
 from dpscale.analysis.collectives import comm_key
 from dpscale.plan import ring
-from dpscale.plan.columns import FIT_GROUP, POINT
+from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.result import STARTUP_PHASES, read_result
 
 SCALING_COLUMNS = [
@@ -137,7 +138,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         # drift probes measure like synthetic cells but are no points of the study's laws
         "mode": "drift" if cell.get("drift_probe") else cell["mode"],
         "nodes": cell["nodes"],
-        "network": (cell.get("network") or {}).get("name", "host"),
+        "network": (cell.get("network") or {}).get("name", HOST_NETWORK),
         "comm": comm_key(cell),
         **_comm_columns(system),
         "devices_per_node": cell["devices_per_node"],
@@ -156,7 +157,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         **_startup_columns(result),
         "trainable_params": info["trainable_params"],
         "train_flops_per_sample": info["train_flops_per_sample"],
-        "host": system.get("host"),
+        SYSTEM_HOST: system.get(SYSTEM_HOST),
         "cpu_model": system.get("cpu_model"),
         "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
         # what a SLURM job got (system.allocation, written by dpscale.launch)
@@ -210,7 +211,7 @@ CELL_COLUMNS = [
     "achieved_tflop_s",
     "peak_tflop_s",
     "mfu",
-    "host",
+    SYSTEM_HOST,
 ]
 
 
@@ -241,7 +242,7 @@ def _interpreter_columns(system: dict[str, Any]) -> dict[str, Any]:
 
 SYSTEM_COLUMNS = [
     "strategy",
-    "host",
+    SYSTEM_HOST,
     "cpu_model",
     "gpus",
     "interpreter",

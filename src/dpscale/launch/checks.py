@@ -16,6 +16,7 @@ from typing import TextIO
 from dpscale.launch import netns, slurm
 from dpscale.launch.kinds import uses_srun
 from dpscale.plan.cell import Cell
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.registry import strategy
 from dpscale.runner.sysinfo import nvidia_gpus, usable_cpus, visible_gpu_count
 
@@ -51,7 +52,7 @@ def runtime_skip_reason(
     if emulated and allocation is not None:
         return (
             f"network {cell.network.name!r} is emulated on one machine; in a SLURM job use "
-            "'host' or a real interconnect ({name, interface})"
+            f"{HOST_NETWORK!r} or a real interconnect ({{name, interface}})"
         )
     if emulated:
         reason = netns.unavailable(cell.network.delay)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan.layout import Layout
+from dpscale.plan.layout import HOST_NETWORK, Layout
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
@@ -112,7 +112,7 @@ class Network:
     cluster's interconnect, selected through the frameworks' interface variables.
     """
 
-    name: str = "host"
+    name: str = HOST_NETWORK
     rate: str | None = None
     delay: str | None = None
     interface: str | None = None
@@ -131,7 +131,7 @@ class Network:
         return cls(**fields)
 
 
-HOST = Network()
+HOST = Network(HOST_NETWORK)
 
 
 @dataclass(frozen=True)

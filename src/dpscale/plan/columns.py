@@ -15,3 +15,6 @@ MODE_LAYOUT = [*RUN, "mode", "nodes", "network", "devices_per_node", "world_size
 FIT_GROUP = [*RUN, "mode", "nodes", "network", "comm", "devices_per_node", "world_size"]
 # one measured point of a fit group: its per-device batch
 POINT = [*FIT_GROUP, "batch_per_device"]
+
+# the machine a cell ran on (its hostname, result system.host): not a network
+SYSTEM_HOST = "host"

@@ -23,6 +23,7 @@ import yaml
 
 from dpscale.plan import remedies
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.paths import SCHEMA_DIR, WORKFLOW_ROOT
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
@@ -101,13 +102,13 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     schema = config_schema(strategies)
     config = _dates_as_text(config)
     _check_values(config)
-    _check_networks(config.get("networks", ["host"]))
-    _check_predict(config.get("predict"), config.get("networks", ["host"]))
-    _check_comm(config.get("comm", ["none"]), config.get("networks", ["host"]))
+    _check_networks(config.get("networks", [HOST_NETWORK]))
+    _check_predict(config.get("predict"), config.get("networks", [HOST_NETWORK]))
+    _check_comm(config.get("comm", ["none"]), config.get("networks", [HOST_NETWORK]))
     train = config.get("train")  # not yet checked: a wrong type is the schema's to name
     train_comm = train.get("comm") if isinstance(train, dict) else None
     if train_comm is not None:
-        _check_comm(train_comm, ["host"], "train.comm")
+        _check_comm(train_comm, [HOST_NETWORK], "train.comm")
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(schema).iter_errors(config)
     )
@@ -270,13 +271,13 @@ def _check_networks(networks: Any) -> None:
     names = []
     for index, entry in enumerate(networks):
         where = f"networks[{index}]"
-        if entry == "host":
-            names.append("host")
+        if entry == HOST_NETWORK:
+            names.append(HOST_NETWORK)
             continue
         if not isinstance(entry, dict) or "name" not in entry:
             raise ConfigError(f"{where}: {entry!r} is not one of {NETWORK_KINDS}")
         name = entry["name"]
-        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == HOST_NETWORK:
             raise ConfigError(
                 f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
                 "digits, not 'host'"
@@ -313,7 +314,7 @@ def _check_predict(predict: Any, networks: list[Any]) -> None:
         if not isinstance(entry, dict) or "name" not in entry or "bandwidth" not in entry:
             raise ConfigError(f"{where}: {entry!r} is not {{name, bandwidth[, latency]}}")
         name = entry["name"]
-        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == "host":
+        if not isinstance(name, str) or not NETWORK_NAME.match(name) or name == HOST_NETWORK:
             raise ConfigError(
                 f"{where}.name: {name!r} is not allowed; allowed: lower-case letters and "
                 "digits, not 'host'"

@@ -16,6 +16,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dpscale.plan.layout import HOST_NETWORK
+
 # name -> nominal compression of the gradient's bytes on the wire (PowerSGD's depends on the
 # layers' shapes and its rank; the runner records the real one)
 REMEDIES: dict[str, float | None] = {
@@ -39,7 +41,7 @@ SHAPES = (
     "[, cycle_ms][, networks]}"
 )
 # the network of cells on one node, for a remedy's ``networks``
-ONE_NODE = "host"
+ONE_NODE = HOST_NETWORK
 
 
 class CommError(ValueError):

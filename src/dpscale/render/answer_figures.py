@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
-from dpscale.plan.layout import Layout, devices_per_node_words
+from dpscale.plan.layout import HOST_NETWORK, Layout, devices_per_node_words
 from dpscale.render.interactive import save_inline
 
 View = Literal["static", "interactive"]
@@ -29,7 +29,6 @@ PREDICTED_MEASURED = "predicted, layout measured"
 PREDICTED_NEW = "predicted, not measured (extrapolated)"
 KINDS = [MEASURED, PREDICTED_MEASURED, PREDICTED_NEW]
 KIND_SHAPES = ["diamond", "circle", "triangle-up"]
-ONE_NODE = "host"  # the network column of one-node rows (analysis.commmodel.inputs.HOST)
 GAIN = "gain over no remedy"
 FRACTION = "fraction recovered"
 MEASURE_AXES = {
@@ -86,12 +85,12 @@ def _measured(scaling: pd.DataFrame) -> pd.DataFrame:
 def _one_node_on_every_network(points: pd.DataFrame) -> pd.DataFrame:
     """A one-node row does not depend on the network: repeat it on each network of its
     strategy and model, so every network's line starts from the same one-node point."""
-    one = (points["nodes"] == 1) & (points["network"] == ONE_NODE)
+    one = (points["nodes"] == 1) & (points["network"] == HOST_NETWORK)
     multi = points[~one]
     copies = [multi]
     for (strategy, model), rows in points[one].groupby(["strategy", "model"]):
         mine = multi[(multi["strategy"] == strategy) & (multi["model"] == model)]
-        networks = sorted(set(mine["network"])) or [ONE_NODE]
+        networks = sorted(set(mine["network"])) or [HOST_NETWORK]
         for network in networks:
             copies.append(rows.assign(network=network, one_node=True))
     out = pd.concat(copies, ignore_index=True)

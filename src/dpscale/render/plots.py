@@ -20,7 +20,7 @@ from dpscale.analysis.collectives import MEASURED  # noqa: E402
 from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT  # noqa: E402
-from dpscale.plan.layout import Layout  # noqa: E402
+from dpscale.plan.layout import HOST_NETWORK, Layout  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -57,7 +57,7 @@ def _style_keys(
 
 def layouts(frame: pd.DataFrame) -> list[tuple[int, int, str]]:
     """(world size, nodes, network) of every layout in the frame, small to large."""
-    network = frame["network"] if "network" in frame else pd.Series("host", index=frame.index)
+    network = frame["network"] if "network" in frame else pd.Series(HOST_NETWORK, index=frame.index)
     return sorted(set(zip(frame["world_size"], frame["nodes"], network, strict=True)))
 
 

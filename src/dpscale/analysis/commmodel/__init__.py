@@ -60,7 +60,6 @@ from dpscale.analysis.commmodel.fitting import (
     safe_exp,
 )
 from dpscale.analysis.commmodel.inputs import (
-    HOST,
     INTRA,
     OBS_COLUMNS,
     Link,
@@ -103,7 +102,6 @@ __all__ = [
     "BASELINE_FORM",
     "FEWEST_RANKS",
     "FORMS",
-    "HOST",
     "INTRA",
     "LEAVE_ONE_CELL_OUT",
     "LEAVE_ONE_NETWORK_OUT",

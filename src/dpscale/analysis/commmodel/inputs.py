@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from dpscale.plan import ring
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.units import parse_quantity
 
-HOST = "host"  # the network column of one-node cells (and of a cluster's own network)
 INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
 
 
@@ -45,10 +45,13 @@ def links_from_config(
     networks: Sequence[Any], comm_fits: pd.DataFrame | None, strategy: str
 ) -> dict[str, Link]:
     """The study's links for one strategy: the intra-node link and each network."""
-    links = {INTRA: _link_from_comm_fits(HOST, comm_fits, strategy, intra=True)}
+    links = {INTRA: _link_from_comm_fits(HOST_NETWORK, comm_fits, strategy, intra=True)}
     for entry in networks:
-        if entry == HOST or not isinstance(entry, dict):  # multi-node cells on a real network
-            links[HOST] = _link_from_comm_fits(HOST, comm_fits, strategy, intra=False)
+        # multi-node cells on a real network
+        if entry == HOST_NETWORK or not isinstance(entry, dict):
+            links[HOST_NETWORK] = _link_from_comm_fits(
+                HOST_NETWORK, comm_fits, strategy, intra=False
+            )
             continue
         name = entry["name"]
         measured = _link_from_comm_fits(name, comm_fits, strategy, intra=False)

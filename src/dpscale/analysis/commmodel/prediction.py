@@ -15,10 +15,11 @@ from scipy import optimize
 from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.compression import needed_compression
 from dpscale.analysis.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
-from dpscale.analysis.commmodel.inputs import HOST, INTRA, OBS_COLUMNS, Link
+from dpscale.analysis.commmodel.inputs import INTRA, OBS_COLUMNS, Link
 from dpscale.analysis.commmodel.labels import MeasuredRange, extrapolated, label
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, step_seconds
 from dpscale.analysis.commmodel.validation import SUMMARY_COLUMNS
+from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.units import parse_quantity
 
 PREDICTION_COLUMNS = [
@@ -175,7 +176,7 @@ def _prediction_rows(
             "strategy": group.strategy,
             "model": group.model,
             "nodes": [nodes] * len(batches) + [1] * len(batches),
-            "network": [network.name] * len(batches) + [HOST] * len(batches),
+            "network": [network.name] * len(batches) + [HOST_NETWORK] * len(batches),
             "devices_per_node": [devices] * len(batches) + [1] * len(batches),
             "world_size": [world] * len(batches) + [1] * len(batches),
             "batch_per_device": list(batches) * 2,
@@ -186,7 +187,7 @@ def _prediction_rows(
         "strategy": group.strategy,
         "model": group.model,
         "overlap": group.chosen,
-        "network": HOST if nodes == 1 else network.name,
+        "network": HOST_NETWORK if nodes == 1 else network.name,
         "basis": f"{INTRA} ({group.links[INTRA].source})" if nodes == 1 else network.basis,
         "bandwidth_Gbit_s": math.nan if nodes == 1 else network.bandwidth_bit_s / 1e9,
         "latency_us": math.nan if nodes == 1 else round(network.latency_s * 1e6, 3),

@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.commmodel.analysis import GroupModel
-from dpscale.analysis.commmodel.inputs import HOST, OBS_COLUMNS, Link, observations
+from dpscale.analysis.commmodel.inputs import OBS_COLUMNS, Link, observations
 from dpscale.analysis.commmodel.model import (
     BUCKETS,
     MIN_STEP,
@@ -40,7 +40,7 @@ from dpscale.analysis.commmodel.model import (
 )
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
 from dpscale.analysis.words import batch_words
-from dpscale.plan.layout import Layout
+from dpscale.plan.layout import HOST_NETWORK, Layout
 from dpscale.plan.remedies import name_of
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
@@ -302,7 +302,7 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
     frame = pd.DataFrame(
         {
             "nodes": [nodes, 1],
-            "network": [network.name, HOST],
+            "network": [network.name, HOST_NETWORK],
             "devices_per_node": [devices, 1],
             "world_size": [world, 1],
             "batch_per_device": [1, 1],
