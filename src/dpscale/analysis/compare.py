@@ -20,6 +20,7 @@ from dpscale.analysis.fits import Z95, ratio_ci95
 from dpscale.analysis.tables import point_means, with_comm
 from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
 from dpscale.plan.layout import Layout
+from dpscale.plan.remedies import NO_REMEDY
 
 RATIO_COLUMNS = [
     *POINT,
@@ -166,7 +167,7 @@ def _machine(study: Study) -> str:
 
 def _point_words(row: pd.Series) -> str:
     layout = Layout.from_row(row).short(row["network"])
-    comm = f", {row['comm']}" if row["comm"] != "none" else ""
+    comm = f", {row['comm']}" if row["comm"] != NO_REMEDY else ""
     return (
         f"{row['strategy']} {layout}{comm} at batch {row['batch_per_device']}: "
         f"{row['ratio']:.2f}x (±{row['ratio_ci95']:.2f})"

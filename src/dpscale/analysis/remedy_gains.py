@@ -32,7 +32,7 @@ from dpscale.analysis.fits import intervals_overlap
 from dpscale.analysis.words import batch_words, even_interval, readable_model
 from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
 from dpscale.plan.layout import HOST_NETWORK, Layout
-from dpscale.plan.remedies import name_of
+from dpscale.plan.remedies import NO_REMEDY, name_of
 
 MODE_POINT = [*MODE_LAYOUT, "batch_per_device"]
 REMEDY_COLUMNS = [
@@ -104,11 +104,11 @@ def remedies_table(
     if scaling.empty or "comm" not in scaling:
         return pd.DataFrame(columns=REMEDY_COLUMNS)
     multi = scaling[scaling["world_size"] > 1]
-    none = multi[multi["comm"] == "none"].set_index(MODE_POINT)
-    single = scaling[(scaling["world_size"] == 1) & (scaling["comm"] == "none")]
+    none = multi[multi["comm"] == NO_REMEDY].set_index(MODE_POINT)
+    single = scaling[(scaling["world_size"] == 1) & (scaling["comm"] == NO_REMEDY)]
     ratios = remedy_ratios(cells)
     rows = []
-    for row in multi[multi["comm"] != "none"].to_dict("records"):
+    for row in multi[multi["comm"] != NO_REMEDY].to_dict("records"):
         key = tuple(row[k] for k in MODE_POINT)
         if key not in none.index:
             continue
@@ -136,7 +136,7 @@ def remedies_table(
                 "wire_ratio": ratios.get((row["strategy"], row["comm"]), math.nan),
                 **_largest_collective(collectives, row),
                 **_break_even(break_even, row, row["comm"], "break_even_global_batch"),
-                **_break_even(break_even, row, "none", "break_even_none"),
+                **_break_even(break_even, row, NO_REMEDY, "break_even_none"),
             }
         )
     return pd.DataFrame(rows).reindex(columns=REMEDY_COLUMNS)
@@ -256,7 +256,7 @@ def host_bound(collectives: pd.DataFrame | None, row: dict[str, Any], network: s
     if network is None or collectives is None or collectives.empty or "comm" not in collectives:
         return ""
     plain = collectives[
-        (collectives["comm"] == "none")
+        (collectives["comm"] == NO_REMEDY)
         & (collectives["strategy"] == row["strategy"])
         & (collectives["world_size"] == row["world_size"])
     ]
@@ -303,7 +303,7 @@ def _largest_collective(collectives: pd.DataFrame | None, row: dict[str, Any]) -
         return {}
     same = collectives[np.logical_and.reduce([collectives[k] == row[k] for k in COLLECTIVE_KEY])]
     same = same[same["message_bytes"] == same["message_bytes"].max()]
-    mine, plain = same[same["comm"] == row["comm"]], same[same["comm"] == "none"]
+    mine, plain = same[same["comm"] == row["comm"]], same[same["comm"] == NO_REMEDY]
     if mine.empty:
         return {}
     first = mine.iloc[0]
@@ -340,10 +340,10 @@ def accuracy_table(runs: pd.DataFrame) -> pd.DataFrame:
     ok = runs[runs["status"] == "ok"]
     config = [*ACCURACY_KEY, "batch_per_device", "lr_rule", "dataset"]
     rows = []
-    for key, group in ok[ok["comm"] != "none"].groupby([*config, "comm"], sort=True):
+    for key, group in ok[ok["comm"] != NO_REMEDY].groupby([*config, "comm"], sort=True):
         named = dict(zip([*config, "comm"], key, strict=True))
         plain = ok[
-            (ok["comm"] == "none") & np.logical_and.reduce([ok[k] == named[k] for k in config])
+            (ok["comm"] == NO_REMEDY) & np.logical_and.reduce([ok[k] == named[k] for k in config])
         ]
         if plain.empty:
             continue
@@ -375,7 +375,7 @@ def _all_reached(runs: pd.DataFrame) -> float:
 # How far each remedy's update departs from synchronous SGD on exact gradients, least first:
 # a bucket size changes only when bytes move; fp16 and bf16 round the gradients; delayed
 # applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
-FIDELITY = ("none", "push-pull", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
+FIDELITY = (NO_REMEDY, "push-pull", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
 RANK_RULE = (
     "the largest gain over no remedy at the largest per-device batch measured, among gains "
     "resolved above 1; where gains' 95% intervals overlap, the smaller break-even global "

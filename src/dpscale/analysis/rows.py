@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dpscale.plan.remedies import NO_REMEDY
+
+
+def no_remedy(comm: pd.Series) -> pd.Series:
+    """Which rows of a ``comm`` column have no remedy (plan.remedies.is_no_remedy, vectorised:
+    a missing value is none)."""
+    return comm.fillna(NO_REMEDY) == NO_REMEDY
+
 
 def without_remedies(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of cells without a communication remedy (all rows of a table without a
     ``comm`` column)."""
     if "comm" not in table.columns:
         return table
-    return table[table["comm"].fillna("none") == "none"].reset_index(drop=True)
+    return table[no_remedy(table["comm"])].reset_index(drop=True)

@@ -16,9 +16,11 @@ import pandas as pd
 from dpscale.analysis import fits
 from dpscale.analysis.again import with_second_measurements
 from dpscale.analysis.collectives import comm_key
+from dpscale.analysis.rows import no_remedy
 from dpscale.plan import ring
 from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
 from dpscale.plan.layout import HOST_NETWORK
+from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.result import STARTUP_PHASES, read_result
 
 SCALING_COLUMNS = [
@@ -222,7 +224,7 @@ def cell_columns(cells: pd.DataFrame) -> pd.DataFrame:
 
 def with_comm(table: pd.DataFrame) -> pd.DataFrame:
     """A table from before the comm dimension (or built by hand) reads as comm ``none``."""
-    return table if "comm" in table.columns else table.assign(comm="none")
+    return table if "comm" in table.columns else table.assign(comm=NO_REMEDY)
 
 
 def _interpreter_columns(system: dict[str, Any]) -> dict[str, Any]:
@@ -658,7 +660,7 @@ def compute_vs_one(timeline: pd.DataFrame) -> list[float]:
     keys = ["strategy", "model", "batch_per_device"]
     cells = timeline.drop_duplicates("cell_id")
     cells = cells.assign(compute=cells[list(COMPUTE_PARTS)].sum(axis=1))
-    one = cells[(cells["world_size"] == 1) & (cells["comm"].fillna("none") == "none")]
+    one = cells[(cells["world_size"] == 1) & no_remedy(cells["comm"])]
     base = one.groupby(keys, as_index=False)["compute"].median().rename(columns={"compute": "one"})
     merged = cells.merge(base, on=keys, how="left")  # keeps the cells' order
     return list(merged["compute"] / merged["one"])

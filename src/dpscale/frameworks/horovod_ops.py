@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from dpscale.frameworks import tf_ops
 from dpscale.plan.cell import Cell
+from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import Rank
 from dpscale.runner.timing import Step, Sync
 
@@ -94,7 +95,7 @@ class HorovodRank(Rank):
         else:
             backend = "gloo" if hvd.gloo_enabled() else "mpi"
         op = "horovod.tensorflow.allreduce(Sum)"
-        if self.cell.comm.name != "none":
+        if self.cell.comm.name != NO_REMEDY:
             op = f"{self.cell.comm.key}: {op}"
         return {"op": op, "backend": backend}
 

@@ -22,6 +22,7 @@ from torch import nn
 from dpscale.frameworks import torch_timeline
 from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
+from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import Rank
 from dpscale.runner.support import param_checksum, require_devices
 
@@ -321,7 +322,7 @@ class DistributedTorchRank(TorchRank):
 
     def allreduce_description(self) -> dict[str, str]:
         op = "torch.distributed.all_reduce(SUM)"
-        if self.cell.comm.name != "none":
+        if self.cell.comm.name != NO_REMEDY:
             op = f"{self.cell.comm.key}: {op}"
         return {"op": op, "backend": str(dist.get_backend())}
 

@@ -14,7 +14,13 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.plan.remedies import POWERSGD_MIN_START, Comm, powersgd_matrix, powersgd_start
+from dpscale.plan.remedies import (
+    NO_REMEDY,
+    POWERSGD_MIN_START,
+    Comm,
+    powersgd_matrix,
+    powersgd_start,
+)
 
 # torch's default bucket_cap_mb
 DEFAULT_BUCKET_MB = 25.0
@@ -398,7 +404,7 @@ class RemedyHooks:
 
     def allreduce(self, buffer: torch.Tensor, world_size: int) -> Callable[[], None] | None:
         """Collectives mode: the remedy's all-reduce of one message, None for DDP's own."""
-        if self.comm.name in ("none", "delayed", "delayed-fp16"):
+        if self.comm.name in (NO_REMEDY, "delayed", "delayed-fp16"):
             return None
         return compressed_allreduce(buffer, self.comm, world_size)
 

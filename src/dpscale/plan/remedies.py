@@ -18,10 +18,13 @@ from typing import Any
 
 from dpscale.plan.layout import HOST_NETWORK
 
+# a cell's or a table row's ``comm`` without a remedy: the frameworks' own all-reduce
+NO_REMEDY = "none"
+
 # name -> nominal compression of the gradient's bytes on the wire (PowerSGD's depends on the
 # layers' shapes and its rank; the runner records the real one)
 REMEDIES: dict[str, float | None] = {
-    "none": 1.0,
+    NO_REMEDY: 1.0,
     "fp16": 2.0,
     "bf16": 2.0,
     "powersgd": None,
@@ -57,7 +60,7 @@ class Comm:
     cells (torch's ``start_powerSGD_iter``; None: torch's advice, :func:`powersgd_start_iter`),
     so the advice's accuracy effect can be measured against an early start."""
 
-    name: str = "none"
+    name: str = NO_REMEDY
     rank: int | None = None
     threshold: float | None = None
     bucket_mb: float | None = None
@@ -98,6 +101,14 @@ class Comm:
 
 
 NONE = Comm()
+
+
+def is_no_remedy(value: Any) -> bool:
+    """Whether a table's ``comm`` value means no remedy: ``none``, or missing (a row from
+    before the comm dimension). analysis.rows.no_remedy is the same test on a column."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return value == NO_REMEDY
 
 
 def parameter_server_ratio(push_ratio: float) -> float:
@@ -167,7 +178,7 @@ def parse(entry: Any, where: str = "comm[0]", training: bool = False) -> Comm:
     unknown = sorted(set(entry) - set(KEYS))
     if unknown:
         raise CommError(f"{where}.{unknown[0]}: not a key of a remedy; allowed keys: {list(KEYS)}")
-    name = entry.get("name", "none")
+    name = entry.get("name", NO_REMEDY)
     if name not in REMEDIES:
         raise CommError(f"{where}.name: {name!r} is not allowed; allowed: {list(REMEDIES)}")
     return Comm(

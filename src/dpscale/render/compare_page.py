@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dpscale.plan.remedies import NO_REMEDY  # noqa: E402
 from dpscale.render.html import STYLE, table_html  # noqa: E402
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "tie": "tab:gray", "no interval": "k"}
@@ -21,7 +22,7 @@ COLOURS = {"faster": "tab:green", "slower": "tab:red", "tie": "tab:gray", "no in
 
 def _label(row: pd.Series) -> str:
     network = f" {row['network']}" if row["nodes"] > 1 else ""
-    comm = f" {row['comm']}" if row["comm"] != "none" else ""
+    comm = f" {row['comm']}" if row["comm"] != NO_REMEDY else ""
     return (
         f"{row['strategy']} {row['model']} {row['mode']} n{row['nodes']}-d"
         f"{row['devices_per_node']}{network}{comm} b{row['batch_per_device']}"

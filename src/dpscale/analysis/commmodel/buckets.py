@@ -29,10 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.rows import no_remedy
 from dpscale.plan import ring
+from dpscale.plan.remedies import NO_REMEDY
 
 # the timeline's reference: one rank, no remedy
-REFERENCE_COMM = "none"
+REFERENCE_COMM = NO_REMEDY
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def timelines(table: pd.DataFrame | None) -> dict[tuple[str, str], BucketTimelin
     """(strategy, model) -> its timeline, from the one-rank cells without a remedy."""
     if table is None or table.empty:
         return {}
-    one = table[(table["world_size"] == 1) & (table["comm"].fillna(REFERENCE_COMM) == "none")]
+    one = table[(table["world_size"] == 1) & no_remedy(table["comm"])]
     return {
         (strategy, model): _timeline(rows)
         for (strategy, model), rows in one.groupby(["strategy", "model"], sort=True)

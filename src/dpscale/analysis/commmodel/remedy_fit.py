@@ -39,9 +39,10 @@ from dpscale.analysis.commmodel.model import (
     step_seconds,
 )
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
+from dpscale.analysis.rows import no_remedy
 from dpscale.analysis.words import batch_words
 from dpscale.plan.layout import HOST_NETWORK, Layout
-from dpscale.plan.remedies import name_of
+from dpscale.plan.remedies import NO_REMEDY, name_of
 
 # remedies whose all-reduce runs behind the next step's forward and backward pass
 HIDDEN = ("delayed", "delayed-fp16")
@@ -172,7 +173,7 @@ def fit_remedies(
     ratios = remedy_ratios(cells)
     work = remedy_work(replay)
     fitted, rows, validations = [], [], []
-    remedied = windows[windows["comm"].fillna("none") != "none"]
+    remedied = windows[~no_remedy(windows["comm"])]
     by_group = {(g.strategy, g.model): g for g in groups}
     for (strategy, model, comm), mine in remedied.groupby(["strategy", "model", "comm"]):
         base = {"strategy": strategy, "model": model, "comm": comm}
@@ -314,7 +315,7 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
         return []
     multi, single = _subset(rows, [0]), _subset(rows, [1])
     values = fit.values
-    none = RemedyTerms("none", 1.0, False)
+    none = RemedyTerms(NO_REMEDY, 1.0, False)
     base = {
         "strategy": group.strategy,
         "model": group.model,
