@@ -20,24 +20,24 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.collectives import comm_key
+from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK
 
 CONFIG_KEY = [
-    "strategy",
-    "model",
+    *RUN,
     "dataset",
-    "world_size",
+    WORLD_SIZE,
     "batch_per_device",
     "global_batch",
     "lr_rule",
-    "network",
+    NETWORK,
     "comm",
 ]
 RUN_COLUMNS = [
     "cell_id",
     *CONFIG_KEY,
-    "nodes",
-    "devices_per_node",
+    NODES,
+    DEVICES_PER_NODE,
     "seed",
     "status",
     "reason",

@@ -19,7 +19,7 @@ from dpscale.analysis.words import (
     is_known,
     readable_model,
 )
-from dpscale.plan.columns import LAYOUT
+from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, NETWORK, NODES
 from dpscale.plan.layout import Layout
 
 TIE_RULE = "the smaller break-even batch, then fewer nodes, then fewer devices"
@@ -175,7 +175,7 @@ def _cost(row: dict[str, Any], costs: pd.DataFrame, prices: Prices | None) -> st
         text += f", {money(row['cost_per_epoch'], prices)} per epoch"
     best = cheapest(costs, prices)
     deadline = f" within {prices.deadline_hours:g} h" if prices.deadline_hours else ""
-    same = ["strategy", "network", "nodes", "devices_per_node", "batch_per_device"]
+    same = ["strategy", NETWORK, NODES, DEVICES_PER_NODE, "batch_per_device"]
     if best and all(best[k] == row[k] for k in same):
         text += (
             f"; a run of {prices.run_epochs:g} epochs, start-up included, takes "

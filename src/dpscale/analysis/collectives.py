@@ -13,20 +13,12 @@ import pandas as pd
 
 from dpscale.analysis import alpha_beta
 from dpscale.plan import ring
+from dpscale.plan.columns import NETWORK, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.units import parse_quantity
 
-LAYOUT = [
-    "study",
-    "strategy",
-    "framework",
-    "network",
-    "comm",
-    "nodes",
-    "devices_per_node",
-    "world_size",
-]
+LAYOUT = ["study", "strategy", "framework", NETWORK, "comm", *SPREAD]
 MEASURED = "measured"
 # one fit per group: imported rows are never pooled with measured ones
 FIT_GROUP = [*LAYOUT, "source"]

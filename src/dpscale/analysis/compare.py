@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpscale.analysis.fits import Z95, ratio_ci95
 from dpscale.analysis.tables import point_means, with_comm
-from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
+from dpscale.plan.columns import FIT_GROUP, NETWORK, POINT, SPREAD, SYSTEM_HOST
 from dpscale.plan.layout import Layout
 from dpscale.plan.remedies import NO_REMEDY
 
@@ -44,7 +44,7 @@ FIT_COLUMNS = [
     "t_c_change_s",
     "t_c_change_ci95",
 ]
-LINK_KEY = ["strategy", "network", "comm", "nodes", "devices_per_node", "world_size"]
+LINK_KEY = ["strategy", NETWORK, "comm", *SPREAD]
 LINK_COLUMNS = [
     *LINK_KEY,
     "beta_a_GB_s",

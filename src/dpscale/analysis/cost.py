@@ -16,7 +16,7 @@ import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
 from dpscale.analysis.startup import crossover_images, mean_rate
-from dpscale.plan.columns import LAYOUT, RUN
+from dpscale.plan.columns import LAYOUT, NETWORK, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK
 
 NO_PRICE = "no price given"
@@ -147,7 +147,7 @@ def cost_to_target(runs: pd.DataFrame, prices: Prices | None, accelerator: str) 
     """DAWNBench's cost per training configuration: mean time to the target accuracy over
     its seeds (NaN unless every seed reached it) x nodes x price per node-hour."""
     runs = without_remedies(runs)
-    keys = [*RUN, "network", "nodes", "world_size", "batch_per_device", "lr_rule"]
+    keys = [*RUN, NETWORK, NODES, WORLD_SIZE, "batch_per_device", "lr_rule"]
     columns = [*keys, "time_to_target_s", "node_hours_to_target", "cost_to_target"]
     if runs.empty or "time_to_target_s" not in runs.columns:
         return pd.DataFrame(columns=columns)

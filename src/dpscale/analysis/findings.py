@@ -27,7 +27,7 @@ from dpscale.analysis.words import (
     readable_model,
     speedup_words,
 )
-from dpscale.plan.columns import LAYOUT, RUN
+from dpscale.plan.columns import LAYOUT, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, Layout
 
 NOT_MEASURED = "not measured"
@@ -283,7 +283,7 @@ def cost_numbers(
             )
             numbers["reference_first_below_images"] = images if longer == "b" else math.inf
     if not to_target.empty:
-        keys = [*RUN, "world_size", "nodes"]
+        keys = [*RUN, WORLD_SIZE, NODES]
         cheapest = _largest_batch(matching_rows(to_target, row, keys))["cost_to_target"].dropna()
         numbers["cost_to_target"] = float(cheapest.min()) if not cheapest.empty else math.nan
     return numbers

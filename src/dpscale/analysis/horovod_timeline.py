@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.tables import TIMELINE_CELL, cell_row
+from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES
 from dpscale.plan.result import cells_dir_of
 
 ALLREDUCE, NEGOTIATE = "ALLREDUCE", "NEGOTIATE_ALLREDUCE"
@@ -244,7 +245,7 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
     per step and the hidden share, the answer before the bookkeeping (the CSV keeps all)."""
     if table.empty:
         return table
-    out = table[["nodes", "devices_per_node", "network", "batch_per_device", "comm", "steps"]]
+    out = table[[NODES, DEVICES_PER_NODE, NETWORK, "batch_per_device", "comm", "steps"]]
     out = out.copy()
     for measure in MEASURES:
         out[f"{measure} [95%]"] = [

@@ -13,18 +13,14 @@ import pandas as pd
 from dpscale.analysis.collectives import COLLECTIVES_COLUMNS, FIT_GROUP
 from dpscale.analysis.import_logs import AllReduceLog, read_entry
 from dpscale.plan import ring
+from dpscale.plan.columns import LAYOUT
 from dpscale.plan.config import import_source
 from dpscale.plan.remedies import NONE
 
 THROUGHPUT_COLUMNS = [
     "study",
     "source",
-    "strategy",
-    "model",
-    "network",
-    "nodes",
-    "devices_per_node",
-    "world_size",
+    *LAYOUT,
     "batch_per_device",
     "global_batch",
     "mode",

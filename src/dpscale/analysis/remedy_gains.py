@@ -30,7 +30,7 @@ from dpscale.analysis.commmodel.remedy_fit import remedy_ratios
 from dpscale.analysis.findings import matching_rows
 from dpscale.analysis.fits import intervals_overlap
 from dpscale.analysis.words import batch_words, even_interval, readable_model
-from dpscale.plan.columns import LAYOUT, MODE_LAYOUT
+from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, MODE_LAYOUT, NETWORK, NODES, RUN, SPREAD
 from dpscale.plan.layout import HOST_NETWORK, Layout
 from dpscale.plan.remedies import NO_REMEDY, name_of
 
@@ -68,7 +68,7 @@ REMEDY_COLUMNS = [
     "break_even_none_ci95",
 ]
 # the collectives table's layout columns a remedy row is matched on
-COLLECTIVE_KEY = ["strategy", "network", "nodes", "devices_per_node", "world_size"]
+COLLECTIVE_KEY = ["strategy", NETWORK, *SPREAD]
 ACCURACY_KEY = LAYOUT
 ACCURACY_COLUMNS = [
     *ACCURACY_KEY,
@@ -668,9 +668,7 @@ def findings_columns(
         out[column] = math.nan if column != "best_remedy" else None
     if best.empty or findings.empty:
         return out
-    keys = [
-        k for k in ("strategy", "model", "nodes", "network", "devices_per_node") if k in findings
-    ]
+    keys = [k for k in (*RUN, NODES, NETWORK, DEVICES_PER_NODE) if k in findings]
     for index, row in out.iterrows():
         match = best[np.logical_and.reduce([best[k] == row[k] for k in keys])]
         if match.empty:

@@ -18,7 +18,17 @@ from dpscale.analysis.again import with_second_measurements
 from dpscale.analysis.collectives import comm_key
 from dpscale.analysis.rows import no_remedy
 from dpscale.plan import ring
-from dpscale.plan.columns import FIT_GROUP, POINT, SYSTEM_HOST
+from dpscale.plan.columns import (
+    DEVICES_PER_NODE,
+    FIT_GROUP,
+    NETWORK,
+    NODES,
+    PLACEMENT,
+    POINT,
+    RUN,
+    SYSTEM_HOST,
+    WORLD_SIZE,
+)
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.result import STARTUP_PHASES, read_result
@@ -360,17 +370,7 @@ def windows_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 # One row per (cell, gradient bucket) of a bucket timeline (result measurement.bucket_timeline):
 # the step's parts and the bucket's ready time, medians over the timeline's steps
-TIMELINE_CELL = [  # as cells.csv has them: rows join on cell_id
-    "cell_id",
-    "strategy",
-    "model",
-    "nodes",
-    "network",
-    "devices_per_node",
-    "world_size",
-    "batch_per_device",
-    "comm",
-]
+TIMELINE_CELL = ["cell_id", *RUN, *PLACEMENT, "batch_per_device", "comm"]
 TIMELINE_COLUMNS = [
     *TIMELINE_CELL,
     "steps",
@@ -612,9 +612,9 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
 
 TIMELINE_SUMMARY_COLUMNS = [
     "cell_id",
-    "nodes",
-    "network",
-    "world_size",
+    NODES,
+    NETWORK,
+    WORLD_SIZE,
     "batch_per_device",
     "comm",
     "forward_s",
@@ -640,7 +640,7 @@ def timeline_summary(timeline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFra
         return pd.DataFrame(columns=TIMELINE_SUMMARY_COLUMNS)
     rows = [_timeline_cell(cell) for _, cell in timeline.groupby("cell_id", sort=False)]
     frame = pd.DataFrame(rows)
-    keys = ["strategy", "nodes", "devices_per_node", "network", "comm"]
+    keys = ["strategy", NODES, DEVICES_PER_NODE, NETWORK, "comm"]
     if not replay.empty and set(keys) <= set(replay.columns):
         alone = replay[replay["quality"].fillna("ok") != "contaminated"]
         alone = alone.groupby(keys, as_index=False)["step_s"].median()

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.rows import without_remedies
+from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, Layout, devices_per_node_words
 from dpscale.render.interactive import save_inline
 
@@ -132,15 +133,14 @@ def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataF
     points["position"] = _side_by_side(points)
     columns = [
         "group",
-        "strategy",
-        "model",
-        "network",
+        *RUN,
+        NETWORK,
         "basis",
         "bandwidth_Gbit_s",
-        "nodes",
-        "devices_per_node",
+        NODES,
+        DEVICES_PER_NODE,
         "devices",
-        "world_size",
+        WORLD_SIZE,
         "batch",
         "kind",
         "speedup",
@@ -150,7 +150,7 @@ def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataF
         "one_node",
         "position",
     ]
-    return points[columns].sort_values(["group", "network", "devices_per_node", "nodes"])
+    return points[columns].sort_values(["group", NETWORK, DEVICES_PER_NODE, NODES])
 
 
 def largest_batches(points: pd.DataFrame) -> pd.DataFrame:
@@ -313,13 +313,13 @@ def cost_points(cost: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         for n, d, w in zip(rows["nodes"], rows["devices_per_node"], rows["network"], strict=True)
     ]
     rows["batch"] = rows["batch_per_device"].astype(int)
-    rows = rows.sort_values(["group", "world_size", "nodes", "network", "batch"])
+    rows = rows.sort_values(["group", WORLD_SIZE, NODES, NETWORK, "batch"])
     columns = [
         "group",
         "layout",
-        "world_size",
-        "nodes",
-        "network",
+        WORLD_SIZE,
+        NODES,
+        NETWORK,
         "batch",
         "global_batch",
         "img_s",
@@ -441,7 +441,7 @@ def remedy_points(remedies: pd.DataFrame) -> pd.DataFrame:
             strict=True,
         )
     ]
-    points = points.sort_values(["group", "world_size", "nodes", "network", "batch", "comm"])
+    points = points.sort_values(["group", WORLD_SIZE, NODES, NETWORK, "batch", "comm"])
     repeated = points.duplicated(["group", "measure", "layout"])
     points.loc[repeated, "note"] = ""  # one note per layout, not one per remedy
     columns = [

@@ -19,7 +19,7 @@ from dpscale.analysis import fits  # noqa: E402
 from dpscale.analysis.collectives import MEASURED  # noqa: E402
 from dpscale.analysis.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
-from dpscale.plan.columns import MODE_LAYOUT  # noqa: E402
+from dpscale.plan.columns import MODE_LAYOUT, NETWORK, NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import HOST_NETWORK, Layout  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
@@ -77,7 +77,7 @@ def throughput_figure(
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(ok, known)
     figure, panels = _panels(sorted(ok["model"].unique()))
-    keys = ["model", "strategy", "world_size", "nodes", "network"]
+    keys = ["model", "strategy", WORLD_SIZE, NODES, NETWORK]
     fitted = fit_table[fit_table["status"] == "ok"].set_index(keys)
     for (model, strategy, world, nodes, network), group in ok.groupby(keys):
         axis, colour = panels[model], colours[strategy]
@@ -264,7 +264,7 @@ def collectives_figure(
     sns.set_theme(style="whitegrid")
     colours, styles = _style_keys(table, known)
     figure, panels = _panels(sorted(table["network"].unique()))
-    keys = ["network", "strategy", "world_size", "nodes", "source"]
+    keys = [NETWORK, "strategy", WORLD_SIZE, NODES, "source"]
     table, comm_fits = (
         f if "source" in f else f.assign(source=MEASURED) for f in (table, comm_fits)
     )

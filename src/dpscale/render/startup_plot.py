@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 
 from dpscale.analysis.startup import PHASE_COLUMNS  # noqa: E402
 from dpscale.analysis.words import readable_model  # noqa: E402
+from dpscale.plan.columns import NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
@@ -26,7 +27,7 @@ def startup_figure(table: pd.DataFrame, path: Path) -> None:
     if table.empty:
         empty_figure(path, "no ok synthetic cell recorded its start-up")
         return
-    table = table.sort_values(["model", "strategy", "nodes", "world_size"])
+    table = table.sort_values(["model", "strategy", NODES, WORLD_SIZE])
     figure, axis = plt.subplots(figsize=(10, 1.8 + 0.5 * len(table)), layout="constrained")
     labels = [f"{layout_label(row)}\n{readable_model(row['model'])}" for _, row in table.iterrows()]
     left = pd.Series(0.0, index=table.index)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from dpscale.analysis.commmodel.analysis import GroupModel
 from dpscale.analysis.commmodel.model import step_seconds
+from dpscale.plan.columns import PLACEMENT
 
 
 def model_curves(group: GroupModel, batches: np.ndarray) -> pd.DataFrame:
@@ -16,9 +17,7 @@ def model_curves(group: GroupModel, batches: np.ndarray) -> pd.DataFrame:
     if group.chosen is None:
         return pd.DataFrame()
     fit = group.fits[group.chosen]
-    layouts = group.obs[
-        ["nodes", "network", "devices_per_node", "world_size", "gradient_bytes"]
-    ].drop_duplicates()
+    layouts = group.obs[[*PLACEMENT, "gradient_bytes"]].drop_duplicates()
     frames = []
     for layout in layouts.itertuples(index=False):
         frame = pd.DataFrame({**layout._asdict(), "batch_per_device": batches})

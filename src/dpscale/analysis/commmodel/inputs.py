@@ -12,21 +12,14 @@ import numpy as np
 import pandas as pd
 
 from dpscale.plan import ring
+from dpscale.plan.columns import PLACEMENT, RUN
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.units import parse_quantity
 
 INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
 
 
-OBS_COLUMNS = [
-    "strategy",
-    "model",
-    "nodes",
-    "network",
-    "devices_per_node",
-    "world_size",
-    "batch_per_device",
-]
+OBS_COLUMNS = [*RUN, *PLACEMENT, "batch_per_device"]
 
 
 @dataclass(frozen=True)

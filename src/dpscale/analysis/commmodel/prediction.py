@@ -19,20 +19,18 @@ from dpscale.analysis.commmodel.inputs import INTRA, OBS_COLUMNS, Link
 from dpscale.analysis.commmodel.labels import MeasuredRange, extrapolated, label
 from dpscale.analysis.commmodel.model import MIN_STEP, Design, step_seconds
 from dpscale.analysis.commmodel.validation import SUMMARY_COLUMNS
+from dpscale.plan.columns import NETWORK, RUN, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.units import parse_quantity
 
 PREDICTION_COLUMNS = [
-    "strategy",
-    "model",
+    *RUN,
     "overlap",
-    "network",
+    NETWORK,
     "basis",
     "bandwidth_Gbit_s",
     "latency_us",
-    "nodes",
-    "devices_per_node",
-    "world_size",
+    *SPREAD,
     "batch_per_device",
     "measured",
     "kind",

@@ -41,6 +41,7 @@ from dpscale.analysis.commmodel.model import (
 from dpscale.analysis.commmodel.prediction import break_even, predicted_networks
 from dpscale.analysis.rows import no_remedy
 from dpscale.analysis.words import batch_words
+from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, SPREAD, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, Layout
 from dpscale.plan.remedies import NO_REMEDY, name_of
 
@@ -77,15 +78,12 @@ REMEDY_VALIDATION_COLUMNS = [
     "status",
 ]
 REMEDY_PREDICTION_COLUMNS = [
-    "strategy",
-    "model",
+    *RUN,
     "comm",
-    "network",
+    NETWORK,
     "basis",
     "bandwidth_Gbit_s",
-    "nodes",
-    "devices_per_node",
-    "world_size",
+    *SPREAD,
     "break_even_global_batch",
     "break_even_none",
     "batch_per_device",
@@ -356,13 +354,11 @@ def remedy_lines(predictions: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     lines = []
     if not predictions.empty:
         # per network, its smallest layout across nodes: the first step off one machine
-        smallest = predictions.sort_values(["world_size", "nodes"]).groupby(
+        smallest = predictions.sort_values([WORLD_SIZE, NODES]).groupby(
             ["strategy", "model", "network"], sort=True
         )
-        first_layouts = smallest.head(1)[
-            ["strategy", "model", "network", "nodes", "devices_per_node"]
-        ]
-        keys = ["strategy", "model", "network", "nodes", "devices_per_node"]
+        first_layouts = smallest.head(1)[[*RUN, NETWORK, NODES, DEVICES_PER_NODE]]
+        keys = [*RUN, NETWORK, NODES, DEVICES_PER_NODE]
         shown = predictions.merge(first_layouts, on=keys)
         for key, rows in shown.groupby(keys, sort=True):
             strategy, model, network, nodes, devices = key

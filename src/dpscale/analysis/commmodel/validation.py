@@ -12,18 +12,14 @@ import pandas as pd
 from dpscale.analysis.commmodel.buckets import BucketTimeline
 from dpscale.analysis.commmodel.fitting import Z95, fit_model, safe_exp
 from dpscale.analysis.commmodel.inputs import INTRA, OBS_COLUMNS, Link
+from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, NETWORK, NODES
 from dpscale.plan.layout import Layout
 
 VALIDATION_COLUMNS = [
     "scheme",
     "overlap",
     "chosen",
-    "strategy",
-    "model",
-    "network",
-    "nodes",
-    "devices_per_node",
-    "world_size",
+    *LAYOUT,
     "batch_per_device",
     "measured",
     "predicted",
@@ -197,7 +193,7 @@ def layout_law_baseline(obs: pd.DataFrame) -> pd.DataFrame:
     A model with fewer parameters cannot be expected to do much better than this."""
     rows = []
     multi = obs[obs["world_size"] > 1]
-    for _, layout in multi.groupby(["nodes", "network", "devices_per_node"], sort=True):
+    for _, layout in multi.groupby([NODES, NETWORK, DEVICES_PER_NODE], sort=True):
         for index in layout.index:
             rest = layout.drop(index=index)
             row = layout.loc[index]
