@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
 from dpscale.analysis.accuracy import resolved
+from dpscale.plan.cell import MODEL_KEY
 
 
 def is_known(value: float) -> bool:
@@ -16,11 +16,10 @@ def is_known(value: float) -> bool:
 
 def readable_model(key: str) -> str:
     """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``."""
-    match = re.fullmatch(r"resnet(\d+)-([a-z]+?)(\d+)-c(\d+)", str(key))
+    match = MODEL_KEY.fullmatch(str(key))
     if not match:
         return str(key)
-    depth, _, size, classes = match.groups()
-    return f"ResNet-{depth} ({size} px, {classes} classes)"
+    return f"ResNet-{match['depth']} ({match['image_size']} px, {match['classes']} classes)"
 
 
 def batch_words(value: float) -> str:

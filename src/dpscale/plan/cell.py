@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan.layout import HOST_NETWORK, Layout
+from dpscale.plan.layout import HOST_NETWORK, LAYOUT_ID, Layout
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
+
+# a model's key (ModelConfig.key) read back: resnet50-imagenet32-c10
+MODEL_KEY = re.compile(
+    r"(?P<name>resnet(?P<depth>\d+))-(?P<stem>[a-z]+?)(?P<image_size>\d+)-c(?P<classes>\d+)"
+)
+# a cell id with Snakemake's wildcards: the cells' result paths (workflow/rules/common.smk)
+CELL_PATTERN = "/".join(["{strategy}", "{model}", "{mode}", LAYOUT_ID])
+_NUMBERS = {"nodes", "devices", "batch", "repeat"}
+
+
+def _wildcard(name: str) -> str:
+    return f"(?P<{name}>[0-9]+)" if name in _NUMBERS else f"(?P<{name}>[^/]+)"
+
+
+_CELL_ID = re.compile(re.sub(r"\\\{(\w+)\\\}", lambda m: _wildcard(m[1]), re.escape(CELL_PATTERN)))
+
+
+def parse_cell_id(text: str) -> dict[str, str]:
+    """A cell id's parts by CELL_PATTERN's names (strategy, model, mode, nodes, devices,
+    batch, repeat); ValueError if it is not one."""
+    match = _CELL_ID.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a cell id ({CELL_PATTERN})")
+    return match.groupdict()
 
 
 @dataclass(frozen=True)
@@ -24,6 +49,14 @@ class ModelConfig:
     def key(self) -> str:
         """Unique, path-safe name, e.g. ``resnet18-imagenet64-c10``."""
         return f"{self.name}-{self.stem}{self.image_size}-c{self.classes}"
+
+    @classmethod
+    def from_key(cls, key: str) -> ModelConfig:
+        """The model a key names (``resnet18-imagenet64-c10``); ValueError if none."""
+        match = MODEL_KEY.fullmatch(key)
+        if match is None:
+            raise ValueError(f"{key!r} is not a model key ({MODEL_KEY.pattern})")
+        return cls(match["name"], match["stem"], int(match["image_size"]), int(match["classes"]))
 
     def spec(self) -> ResNetSpec:
         return resnet_spec(self.name, self.stem, self.image_size, self.classes)

@@ -12,6 +12,8 @@ from typing import Any
 
 # the network of cells on one node (and of a cluster's own interconnect): its table value
 HOST_NETWORK = "host"
+# a cell id's layout part, as a format string (plan.cell.CELL_PATTERN's last part)
+LAYOUT_ID = "n{nodes}-d{devices}-b{batch}-r{repeat}"
 
 
 def plural(count: int, word: str) -> str:
@@ -100,4 +102,6 @@ class Layout:
 
     def id_part(self, batch_per_device: int, repeat: int) -> str:
         """``n2-d1-b64-r0``: the last part of a cell id (plan.cell.Cell.layout)."""
-        return f"n{self.nodes}-d{self.devices_per_node}-b{batch_per_device}-r{repeat}"
+        return LAYOUT_ID.format(
+            nodes=self.nodes, devices=self.devices_per_node, batch=batch_per_device, repeat=repeat
+        )
