@@ -50,7 +50,7 @@ DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in planned_cells}
 # The order cells run in on one machine (repeats in turn, drift probes spread through it)
 RUN_PRIORITY = run_priorities(list(CELLS.values()))
-from dpscale.plan.cell import CELL_PATTERN  # the cell id as wildcards, built beside Cell.cell_id
+from dpscale.plan.cell import CELL_PATTERN  # the cell id as wildcards (plan.cell)
 
 # A site's own interpreter or container (config interpreters) is probed once here, before
 # any job: it must import the framework and dpscale's runner (cached while nothing changes).

@@ -31,10 +31,6 @@ import pandas as pd
 
 from dpscale.analysis.rows import no_remedy
 from dpscale.plan import ring
-from dpscale.plan.remedies import NO_REMEDY
-
-# the timeline's reference: one rank, no remedy
-REFERENCE_COMM = NO_REMEDY
 
 
 @dataclass(frozen=True)
