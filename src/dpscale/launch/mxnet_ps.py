@@ -46,6 +46,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from dpscale.launch.rank_exits import describe_exit
+
 POLL_S = 0.2
 # After the workers finish, the scheduler and servers shut down on their own within a
 # moment (ps-lite's finalize); past this they are stopped.
@@ -60,14 +62,6 @@ def die_with_parent() -> None:
     """In each child (preexec_fn): SIGKILL when this process dies, even by SIGKILL, so no
     scheduler or server outlives the job (PR_SET_PDEATHSIG)."""
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-
-
-def describe_exit(code: int) -> str:
-    """``was killed by SIGKILL`` (a negative Popen status), else ``exited with code N``."""
-    try:
-        return f"was killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"exited with code {code}"
 
 
 def log(message: str) -> None:
