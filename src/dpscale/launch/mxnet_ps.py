@@ -46,7 +46,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from dpscale.launch.rank_exits import describe_exit
+from dpscale.launch.rank_exits import RankExit, in_causal_order
 
 POLL_S = 0.2
 # After the workers finish, the scheduler and servers shut down on their own within a
@@ -139,10 +139,16 @@ class Job:
         infra_exited_at: float | None = None
         while True:
             codes = [worker.poll() for worker in self.workers]
-            for index, code in enumerate(codes):
-                if code not in (None, 0):
-                    log(f"worker {index} {describe_exit(code)}; stopping the job")
-                    return code if code > 0 else 128 - code
+            # every worker that ended since the last poll, the likely cause first
+            ended = in_causal_order(
+                RankExit(f"worker {index}", code)
+                for index, code in enumerate(codes)
+                if code not in (None, 0)
+            )
+            for end in ended:
+                log(f"{end.words}; stopping the job")
+            if ended:
+                return ended[0].code if ended[0].code > 0 else 128 - ended[0].code
             if all(code == 0 for code in codes):
                 return 0
             for name, process in self.infra:
