@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import copy
+import os
+import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,13 +31,60 @@ pytest_plugins = ["helpers.slurm_cluster", "helpers.processes"]  # processes: th
 KINDS = ("unit", "integration", "e2e")
 
 
+def kind_of(item: pytest.Item) -> str:
+    return Path(item.path).parent.name
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        kind = Path(item.path).parent.name
+        kind = kind_of(item)
         if kind in KINDS:
             item.add_marker(kind)
         if kind == "e2e":
             item.add_marker(pytest.mark.slow)
+    # unit tests first: they need no environment, so they run while prebuild() installs
+    items.sort(key=lambda item: KINDS.index(kind_of(item)) if kind_of(item) in KINDS else 0)
+
+
+# Installs that integration and e2e tests wait for, started in the background when the
+# session begins: every framework environment (dpscale.launch.envs, one after another) and,
+# where SLURM tests may run, SLURM's packages. They take minutes (Horovod compiles) and
+# mostly wait on the network and one core, so the unit tests run beside them on the other.
+# A test that needs one before it is ready waits for its lock (envs.build_env,
+# ci/slurm/install.sh). DPSCALE_PREBUILD=0 turns this off.
+PREBUILD_LOG = REPO / ".envs" / "logs" / "prebuild.log"
+
+
+def prebuild_commands(kinds: set[str]) -> list[list[str]]:
+    if os.environ.get("DPSCALE_PREBUILD", "1") == "0" or not kinds & {"integration", "e2e"}:
+        return []
+    from helpers.slurm_cluster import skip_reason
+
+    envs = sorted({s.env for s in STRATEGIES.values()})
+    commands = [[sys.executable, "-m", "dpscale.launch.envs", name] for name in envs]
+    if skip_reason() is None:
+        commands.insert(0, ["bash", str(REPO / "ci" / "slurm" / "install.sh")])
+    return commands
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuild(request: pytest.FixtureRequest):
+    commands = prebuild_commands({kind_of(item) for item in request.session.items})
+    if not commands:
+        yield
+        return
+    PREBUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
+    script = " ; ".join(shlex.join(command) for command in commands)
+    with open(PREBUILD_LOG, "a") as log:
+        process = subprocess.Popen(
+            ["bash", "-c", script], cwd=REPO, stdout=log, stderr=log, start_new_session=True
+        )
+    yield
+    try:  # a session cut short (-x, a failure) does not leave an install running
+        process.wait(timeout=1)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
 
 
 def network_namespaces() -> tuple[set[str], set[str]]:
