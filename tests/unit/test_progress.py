@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import make_cell
 from dpscale import cli
 from dpscale.plan.progress import progress_lines, study_progress
 from dpscale.plan.result import make_result, write_json_atomic
@@ -73,7 +74,7 @@ def test_time_left_is_the_pending_cells_at_the_pace_of_their_own_kind(half_done)
     # three mxnet-dist cells pending (one truncated), timed by mxnet's one done cell: 100 s
     assert progress.estimated == 3 and progress.seconds_left == pytest.approx(300.0)
     assert progress.seconds_done == pytest.approx(10 + 30 + 5 + 7 + 100)
-    assert "about 5.0 min for 3 of 3 pending cells" in progress_lines(progress)[-1]
+    assert "about 5.0 min for 3 of 3 cells to measure" in progress_lines(progress)[-1]
 
 
 def test_the_cli_prints_the_status_of_the_study_file(half_done, capsys):
@@ -137,3 +138,16 @@ def test_make_study_runs_the_named_preset_and_reports_where_it_wrote():
         '--report "$(.venv/bin/dpscale report-path  studies/post003_interconnect_mini.yaml)"'
         in plan
     )
+
+
+def test_a_study_not_yet_run_says_its_time_is_not_known_and_skips_cost_none(tmp_path):
+    """Before any cell ran there is no pace: no "about 0 s", and a cell the plan skips is
+    neither timed nor counted as one to measure."""
+    cells = [make_cell(batch=b) for b in (4, 8)] + [
+        make_cell(batch=16, skip_reason="needs 4 cores, the machine has 2")
+    ]
+    progress = study_progress("new", tmp_path, cells)
+    assert progress.estimated == 0 and progress.to_skip == 1
+    line = progress_lines(progress)[-1]
+    assert "not known until a cell of each kind has run (2 cells to measure)" in line
+    assert "1 pending cells will be skipped" in line and "about 0 s" not in line
