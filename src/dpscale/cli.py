@@ -101,8 +101,32 @@ def workflow_command(files: list[Path], extra: list[str]) -> list[str]:
         str(snakefile),
         "--directory",
         str(Path.cwd()),
-        *extra,
+        *packaged_profiles(extra, WORKFLOW_ROOT),
     ]
+
+
+def packaged_profiles(extra: list[str], workflow_root: Path) -> list[str]:
+    """``--profile slurm`` names the profile dpscale carries (``<workflow>/slurm``) when the
+    current folder has none of that name: Snakemake looks only here and in the user's
+    config folders, so outside a checkout it found no profile.yaml."""
+    out = list(extra)
+    for index, word in enumerate(out):
+        name, glued = (
+            (word.split("=", 1)[1], True) if word.startswith("--profile=") else (None, False)
+        )
+        if word == "--profile" and index + 1 < len(out):
+            name = out[index + 1]
+        personal = Path.home() / ".config" / "snakemake" / (name or "")
+        if not name or Path(name).exists() or personal.exists():
+            continue
+        if not (workflow_root / name).is_dir():
+            continue
+        packaged = str(workflow_root / name)
+        if glued:
+            out[index] = f"--profile={packaged}"
+        else:
+            out[index + 1] = packaged
+    return out
 
 
 def _call(command: list[str]) -> int:
