@@ -67,3 +67,18 @@ def test_profile_slurm_outside_a_checkout_is_the_packaged_one(tmp_path, monkeypa
     assert packaged_profiles(["--profile", "mine"], REPO) == ["--profile", "mine"]
     (tmp_path / "slurm").mkdir()
     assert packaged_profiles(["--profile", "slurm"], REPO) == ["--profile", "slurm"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "report", "lock", "check-config", "report-path", "compare", "status", "rerun-failed"],
+)
+def test_each_subcommand_s_help_says_what_it_does_and_shows_an_example(command, capsys):
+    from dpscale.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: dpscale {command}") and description.endswith(".")
+    assert f"example: dpscale {command} " in text
