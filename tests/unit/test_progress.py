@@ -10,7 +10,7 @@ import yaml
 
 from conftest import make_cell
 from dpscale import cli
-from dpscale.plan.progress import progress_lines, study_progress
+from dpscale.plan.progress import finished_line, progress_lines, study_progress
 from dpscale.plan.result import make_result, write_json_atomic
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
@@ -96,7 +96,9 @@ def test_rerun_failed_forces_exactly_the_failed_and_oom_results(half_done, capsy
         if json.loads((cells_dir / f"{cell_id}.json").read_text())["status"] in ("failed", "oom")
     }
     assert set(forced) == expected and len(forced) == 2
-    assert f"--configfile {study} --snakefile" in out and "--profile slurm --forcerun" in out
+    assert (
+        f"--configfile {study} --snakefile" in out and "slurm --forcerun" in out
+    )  # the packaged profile here
 
 
 def test_a_study_with_nothing_failed_has_nothing_to_rerun(
@@ -151,3 +153,13 @@ def test_a_study_not_yet_run_says_its_time_is_not_known_and_skips_cost_none(tmp_
     line = progress_lines(progress)[-1]
     assert "not known until a cell of each kind has run (2 cells to measure)" in line
     assert "1 pending cells will be skipped" in line and "about 0 s" not in line
+
+
+def test_a_finished_cell_is_one_line_with_its_img_s_and_interval_or_its_reason():
+    cell = make_cell(batch=8)
+    ok = make_result(cell, "ok", started_at="2026-11-26T12:00:00+00:00", system={})
+    ok["measurement"] = {"summary": {"img_s": {"mean": 150.42, "ci95": 9.36, "n": 5}}}
+    assert finished_line(ok) == f"dpscale: {cell.cell_id}: ok, 150.4 img/s ±9.4 (95%, 5 windows)"
+    failed = make_result(cell, "failed", started_at="2026-11-26T12:00:00+00:00", system={})
+    failed["reason"] = "rank 1 was killed by SIGKILL\nmore"
+    assert finished_line(failed) == f"dpscale: {cell.cell_id}: failed: rank 1 was killed by SIGKILL"

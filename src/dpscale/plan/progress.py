@@ -174,3 +174,17 @@ def _time_line(progress: Progress) -> str:
 def failed_paths(progress: Progress) -> list[Path]:
     """The result files of the cells that did not run (failed, oom)."""
     return [state.path for state in progress.not_run]
+
+
+def finished_line(result: dict[str, Any]) -> str:
+    """One line for a finished cell, as the study prints it: its id, status, and img/s with
+    the 95% half-width over its windows, or the reason it did not measure."""
+    cell_id = (result.get("cell") or {}).get("cell_id", "?")
+    status = result.get("status", "?")
+    summary = ((result.get("measurement") or {}).get("summary") or {}).get("img_s") or {}
+    if status == "ok" and summary.get("mean") is not None:
+        spread = summary.get("ci95")
+        interval = f" ±{spread:.1f} (95%, {summary.get('n')} windows)" if spread is not None else ""
+        return f"dpscale: {cell_id}: ok, {summary['mean']:.1f} img/s{interval}"
+    reason = (result.get("reason") or "").splitlines()[0][:160] if result.get("reason") else ""
+    return f"dpscale: {cell_id}: {status}" + (f": {reason}" if reason else "")
