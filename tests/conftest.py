@@ -47,44 +47,47 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Installs that integration and e2e tests wait for, started in the background when the
-# session begins: every framework environment (dpscale.launch.envs, one after another) and,
-# where SLURM tests may run, SLURM's packages. They take minutes (Horovod compiles) and
-# mostly wait on the network and one core, so the unit tests run beside them on the other.
-# A test that needs one before it is ready waits for its lock (envs.build_env,
-# ci/slurm/install.sh). DPSCALE_PREBUILD=0 turns this off.
+# session begins: every framework environment (dpscale.launch.envs, one after another in
+# the registry's order) and, beside them, where SLURM tests may run, SLURM's packages. They
+# take minutes (Horovod compiles; apt) and mostly wait on the network or one core, so the
+# unit tests run beside them. A test that needs one before it is ready waits on its lock
+# (envs.build_env, ci/slurm/install.sh). DPSCALE_PREBUILD=0 turns this off.
 PREBUILD_LOG = REPO / ".envs" / "logs" / "prebuild.log"
 
 
-def prebuild_commands(kinds: set[str]) -> list[list[str]]:
+def prebuild_scripts(kinds: set[str]) -> list[str]:
+    """Shell lines to run side by side: the environments in turn, and SLURM's install."""
     if os.environ.get("DPSCALE_PREBUILD", "1") == "0" or not kinds & {"integration", "e2e"}:
         return []
     from helpers.slurm_cluster import skip_reason
 
-    envs = sorted({s.env for s in STRATEGIES.values()})
-    commands = [[sys.executable, "-m", "dpscale.launch.envs", name] for name in envs]
+    envs = dict.fromkeys(s.env for s in STRATEGIES.values())  # the registry's order
+    build = [shlex.join([sys.executable, "-m", "dpscale.launch.envs", name]) for name in envs]
+    scripts = [" ; ".join(build)]
     if skip_reason() is None:
-        commands.insert(0, ["bash", str(REPO / "ci" / "slurm" / "install.sh")])
-    return commands
+        scripts.append(shlex.join(["bash", str(REPO / "ci" / "slurm" / "install.sh")]))
+    return scripts
 
 
 @pytest.fixture(scope="session", autouse=True)
 def prebuild(request: pytest.FixtureRequest):
-    commands = prebuild_commands({kind_of(item) for item in request.session.items})
-    if not commands:
-        yield
-        return
-    PREBUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
-    script = " ; ".join(shlex.join(command) for command in commands)
-    with open(PREBUILD_LOG, "a") as log:
-        process = subprocess.Popen(
-            ["bash", "-c", script], cwd=REPO, stdout=log, stderr=log, start_new_session=True
-        )
+    scripts = prebuild_scripts({kind_of(item) for item in request.session.items})
+    if scripts:
+        PREBUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with open(PREBUILD_LOG if scripts else os.devnull, "a") as log:
+        processes = [
+            subprocess.Popen(
+                ["bash", "-c", script], cwd=REPO, stdout=log, stderr=log, start_new_session=True
+            )
+            for script in scripts
+        ]
     yield
-    try:  # a session cut short (-x, a failure) does not leave an install running
-        process.wait(timeout=1)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
+    for process in processes:  # a session cut short (-x, a failure) leaves no install running
+        try:
+            process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
 
 
 def network_namespaces() -> tuple[set[str], set[str]]:
