@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import copy
+import os
+import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,13 +31,63 @@ pytest_plugins = ["helpers.slurm_cluster", "helpers.processes"]  # processes: th
 KINDS = ("unit", "integration", "e2e")
 
 
+def kind_of(item: pytest.Item) -> str:
+    return Path(item.path).parent.name
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        kind = Path(item.path).parent.name
+        kind = kind_of(item)
         if kind in KINDS:
             item.add_marker(kind)
         if kind == "e2e":
             item.add_marker(pytest.mark.slow)
+    # unit tests first: they need no environment, so they run while prebuild() installs
+    items.sort(key=lambda item: KINDS.index(kind_of(item)) if kind_of(item) in KINDS else 0)
+
+
+# Installs that integration and e2e tests wait for, started in the background when the
+# session begins: every framework environment (dpscale.launch.envs, one after another in
+# the registry's order) and, beside them, where SLURM tests may run, SLURM's packages. They
+# take minutes (Horovod compiles; apt) and mostly wait on the network or one core, so the
+# unit tests run beside them. A test that needs one before it is ready waits on its lock
+# (envs.build_env, ci/slurm/install.sh). DPSCALE_PREBUILD=0 turns this off.
+PREBUILD_LOG = REPO / ".envs" / "logs" / "prebuild.log"
+
+
+def prebuild_scripts(kinds: set[str]) -> list[str]:
+    """Shell lines to run side by side: the environments in turn, and SLURM's install."""
+    if os.environ.get("DPSCALE_PREBUILD", "1") == "0" or not kinds & {"integration", "e2e"}:
+        return []
+    from helpers.slurm_cluster import skip_reason
+
+    envs = dict.fromkeys(s.env for s in STRATEGIES.values())  # the registry's order
+    build = [shlex.join([sys.executable, "-m", "dpscale.launch.envs", name]) for name in envs]
+    scripts = [" ; ".join(build)]
+    if skip_reason() is None:
+        scripts.append(shlex.join(["bash", str(REPO / "ci" / "slurm" / "install.sh")]))
+    return scripts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuild(request: pytest.FixtureRequest):
+    scripts = prebuild_scripts({kind_of(item) for item in request.session.items})
+    if scripts:
+        PREBUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
+    with open(PREBUILD_LOG if scripts else os.devnull, "a") as log:
+        processes = [
+            subprocess.Popen(
+                ["bash", "-c", script], cwd=REPO, stdout=log, stderr=log, start_new_session=True
+            )
+            for script in scripts
+        ]
+    yield
+    for process in processes:  # a session cut short (-x, a failure) leaves no install running
+        try:
+            process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
 
 
 def network_namespaces() -> tuple[set[str], set[str]]:

@@ -8,6 +8,11 @@
 # Needs root. Quiet: prints one line, or apt's log tail on failure.
 set -euo pipefail
 
+# one install at a time (the test suite may start one in the background at its start): a
+# second waits here, then finds everything installed
+exec 9>/tmp/dpscale-slurm-install.lock
+flock -w 1200 9
+
 want_dbd=${DPSCALE_SLURM_DBD:-1}
 pkgs=(slurm-wlm slurmctld slurmd slurm-client munge)
 bins=(slurmctld slurmd sbatch srun squeue sacct scontrol munged mungekey)

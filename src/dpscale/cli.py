@@ -101,8 +101,32 @@ def workflow_command(files: list[Path], extra: list[str]) -> list[str]:
         str(snakefile),
         "--directory",
         str(Path.cwd()),
-        *extra,
+        *packaged_profiles(extra, WORKFLOW_ROOT),
     ]
+
+
+def packaged_profiles(extra: list[str], workflow_root: Path) -> list[str]:
+    """``--profile slurm`` names the profile dpscale carries (``<workflow>/slurm``) when the
+    current folder has none of that name: Snakemake looks only here and in the user's
+    config folders, so outside a checkout it found no profile.yaml."""
+    out = list(extra)
+    for index, word in enumerate(out):
+        name, glued = (
+            (word.split("=", 1)[1], True) if word.startswith("--profile=") else (None, False)
+        )
+        if word == "--profile" and index + 1 < len(out):
+            name = out[index + 1]
+        personal = Path.home() / ".config" / "snakemake" / (name or "")
+        if not name or Path(name).exists() or personal.exists():
+            continue
+        if not (workflow_root / name).is_dir():
+            continue
+        packaged = str(workflow_root / name)
+        if glued:
+            out[index] = f"--profile={packaged}"
+        else:
+            out[index + 1] = packaged
+    return out
 
 
 def _call(command: list[str]) -> int:
@@ -192,23 +216,43 @@ def _study_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _command(commands, name: str, example: str, help: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand whose --help starts with what it does and ends with an example."""
+    return commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=example,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+
+
 def _workflow_commands(commands) -> None:
     """run, report and lock: the workflow from any folder, a checkout's or an installed one."""
-    study = commands.add_parser(
+    study = _command(
+        commands,
         "run",
+        "example: dpscale run mystudy.yaml -- --cores 2     (or: -- --profile slurm)",
         help="run a study with dpscale's workflow in this folder, then write its report; "
         "Snakemake's own options after --",
     )
     _study_arguments(study)
     study.add_argument("--no-report", action="store_true", help="run the study only")
     study.set_defaults(func=run)
-    page = commands.add_parser(
-        "report", help="write a study's report (snakemake --report); Snakemake's options after --"
+    page = _command(
+        commands,
+        "report",
+        "example: dpscale report mystudy.yaml",
+        help="write a study's report (snakemake --report); Snakemake's options after --",
     )
     _study_arguments(page)
     page.set_defaults(func=report)
-    locks = commands.add_parser(
-        "lock", help="write <env>.lock from the study's built environments (pip freeze)"
+    locks = _command(
+        commands,
+        "lock",
+        "example: dpscale lock mystudy.yaml --env torch",
+        help="write <env>.lock from the study's built environments (pip freeze)",
     )
     _study_arguments(locks)
     locks.add_argument("--env", action="append", help="only this environment (a name in envs/)")
@@ -222,33 +266,46 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dpscale")
     parser.add_argument("--version", action="version", version=f"dpscale {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser(
+    check = _command(
+        commands,
         "check-config",
+        "example: dpscale check-config studies/post003_interconnect_mini.yaml",
         aliases=["check"],
         help="check study files as the workflow merges them over config.yaml",
     )
     check.add_argument("files", nargs="*", type=Path, help="study files (YAML)")
     check.set_defaults(func=check_config_files)
-    where = commands.add_parser(
-        "report-path", help="where snakemake --report should write this study's report"
+    where = _command(
+        commands,
+        "report-path",
+        "example: dpscale report-path mystudy.yaml",
+        help="where snakemake --report should write this study's report",
     )
     where.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
     where.set_defaults(func=report_path)
-    both = commands.add_parser(
-        "compare", help="two studies' results folders side by side (did the upgrade help?)"
+    both = _command(
+        commands,
+        "compare",
+        "example: dpscale compare results/before results/after --out results/compare",
+        help="two studies' results folders side by side (did the upgrade help?)",
     )
     both.add_argument("a", type=Path, help="the reference study's folder (results/<study>)")
     both.add_argument("b", type=Path, help="the study compared with it")
     both.add_argument("--out", type=Path, help="where the tables and compare.html go")
     both.set_defaults(func=compare)
-    state = commands.add_parser(
-        "status", help="cells done, ok, failed and pending, why, and the time left"
+    state = _command(
+        commands,
+        "status",
+        "example: dpscale status mystudy.yaml --reasons 20",
+        help="cells done, ok, failed and pending, why, and the time left",
     )
     state.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
     state.add_argument("--reasons", type=int, default=10, help="failed cells listed (10)")
     state.set_defaults(func=status)
-    rerun = commands.add_parser(
+    rerun = _command(
+        commands,
         "rerun-failed",
+        "example: dpscale rerun-failed mystudy.yaml -- --profile slurm",
         help="rerun exactly the failed and oom cells (snakemake --forcerun on their results); "
         "Snakemake's own options after --",
     )

@@ -225,7 +225,10 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         timeout=900,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 4
+    # each cell's first result; a cell the quality review found noisy (a busy machine) is
+    # measured again into <cell>.again.json beside it
+    firsts = [p for p in (results / "tiny2" / "cells").rglob("*.json") if ".again." not in p.name]
+    assert len(firsts) == 4
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 

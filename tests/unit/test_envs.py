@@ -159,3 +159,42 @@ def test_the_build_installs_the_lock(envs_dir, tmp_path, monkeypatch):
         envs.build_env("fw", prefix, envs_dir, log=log)
     assert installs and installs[0][-2:] == ["-r", str(lock)]
     assert envs.built_env_hash(prefix) == envs.env_hash("fw", envs_dir)
+
+
+def test_a_second_build_of_one_environment_waits_and_finds_it_built(
+    envs_dir, tmp_path, monkeypatch
+):
+    """Two processes (a test and a prebuild, two studies) building one environment: the
+    second waits for the first's lock, then reuses its build instead of removing it as
+    unfinished."""
+    import threading
+
+    venvs: list[str] = []
+    first_inside, release = threading.Event(), threading.Event()
+
+    def run(command: list[str], log, env: dict | None = None) -> None:
+        if command[1:3] == ["-m", "venv"]:
+            venvs.append(command[3])
+            Path(command[3]).mkdir(parents=True)
+            first_inside.set()
+            assert release.wait(10)
+
+    monkeypatch.setattr(envs, "_run", run)
+    monkeypatch.setattr(envs, "_freeze", lambda python: "numpy==2.1.0\n")
+    prefix = tmp_path / "built" / "fw-x"
+
+    def build() -> None:
+        with open(tmp_path / f"build-{threading.get_ident()}.log", "w") as log:
+            envs.build_env("fw", prefix, envs_dir, log=log)
+
+    first = threading.Thread(target=build)
+    first.start()
+    assert first_inside.wait(10)
+    second = threading.Thread(target=build)
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waiting on the lock, not building beside the first
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert venvs == [str(prefix)] and (prefix / envs.READY_MARKER).is_file()

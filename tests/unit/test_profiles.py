@@ -51,3 +51,34 @@ def test_the_shipped_slurm_profile_stops_a_dry_run_with_one_line(tmp_path):
     ]
     assert "Traceback" not in run.stderr
     assert not any(tmp_path.iterdir()), "a folder was made before the error"
+
+
+def test_profile_slurm_outside_a_checkout_is_the_packaged_one(tmp_path, monkeypatch):
+    """`dpscale run -- --profile slurm` from a folder without slurm/ (an installed package):
+    Snakemake would find no profile there, so the packaged one is named; a folder's own
+    profile, or a path, is left as given."""
+    from dpscale.cli import packaged_profiles
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    packaged = str(REPO / "slurm")
+    assert packaged_profiles(["--profile", "slurm", "-n"], REPO) == ["--profile", packaged, "-n"]
+    assert packaged_profiles(["--profile=slurm"], REPO) == [f"--profile={packaged}"]
+    assert packaged_profiles(["--profile", "mine"], REPO) == ["--profile", "mine"]
+    (tmp_path / "slurm").mkdir()
+    assert packaged_profiles(["--profile", "slurm"], REPO) == ["--profile", "slurm"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "report", "lock", "check-config", "report-path", "compare", "status", "rerun-failed"],
+)
+def test_each_subcommand_s_help_says_what_it_does_and_shows_an_example(command, capsys):
+    from dpscale.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: dpscale {command}") and description.endswith(".")
+    assert f"example: dpscale {command} " in text

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import make_cell
 from dpscale import cli
-from dpscale.plan.progress import progress_lines, study_progress
+from dpscale.plan.progress import finished_line, progress_lines, study_progress
 from dpscale.plan.result import make_result, write_json_atomic
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
@@ -73,7 +74,7 @@ def test_time_left_is_the_pending_cells_at_the_pace_of_their_own_kind(half_done)
     # three mxnet-dist cells pending (one truncated), timed by mxnet's one done cell: 100 s
     assert progress.estimated == 3 and progress.seconds_left == pytest.approx(300.0)
     assert progress.seconds_done == pytest.approx(10 + 30 + 5 + 7 + 100)
-    assert "about 5.0 min for 3 of 3 pending cells" in progress_lines(progress)[-1]
+    assert "about 5.0 min for 3 of 3 cells to measure" in progress_lines(progress)[-1]
 
 
 def test_the_cli_prints_the_status_of_the_study_file(half_done, capsys):
@@ -95,7 +96,9 @@ def test_rerun_failed_forces_exactly_the_failed_and_oom_results(half_done, capsy
         if json.loads((cells_dir / f"{cell_id}.json").read_text())["status"] in ("failed", "oom")
     }
     assert set(forced) == expected and len(forced) == 2
-    assert f"--configfile {study} --snakefile" in out and "--profile slurm --forcerun" in out
+    assert (
+        f"--configfile {study} --snakefile" in out and "slurm --forcerun" in out
+    )  # the packaged profile here
 
 
 def test_a_study_with_nothing_failed_has_nothing_to_rerun(
@@ -137,3 +140,26 @@ def test_make_study_runs_the_named_preset_and_reports_where_it_wrote():
         '--report "$(.venv/bin/dpscale report-path  studies/post003_interconnect_mini.yaml)"'
         in plan
     )
+
+
+def test_a_study_not_yet_run_says_its_time_is_not_known_and_skips_cost_none(tmp_path):
+    """Before any cell ran there is no pace: no "about 0 s", and a cell the plan skips is
+    neither timed nor counted as one to measure."""
+    cells = [make_cell(batch=b) for b in (4, 8)] + [
+        make_cell(batch=16, skip_reason="needs 4 cores, the machine has 2")
+    ]
+    progress = study_progress("new", tmp_path, cells)
+    assert progress.estimated == 0 and progress.to_skip == 1
+    line = progress_lines(progress)[-1]
+    assert "not known until a cell of each kind has run (2 cells to measure)" in line
+    assert "1 pending cells will be skipped" in line and "about 0 s" not in line
+
+
+def test_a_finished_cell_is_one_line_with_its_img_s_and_interval_or_its_reason():
+    cell = make_cell(batch=8)
+    ok = make_result(cell, "ok", started_at="2026-11-26T12:00:00+00:00", system={})
+    ok["measurement"] = {"summary": {"img_s": {"mean": 150.42, "ci95": 9.36, "n": 5}}}
+    assert finished_line(ok) == f"dpscale: {cell.cell_id}: ok, 150.4 img/s ±9.4 (95%, 5 windows)"
+    failed = make_result(cell, "failed", started_at="2026-11-26T12:00:00+00:00", system={})
+    failed["reason"] = "rank 1 was killed by SIGKILL\nmore"
+    assert finished_line(failed) == f"dpscale: {cell.cell_id}: failed: rank 1 was killed by SIGKILL"

@@ -153,22 +153,20 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def welch_interval(sample: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
-    """Difference of means and the half-width of its Welch 95% interval (nan if < 2 each)."""
+    """Difference of means and the half-width of its Welch 95% interval (nan if < 2 each;
+    0 where neither arm varies, which scipy's t test leaves undefined)."""
     delta = float(np.mean(sample) - np.mean(reference))
     if len(sample) < 2 or len(reference) < 2:
         return delta, math.nan
-    var_s, var_r = np.var(sample, ddof=1), np.var(reference, ddof=1)
-    se = math.sqrt(var_s / len(sample) + var_r / len(reference))
-    if se == 0:
+    if np.var(sample, ddof=1) + np.var(reference, ddof=1) == 0:
         return delta, 0.0
-    df = _welch_df(var_s, len(sample), var_r, len(reference))
-    return delta, float(stats.t.ppf(0.975, df) * se)
+    low, high = stats.ttest_ind(sample, reference, equal_var=False).confidence_interval(0.95)
+    return delta, float(high - low) / 2
 
 
-def _welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
-    """Welch-Satterthwaite degrees of freedom from the two samples' variances."""
-    a, b = var_a / n_a, var_b / n_b
-    return float((a + b) ** 2 / (a**2 / (n_a - 1) + b**2 / (n_b - 1)))
+def _welch_df(sample: np.ndarray, reference: np.ndarray) -> float:
+    """Welch-Satterthwaite degrees of freedom (scipy's Welch t test)."""
+    return float(stats.ttest_ind(sample, reference, equal_var=False).df)
 
 
 RESOLVED_HALF = 0.05  # a delta known to within ±5 points says something; wider, it does not
@@ -199,12 +197,18 @@ def _power_factor(df: float) -> float:
 def paired_delta(sample: pd.Series, reference: pd.Series) -> dict[str, Any]:
     """Mean of per-seed differences (both indexed by seed), its paired-t 95% half-width."""
     common = sample.index.intersection(reference.index)
-    diffs = (sample[common] - reference[common]).to_numpy(dtype=float)
+    paired = [frame[common].to_numpy(dtype=float) for frame in (sample, reference)]
+    diffs = paired[0] - paired[1]
     n, sd = len(diffs), float(np.std(diffs, ddof=1))
     se, df = sd / math.sqrt(n), n - 1
+    if sd > 0:
+        low, high = stats.ttest_rel(*paired).confidence_interval(0.95)
+        half = float(high - low) / 2
+    else:  # every seed moved by the same amount: scipy's t test is undefined, the interval 0
+        half = 0.0
     return {
         "delta": float(diffs.mean()),
-        "ci95": float(stats.t.ppf(0.975, df) * se),
+        "ci95": half,
         "df": float(df),
         "method": "paired",
         "mde80": _power_factor(df) * se,
@@ -221,7 +225,7 @@ def welch_delta(sample: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
         return out
     var_s, var_r = np.var(sample, ddof=1), np.var(reference, ddof=1)
     se = math.sqrt(var_s / len(sample) + var_r / len(reference))
-    df = _welch_df(var_s, len(sample), var_r, len(reference)) if se else 1.0
+    df = _welch_df(sample, reference) if se else 1.0
     out.update(df=df, mde80=_power_factor(df) * se)
     out["seeds_for_1pt"] = _needed(
         lambda m: stats.t.ppf(0.975, 2 * m - 2) * math.sqrt((var_s + var_r) / m)

@@ -31,9 +31,35 @@ class AlphaBetaFit:
     inverse_beta_se: float  # standard error of 1/beta (s/byte), the fitted parameter
     r2: float
     points: int
+    # why the sizes cannot bound a parameter ("" where they do): reported, never used
+    alpha_unresolved: str = ""
+    beta_unresolved: str = ""
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
+
+    @property
+    def resolved(self) -> bool:
+        return not (self.alpha_unresolved or self.beta_unresolved)
+
+
+# A term shorter than this share of the time at the size where it weighs most is lost in
+# the timing's noise (all-reduce timings repeat within a few percent at best); the fit's own
+# residuals measure the ring law's misfit across protocols, not that noise.
+SMALLEST_RESOLVED_SHARE = 0.05
+
+
+def _unresolved(term_share: float, interval_open: bool, noise: float, words: str) -> str:
+    """Why a parameter is not resolved: its interval is unbounded, or its term is within the
+    noise at the one size where it matters most (``words`` says which size)."""
+    if term_share < noise:
+        return (
+            f"not resolved: {words} (its term is {term_share:.1%} of the time there, "
+            f"under {noise:.0%})"
+        )
+    if interval_open:
+        return f"not resolved: its 95% interval is unbounded ({words.split(',')[0]})"
+    return ""
 
 
 def fit_alpha_beta(
@@ -90,6 +116,24 @@ def fit_alpha_beta(
     # r2 on log times: every size counts, as in the fit
     spread = float(((log_time - log_time.mean()) ** 2).sum())
     r2 = 1.0 - float(residual @ residual) / spread if spread > 0 else math.nan
+    # each term where it weighs most: latency at the smallest message, bandwidth at the largest
+    noise = SMALLEST_RESOLVED_SHARE
+    smallest, largest = float(size.min()), float(size.max())
+    latency_share = (
+        latency_steps * alpha / float(model(np.array([smallest]), alpha, inverse_beta)[0])
+    )
+    bandwidth_share = (
+        volume * largest * inverse_beta / float(model(np.array([largest]), alpha, inverse_beta)[0])
+    )
+    alpha_unresolved = _unresolved(
+        latency_share, False, noise, f"smallest message {smallest:,.0f} B, time set by bandwidth"
+    )
+    beta_unresolved = _unresolved(
+        bandwidth_share,
+        inverse_lo <= 0,
+        noise,
+        f"largest message {largest:,.0f} B, time set by latency",
+    )
     return AlphaBetaFit(
         alpha_s=float(alpha),
         alpha_se=alpha_se,
@@ -101,6 +145,8 @@ def fit_alpha_beta(
         inverse_beta_se=inverse_beta_se,
         r2=r2,
         points=int(size.size),
+        alpha_unresolved=alpha_unresolved,
+        beta_unresolved=beta_unresolved,
     )
 
 

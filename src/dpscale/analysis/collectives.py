@@ -141,6 +141,28 @@ def with_imported(measured: pd.DataFrame, imported: pd.DataFrame) -> pd.DataFram
     return table.sort_values([*FIT_GROUP, "message_bytes"]).reset_index(drop=True)
 
 
+def _fit_columns(fit: alpha_beta.AlphaBetaFit) -> dict[str, Any]:
+    """A fit's row: a parameter its sizes cannot bound keeps its interval but no value, and
+    the row reads "not resolved" with the reason, so no prediction uses it (they read "ok")."""
+    unresolved = [
+        f"{name} {why}"
+        for name, why in (("alpha", fit.alpha_unresolved), ("beta", fit.beta_unresolved))
+        if why
+    ]
+    return {
+        "alpha_s": math.nan if fit.alpha_unresolved else fit.alpha_s,
+        "alpha_lo": fit.alpha_lo,
+        "alpha_hi": fit.alpha_hi,
+        "beta_GB_s": math.nan if fit.beta_unresolved else fit.beta_bytes_s / 1e9,
+        "beta_lo_GB_s": fit.beta_lo_bytes_s / 1e9,
+        "beta_hi_GB_s": fit.beta_hi_bytes_s / 1e9,
+        "r2": fit.r2,
+        "points": fit.points,
+        "status": "not resolved" if unresolved else "ok",
+        "reason": "; ".join(unresolved) or None,
+    }
+
+
 def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
     """alpha (s) and beta (GB/s) of the ring model per strategy, network, layout and source,
     fitted to the median per-call times of every size of the group's cells except
@@ -165,18 +187,7 @@ def comm_fits_table(collectives: pd.DataFrame) -> pd.DataFrame:
         except (ValueError, RuntimeError) as error:
             row.update(status="not fitted", reason=str(error), points=len(points))
         else:
-            row.update(
-                alpha_s=fit.alpha_s,
-                alpha_lo=fit.alpha_lo,
-                alpha_hi=fit.alpha_hi,
-                beta_GB_s=fit.beta_bytes_s / 1e9,
-                beta_lo_GB_s=fit.beta_lo_bytes_s / 1e9,
-                beta_hi_GB_s=fit.beta_hi_bytes_s / 1e9,
-                r2=fit.r2,
-                points=fit.points,
-                status="ok",
-                reason=None,
-            )
+            row.update(_fit_columns(fit))
         rows.append(row)
     # beta_hi_GB_s is inf where the data bound the bandwidth only from below
     return pd.DataFrame(rows).reindex(columns=COMM_FITS_COLUMNS)

@@ -17,6 +17,7 @@ and is part of the hash: the same packages at the same versions, on another mach
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -158,7 +159,16 @@ def build_env(
     log=sys.stderr,
     locks_dir: Path | None = None,
 ) -> Path:
-    """Build the environment at ``prefix`` unless a finished one is already there."""
+    """Build the environment at ``prefix`` unless a finished one is already there. One
+    build at a time per environment (an exclusive lock beside it): a second process waits
+    and then finds it built, instead of removing it as unfinished."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with open(prefix.parent / f".{prefix.name}.build-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        return _build_env_locked(name, prefix, envs_dir, log, locks_dir)
+
+
+def _build_env_locked(name: str, prefix: Path, envs_dir: Path, log, locks_dir: Path | None) -> Path:
     marker = prefix / READY_MARKER
     complete = prefix / COMPLETE_FLAG
     if complete.is_file():

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 
 from dpscale.launch.kinds import kind
+from dpscale.launch.rank_exits import exit_signal, first_cause, in_causal_order
 from dpscale.plan.cell import Cell
 from dpscale.plan.result import make_result, read_result, write_result
 from dpscale.registry import strategy
@@ -82,9 +83,9 @@ def classify_failure(
 def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
     """Status and reason of a runner that exited non-zero: out of memory (with the batch),
     a rank that missed the first collective or stopped stepping (runner.faults' own lines),
-    a rank killed by a signal as its launcher
-    reports it (launch_kinds' ``rank_failure``), else the first exception a rank raised
-    (after the failed rank, when the launcher names one)."""
+    the rank that ended first, killed by a signal, and those that followed (launch.rank_exits),
+    else the first exception a rank raised (after the ranks' ends, when the launcher names
+    them)."""
     plan = strategy(cell.strategy)
     launch_kind = kind(plan.launch)
     status, reason = classify_failure(
@@ -101,12 +102,13 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     stalled = STALLED.search(log_text)
     if stalled:
         return "failed", f"{stalled.group(0)} (twice measure.collective_timeout_s)"
-    rank = launch_kind.rank_failure(log_text)
-    if rank and " was killed by " in rank:  # the others' errors follow from its death
-        return "failed", f"{rank} (the launcher exited with code {returncode})"
-    if rank:  # the rank that failed first, and the first exception a rank raised
-        return "failed", f"{rank}; {reason}"
-    return status, reason
+    exits = in_causal_order(launch_kind.rank_exits(log_text))
+    if not exits:
+        return status, reason
+    ended = first_cause(exits)
+    if exit_signal(exits[0].code):  # killed: the others' errors follow from its death
+        return "failed", f"{ended} (the launcher exited with code {returncode})"
+    return "failed", f"{ended}; {reason}"  # and the first exception a rank raised
 
 
 def write_status(

@@ -35,6 +35,7 @@ mxnet_ps, horovod_gloo) run with this host's Python (:data:`HOST_PYTHON`), since
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shlex
@@ -46,6 +47,7 @@ from functools import partial
 from pathlib import Path
 
 from dpscale.launch import slurm, slurm_rank
+from dpscale.launch.rank_exits import RankExit, first_cause
 from dpscale.plan.cell import Cell
 
 HOST_PYTHON = sys.executable  # the launcher's interpreter (stdlib helpers only)
@@ -129,14 +131,18 @@ def ranked(kind: str, python: Python, runner: list[str]) -> list[str]:
     return [*task_shim(kind, python), python[-1], *runner]
 
 
-def describe_exit(code: int) -> str:
-    """``was killed by SIGKILL`` for -9 (Popen's status) or 137 (a shell's 128 + 9), else
-    ``exited with code N``."""
-    number = -code if code < 0 else code - 128 if code > 128 else 0
+TORCHRUN_FAILURE = re.compile(
+    r"^\s*time\s*:\s*(\S+)\s*$.*?^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)",
+    re.M | re.S,
+)
+
+
+def stamp_seconds(text: str) -> float:
+    """torchrun's failure stamp (``2026-11-21_21:10:23``) in seconds; 0.0 if unreadable."""
     try:
-        return f"was killed by {signal.Signals(number).name}"
+        return datetime.datetime.strptime(text, "%Y-%m-%d_%H:%M:%S").timestamp()
     except ValueError:
-        return f"exited with code {code}"
+        return 0.0
 
 
 class LaunchKind:
@@ -158,10 +164,14 @@ class LaunchKind:
     def rank_env(self, ids: Mapping[str, int | str], env: Mapping[str, str]) -> dict[str, str]:
         raise ValueError(f"launch kind {self.name!r} has no ranks to start as SLURM tasks")
 
+    def rank_exits(self, log_text: str) -> list[RankExit]:
+        """Every rank's end the launcher reported in ``log_text``, in its order."""
+        return []
+
     def rank_failure(self, log_text: str) -> str | None:
-        """``rank 1 was killed by SIGKILL``: the first rank that failed, as the launcher
-        reported it in ``log_text`` (None when the launcher reported no failed rank)."""
-        return None
+        """``rank 1 was killed by SIGKILL, then rank 0 ...``: the rank that failed first and
+        those that followed (launch.rank_exits); None when the launcher reported none."""
+        return first_cause(self.rank_exits(log_text))
 
 
 class Torch(LaunchKind):
@@ -204,15 +214,16 @@ class Torch(LaunchKind):
                 out["GLOO_SOCKET_IFNAME"] = iface
         return out
 
-    def rank_failure(self, log_text: str) -> str | None:
-        # torchrun's ChildFailedError table: "Root Cause (first observed failure):", then
-        # "rank : 1 (local_rank: 1)" and "exitcode : -9 (pid: 123)"
-        _, found, root = log_text.rpartition("Root Cause (first observed failure)")
-        rank = re.search(r"^\s*rank\s*:\s*(\d+)", root, re.M)
-        code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", root, re.M)
-        if not (found and rank and code):
-            return None
-        return f"rank {rank.group(1)} {describe_exit(int(code.group(1)))}"
+    def rank_exits(self, log_text: str) -> list[RankExit]:
+        # torchrun's ChildFailedError table, "Failures:" and "Root Cause (first observed
+        # failure):", each entry "time : 2026-11-21_21:10:23", "rank : 1 (local_rank: 1)",
+        # "exitcode : -9 (pid: 123)"; its root cause is the earliest stamp, ties by local
+        # rank, so a survivor's abort in the same second is named first
+        _, found, table = log_text.rpartition("ChildFailedError")
+        entries = TORCHRUN_FAILURE.findall(table) if found else []
+        return [
+            RankExit(f"rank {rank}", int(code), stamp_seconds(at)) for at, rank, code in entries
+        ]
 
 
 class Horovod(LaunchKind):
@@ -266,14 +277,13 @@ class Horovod(LaunchKind):
                 out["HOROVOD_GLOO_IFACE"] = iface
         return out
 
-    def rank_failure(self, log_text: str) -> str | None:
-        # horovodrun --gloo: "The first process to do so was:\nProcess name: 1\nExit code:
-        # 137" (slot index = rank; a shell runs each rank, so a signal is 128 + its number)
-        found = re.findall(r"Process name: (\d+)\s+Exit code: (-?\d+)", log_text)
-        if not found:
-            return None
-        rank, code = found[-1]
-        return f"rank {rank} {describe_exit(int(code))}"
+    def rank_exits(self, log_text: str) -> list[RankExit]:
+        # horovodrun --gloo: "Process 1 exit with status code 137." as each rank ends, then
+        # "The first process to do so was:\nProcess name: 1\nExit code: 137" (slot index =
+        # rank; a shell runs each rank, so a signal is 128 + its number)
+        found = re.findall(r"Process (\d+) exit with status code (-?\d+)", log_text)
+        found = found or re.findall(r"Process name: (\d+)\s+Exit code: (-?\d+)", log_text)[-1:]
+        return [RankExit(f"rank {rank}", int(code)) for rank, code in found]
 
 
 def server_nodes(servers: int, nodes: int) -> list[int]:
@@ -347,13 +357,18 @@ class MXNetParameterServer(LaunchKind):
             )
         return out
 
-    def rank_failure(self, log_text: str) -> str | None:
-        # dpscale.launch.mxnet_ps names the worker by its launch index (DPSCALE_LOCAL_RANK); ps-lite
-        # numbers the workers' kvstore ranks itself, in the order they register
+    def rank_exits(self, log_text: str) -> list[RankExit]:
+        # dpscale.launch.mxnet_ps names the worker by its launch index (DPSCALE_LOCAL_RANK);
+        # ps-lite numbers the workers' kvstore ranks itself, in the order they register
         found = re.findall(
-            r"\[dpscale mxnet_ps\] (worker \d+ (?:was killed by|exited with) \S+)", log_text
+            r"\[dpscale mxnet_ps\] (worker \d+) (?:was killed by (SIG[A-Z0-9]+)|exited with "
+            r"code (-?\d+))",
+            log_text,
         )
-        return found[0].rstrip(";") if found else None
+        return [
+            RankExit(who, -signal.Signals[sig].value if sig else int(code))
+            for who, sig, code in found
+        ]
 
 
 KINDS: dict[str, LaunchKind] = {

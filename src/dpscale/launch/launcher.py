@@ -36,6 +36,7 @@ from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import import_root
+from dpscale.plan.progress import finished_line
 from dpscale.plan.result import now_iso, rewrite_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
@@ -296,6 +297,10 @@ def main(argv: list[str] | None = None) -> None:
         # (results are written atomically: an earlier result and runs/ are as they were)
         sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")
     print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
+    try:  # the study's own output: a line per finished cell (the log has the detail)
+        print(finished_line(json.loads(args.out.read_text())), flush=True)
+    except (OSError, ValueError):
+        print(f"dpscale: {cell.cell_id}: {status}", flush=True)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from dpscale.launch.rank_exits import RankExit, in_causal_order
+
 POLL_S = 0.2
 # After the workers finish, the scheduler and servers shut down on their own within a
 # moment (ps-lite's finalize); past this they are stopped.
@@ -60,14 +62,6 @@ def die_with_parent() -> None:
     """In each child (preexec_fn): SIGKILL when this process dies, even by SIGKILL, so no
     scheduler or server outlives the job (PR_SET_PDEATHSIG)."""
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-
-
-def describe_exit(code: int) -> str:
-    """``was killed by SIGKILL`` (a negative Popen status), else ``exited with code N``."""
-    try:
-        return f"was killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"exited with code {code}"
 
 
 def log(message: str) -> None:
@@ -145,10 +139,16 @@ class Job:
         infra_exited_at: float | None = None
         while True:
             codes = [worker.poll() for worker in self.workers]
-            for index, code in enumerate(codes):
-                if code not in (None, 0):
-                    log(f"worker {index} {describe_exit(code)}; stopping the job")
-                    return code if code > 0 else 128 - code
+            # every worker that ended since the last poll, the likely cause first
+            ended = in_causal_order(
+                RankExit(f"worker {index}", code)
+                for index, code in enumerate(codes)
+                if code not in (None, 0)
+            )
+            for end in ended:
+                log(f"{end.words}; stopping the job")
+            if ended:
+                return ended[0].code if ended[0].code > 0 else 128 - ended[0].code
             if all(code == 0 for code in codes):
                 return 0
             for name, process in self.infra:

@@ -28,6 +28,7 @@ from dpscale.plan.paths import SCHEMA_DIR, WORKFLOW_ROOT
 from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.units import DELAY, RATE, parse_quantity
+from dpscale.plan.yaml_shape import check_shape, field_name
 
 
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
@@ -50,15 +51,8 @@ def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str,
     return schema
 
 
-def _field_name(path: Iterable[Any]) -> str:
-    name = ""
-    for part in path:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or "<config>"
-
-
 def _one_line(error: jsonschema.ValidationError) -> str:
-    field = _field_name(error.absolute_path)
+    field = field_name(error.absolute_path)
     if error.validator == "enum":
         return f"{field}: {error.instance!r} is not allowed; allowed: {error.validator_value}"
     if error.validator in ("oneOf", "anyOf"):
@@ -99,6 +93,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
 
     ``strategies``: the registered strategies (dpscale.registry.STRATEGIES): their names are
     the allowed ones, their own config keys are validated with the schemas they declare."""
+    check_shape(config)  # first: every check below walks the document
     schema = config_schema(strategies)
     config = _dates_as_text(config)
     _check_values(config)
@@ -141,19 +136,17 @@ def _check_values(value: Any, path: tuple = ()) -> None:
         for index, item in enumerate(value):
             _check_values(item, (*path, index))
     elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(
-            f"{_field_name(path)}: {value!r} is not allowed; allowed: a finite number"
-        )
+        raise ConfigError(f"{field_name(path)}: {value!r} is not allowed; allowed: a finite number")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if abs(value) > LARGEST_NUMBER:
             raise ConfigError(
-                f"{_field_name(path)}: {value:.3g} is out of range; allowed: at most 2**53"
+                f"{field_name(path)}: {value:.3g} is out of range; allowed: at most 2**53"
             )
     elif isinstance(value, str):
         allowed = "\n\t" if path in MULTI_LINE else ""
         if any(unicodedata.category(c) == "Cc" and c not in allowed for c in value):
             raise ConfigError(
-                f"{_field_name(path)}: {value[:60]!r} holds a control character; "
+                f"{field_name(path)}: {value[:60]!r} holds a control character; "
                 "allowed: printable text"
             )
 
@@ -493,6 +486,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {error.strerror}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: not a mapping of config keys")
+    check_shape(loaded, str(path))
     return loaded
 
 

@@ -16,8 +16,6 @@ from typing import Any
 from dpscale.plan.cell import Cell
 
 NOT_RUN = ("failed", "oom")
-# what a cell that will be skipped costs: planning only, no launch
-SKIP_SECONDS = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,8 @@ class Progress:
     counts: Counter = field(default_factory=Counter)
     seconds_done: float = 0.0
     seconds_left: float = 0.0
-    estimated: int = 0  # pending cells with a done cell of their kind to time them by
+    estimated: int = 0  # pending cells to measure with a done cell of their kind to time them by
+    to_skip: int = 0  # pending cells the plan skips (skip_reason): no launch, no time
     queue_wait_s: float | None = None
 
     @property
@@ -90,9 +89,7 @@ def _pace(done: Iterable[CellState]) -> dict[Any, float]:
 
 
 def _estimate(cell: Cell, pace: dict[Any, float]) -> float | None:
-    """The pace of the most alike measured cells; SKIP_SECONDS for one that will be skipped."""
-    if cell.skip_reason:
-        return SKIP_SECONDS
+    """The pace of the most alike measured cells (a cell the plan skips is not asked)."""
     return next((pace[key] for key in _kinds(cell) if key in pace), None)
 
 
@@ -102,7 +99,7 @@ def study_progress(study: str, cells_dir: Path, cells: Iterable[Cell]) -> Progre
     done = [s for s in states if s.status != "pending"]
     pace = _pace(done)
     pending = [s.cell for s in states if s.status == "pending"]
-    guesses = [_estimate(cell, pace) for cell in pending]
+    guesses = [_estimate(cell, pace) for cell in pending if not cell.skip_reason]
     waits = [s.queue_wait_s for s in done if s.queue_wait_s is not None]
     return Progress(
         study=study,
@@ -112,6 +109,7 @@ def study_progress(study: str, cells_dir: Path, cells: Iterable[Cell]) -> Progre
         seconds_done=sum(float(s.wall_s) for s in done if s.wall_s is not None),
         seconds_left=sum(g for g in guesses if g is not None),
         estimated=sum(g is not None for g in guesses),
+        to_skip=sum(bool(cell.skip_reason) for cell in pending),
         queue_wait_s=statistics.median(waits) if waits else None,
     )
 
@@ -149,13 +147,25 @@ def _time_line(progress: Progress) -> str:
     done = f"the done cells took {_minutes(progress.seconds_done)} (launch to exit)"
     if pending == 0:
         return f"time: {done}; nothing left"
-    unknown = pending - progress.estimated
-    text = (
-        f"time: {done}; left, one cell at a time at their median pace: about "
-        f"{_minutes(progress.seconds_left)} for {progress.estimated} of {pending} pending cells"
-    )
-    if unknown:
-        text += f" ({unknown} of a kind not measured yet: not counted)"
+    to_measure = pending - progress.to_skip
+    unknown = to_measure - progress.estimated
+    if progress.estimated:
+        text = (
+            f"time: {done}; left, one cell at a time at their median pace: about "
+            f"{_minutes(progress.seconds_left)} for {progress.estimated} of {to_measure} "
+            "cells to measure"
+        )
+        if unknown:
+            text += f" ({unknown} of a kind not measured yet: not counted)"
+    elif to_measure:
+        text = (
+            f"time: {done}; left: not known until a cell of each kind has run "
+            f"({to_measure} cells to measure)"
+        )
+    else:
+        text = f"time: {done}; no cell left to measure"
+    if progress.to_skip:
+        text += f"; {progress.to_skip} pending cells will be skipped (no time)"
     if progress.queue_wait_s is not None:
         text += f"; SLURM jobs waited a median {_minutes(progress.queue_wait_s)} in the queue"
     return text + ", plus the analysis and report"
@@ -164,3 +174,17 @@ def _time_line(progress: Progress) -> str:
 def failed_paths(progress: Progress) -> list[Path]:
     """The result files of the cells that did not run (failed, oom)."""
     return [state.path for state in progress.not_run]
+
+
+def finished_line(result: dict[str, Any]) -> str:
+    """One line for a finished cell, as the study prints it: its id, status, and img/s with
+    the 95% half-width over its windows, or the reason it did not measure."""
+    cell_id = (result.get("cell") or {}).get("cell_id", "?")
+    status = result.get("status", "?")
+    summary = ((result.get("measurement") or {}).get("summary") or {}).get("img_s") or {}
+    if status == "ok" and summary.get("mean") is not None:
+        spread = summary.get("ci95")
+        interval = f" ±{spread:.1f} (95%, {summary.get('n')} windows)" if spread is not None else ""
+        return f"dpscale: {cell_id}: ok, {summary['mean']:.1f} img/s{interval}"
+    reason = (result.get("reason") or "").splitlines()[0][:160] if result.get("reason") else ""
+    return f"dpscale: {cell_id}: {status}" + (f": {reason}" if reason else "")
