@@ -251,7 +251,7 @@ def _workflow_commands(commands) -> None:
     locks = _command(
         commands,
         "lock",
-        "example: dpscale lock mystudy.yaml --env torch",
+        "example: dpscale lock mystudy.yaml --out locks/",
         help="write <env>.lock from the study's built environments (pip freeze)",
     )
     _study_arguments(locks)
