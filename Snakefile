@@ -26,6 +26,7 @@ include: "workflow/rules/model.smk"
 
 
 rule all:
+    """Every cell, its tables, figures and report pages, and the tidy CSVs: the whole study."""
     default_target: True
     input:
         final_outputs(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,8 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # what a person types; compare runs an analysis step (the analysis extra), lock
     # freezes a built environment (launch.envs)
     "cli": ({"plan", "registry", "steps", "launch"}, set()),
+    # the workflow's one door (Snakefile, workflow/rules/*.smk): re-exports only
+    "workflow_door": ({"plan", "registry", "launch", "analysis", "render"}, set()),
 }
 
 
@@ -114,6 +117,71 @@ def test_a_runner_module_importing_pandas_is_caught(tmp_path):
     assert violations(module) == []
     found = violations(copy, package=tmp_path / "dpscale")
     assert found and "imports pandas" in found[0]
+
+
+# The workflow is an entry point beside cli.py: its rule files enter dpscale through one
+# module, and the rules' bodies through the steps.
+WORKFLOW = REPO / "workflow"
+WORKFLOW_DOORS = {
+    "Snakefile": "dpscale.workflow_door",
+    "rules": "dpscale.workflow_door",
+    "scripts": "dpscale.steps",
+}
+DPSCALE_IMPORT = re.compile(
+    r"^\s*(?:from\s+(dpscale[\w.]*)\s+import|import\s+(dpscale[\w.]*))", re.M
+)
+
+
+def workflow_files() -> list[Path]:
+    return [
+        REPO / "Snakefile",
+        *sorted((WORKFLOW / "rules").glob("*.smk")),
+        *sorted((WORKFLOW / "scripts").glob("*.py")),
+    ]
+
+
+def dpscale_imports(text: str) -> list[str]:
+    """The dpscale modules a rule file or script imports, read from its text (a .smk file is
+    not Python that ast can parse)."""
+    return [found[0] or found[1] for found in DPSCALE_IMPORT.findall(text)]
+
+
+def workflow_door(path: Path) -> str:
+    return WORKFLOW_DOORS[path.name if path.parent == REPO else path.parent.name]
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_the_workflow_enters_dpscale_through_its_door(path):
+    door = workflow_door(path)
+    others = [m for m in dpscale_imports(path.read_text(encoding="utf-8")) if m != door]
+    assert others == [], f"{path.relative_to(REPO)} may import only {door}"
+
+
+def test_the_workflow_uses_its_door_and_the_check_sees_another_import():
+    rules = "".join(p.read_text(encoding="utf-8") for p in workflow_files())
+    assert "dpscale.workflow_door" in dpscale_imports(rules)
+    assert "dpscale.steps" in dpscale_imports(rules)
+    text = "import json\nfrom dpscale.plan.study import plan_study\n    import dpscale.launch\n"
+    assert dpscale_imports(text) == ["dpscale.plan.study", "dpscale.launch"]
+    # a shell command running a module is not an import
+    assert dpscale_imports('    shell:\n        "$DPSCALE_PYTHON -m dpscale.launch --cell"\n') == []
+
+
+def test_the_door_only_re_exports_what_the_rules_use():
+    import dpscale.workflow_door as door
+
+    tree = ast.parse((PACKAGE / "workflow_door.py").read_text(encoding="utf-8"))
+    logic = [
+        type(node).__name__
+        for node in tree.body
+        if not isinstance(node, ast.Import | ast.ImportFrom | ast.Expr)
+        and not (isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
+    ]
+    assert logic == [], "the workflow's door re-exports only"
+    rules = "".join(p.read_text(encoding="utf-8") for p in workflow_files() if p.suffix != ".py")
+    rules = re.sub(r"from dpscale\.workflow_door import \(.*?\)", "", rules, flags=re.S)
+    unused = [name for name in door.__all__ if not re.search(rf"\b{name}\b", rules)]
+    assert unused == [], f"no rule uses these: {unused}"
 
 
 # Run where dpscale does not choose the packages (a site's interpreter, a container):

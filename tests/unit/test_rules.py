@@ -54,3 +54,45 @@ def test_a_cell_takes_every_bench_slot_of_the_profile():
     assert measuring, "no rule launches a cell"
     for name in measuring:
         assert f"bench_slot={slots}," in rule_blocks()[name], f"{name} leaves a slot free"
+
+
+# a rule, a checkpoint or a `use rule ... as name with:`, and the line after its header
+RULE_HEADER = re.compile(
+    r"^(?:(?:rule|checkpoint) (\w+)|use rule \S+(?: from \w+)? as (\w+)(?: with)?):?\n(.*)$",
+    re.M,
+)
+
+
+def undocumented_rules(text: str) -> tuple[list[str], list[str]]:
+    """Every rule named in a rule file's text, and those whose body does not open with a
+    docstring (Snakemake reads it as the rule's; ``snakemake --list-rules`` prints it)."""
+    names, bare = [], []
+    for match in RULE_HEADER.finditer(text):
+        name = match.group(1) or match.group(2)
+        names.append(name)
+        if not re.match(r'\s+"""\S', match.group(3)):
+            bare.append(name)
+    return names, bare
+
+
+def test_every_rule_says_what_it_makes_from_what():
+    names, bare = [], []
+    for path in [REPO / "Snakefile", *sorted(RULES.glob("*.smk"))]:
+        found, without = undocumented_rules(path.read_text(encoding="utf-8"))
+        names += found
+        bare += [f"{path.relative_to(REPO)}: {name}" for name in without]
+    assert {"all", "bench_cell", "quality_review", "measure_again", "comm_model"} <= set(names)
+    assert bare == [], f"rules without a docstring (snakemake --list-rules shows them bare): {bare}"
+
+
+def test_the_docstring_check_sees_a_bare_rule():
+    text = (
+        'rule made:\n    """Made from nothing."""\n    output:\n        "a"\n\n\n'
+        'rule bare:\n    output:\n        "b"\n\n\n'
+        "checkpoint bare_checkpoint:\n    input:\n        'b'\n\n\n"
+        "use rule made as again with:\n    output:\n        'c'\n"
+    )
+    assert undocumented_rules(text) == (
+        ["made", "bare", "bare_checkpoint", "again"],
+        ["bare", "bare_checkpoint", "again"],
+    )

@@ -2,6 +2,7 @@
 
 
 rule aggregate:
+    """Tidy tables (cells, windows, fits, scaling, break-even) from every cell's result."""
     input:
         # every cell, collectives too (their own rule reads them), and every cell measured
         # again: nothing downstream of the tables runs beside a measuring cell
@@ -27,6 +28,7 @@ rule aggregate:
 
 
 rule accuracy:
+    """Accuracy and time-to-accuracy tables and figures from the training cells."""
     input:
         results=cell_results("train"),
         again=again_results("train"),
@@ -76,6 +78,7 @@ rule accuracy:
 # The machine's drift through the run: the reference cell measured at intervals (config drift;
 # only in studies with drift.probes).
 rule drift:
+    """The machine's drift through the run, from the reference cell's probes in cells.csv."""
     input:
         cells=f"{TABLES}/cells.csv",
     output:
@@ -95,6 +98,7 @@ rule drift:
 
 
 rule startup:
+    """Start-up time per layout, table and figure, from cells.csv."""
     input:
         cells=f"{TABLES}/cells.csv",
     output:

@@ -3,6 +3,7 @@
 
 
 rule bench_cell:
+    """One cell's result JSON (ok, oom, failed or skipped), measured by the launcher."""
     input:
         env=cell_env_marker,
         data=cell_dataset,
@@ -36,6 +37,7 @@ rule bench_cell:
 # (noisy, contaminated) is measured once more into <cell>.again.json; both results are kept
 # and every reader of cell results uses the better one (dpscale.analysis.again).
 checkpoint quality_review:
+    """measure_again.json: the cells whose quality asks for a second measurement, from results."""
     input:
         results=cells_reviewed(),
     output:
@@ -55,6 +57,7 @@ checkpoint quality_review:
 
 
 use rule bench_cell as measure_again with:
+    """A cell measured once more into <cell>.again.json, if the quality review asks."""
     input:
         first=f"{CELLS_DIR}/{CELL_PATTERN}.json",
         env=cell_env_marker,
@@ -66,6 +69,7 @@ use rule bench_cell as measure_again with:
 
 
 rule cells:
+    """Every cell's result, measured again where asked, and no analysis."""
     input:
         cell_results(),
         again_results(),

@@ -5,6 +5,7 @@
 
 
 rule collectives:
+    """All-reduce table, alpha-beta fits and bus bandwidth from collectives results."""
     input:
         results=cell_results("collectives"),
         again=again_results("collectives"),

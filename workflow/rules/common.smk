@@ -6,19 +6,25 @@ import shlex
 import sys
 from pathlib import Path
 
-from dpscale.analysis.import_logs import check_imports
-from dpscale.launch.cluster import cell_resource
-from dpscale.launch.envs import READY_MARKER, LockError, env_folder_name
-from dpscale.launch.interpreters import InterpreterError, probe_configured
-from dpscale.launch.interpreters import configured as interpreter_command
-from dpscale.launch.netns import reap_orphans
-from dpscale.launch.scheduler_fix import coalesce_reevaluations
-from dpscale.plan.errors import ConfigError
-from dpscale.plan.matrix import run_priorities
-from dpscale.plan.profile import check_default_resources
-from dpscale.plan.study import plan_study
-from dpscale.registry import STRATEGIES
-from dpscale.render.rst import plain_text
+# the workflow's one door into dpscale (docs/architecture.md): every .smk file shares these
+from dpscale.workflow_door import (
+    READY_MARKER,
+    STRATEGIES,
+    ConfigError,
+    InterpreterError,
+    LockError,
+    cell_resource,
+    check_default_resources,
+    check_imports,
+    coalesce_reevaluations,
+    env_folder_name,
+    interpreter_command,
+    plain_text,
+    plan_study,
+    probe_configured,
+    reap_orphans,
+    run_priorities,
+)
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
 # strategies declare) with defaults filled in, the rules a schema cannot express, the

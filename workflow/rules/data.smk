@@ -4,6 +4,7 @@
 
 
 rule prepare_digits:
+    """The digits dataset at one image size, prepared once into one .npz file."""
     output:
         f"{DATA}/digits-{{size}}.npz",
     log:
@@ -19,6 +20,7 @@ rule prepare_digits:
 
 
 rule prepare_cifar10:
+    """CIFAR-10 (downloaded, or from train.cifar10_source), prepared once into one .npz file."""
     output:
         f"{DATA}/cifar10.npz",
     log:

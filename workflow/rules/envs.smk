@@ -6,6 +6,7 @@
 
 
 rule build_env:
+    """A framework's virtual environment, pip-built from envs/<env>.txt or its lock."""
     output:
         f"{config['env_dir']}/{{env}}-{{hash}}/{READY_MARKER}",
     log:
@@ -21,6 +22,7 @@ rule build_env:
 
 
 rule envs:
+    """Every framework environment the study's cells run in, built and nothing measured."""
     input:
         [env_marker(name) for name in study_envs()],
     localrule: True

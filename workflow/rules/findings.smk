@@ -5,6 +5,7 @@
 
 
 rule cost:
+    """Cost per layout and cost to a target accuracy, from cells and config cost prices."""
     input:
         **training_tables(with_runs=True),
         cells=f"{TABLES}/cells.csv",
@@ -30,6 +31,7 @@ rule cost:
 
 
 rule remedies:
+    """Each communication remedy beside no remedy, and its accuracy cost, from the tables."""
     input:
         **{
             k: v
@@ -61,6 +63,7 @@ rule remedies:
 
 
 rule compare:
+    """This study's cells and fits against an earlier study's (config compare_with)."""
     input:
         cells=f"{TABLES}/cells.csv",
         fits=f"{TABLES}/fits.csv",
@@ -86,6 +89,7 @@ rule compare:
 
 
 rule findings:
+    """Findings, one row per strategy, model, network and layout with a verdict, from the tables."""
     input:
         **training_tables(),
         cells=f"{TABLES}/cells.csv",
@@ -120,6 +124,7 @@ rule findings:
 
 
 rule post_vs_run:
+    """The source post's numbers (config reference) beside this run's."""
     input:
         **training_tables(with_runs=True),
         cells=f"{TABLES}/cells.csv",
@@ -148,6 +153,7 @@ rule post_vs_run:
 
 
 rule interactive_figures:
+    """Interactive throughput and speedup pages, from cells, fits, scaling."""
     input:
         cells=f"{TABLES}/cells.csv",
         fits=f"{TABLES}/fits.csv",
@@ -175,6 +181,7 @@ rule interactive_figures:
 
 
 rule mfu_figure:
+    """Model FLOPs utilisation per cell, a figure from cells.csv."""
     input:
         cells=f"{TABLES}/cells.csv",
     output:
@@ -195,6 +202,7 @@ rule mfu_figure:
 # Figures for the answers, each in two views of one figure (a static PNG and a self-contained
 # interactive page): the report shows one entry per figure with a static/interactive toggle.
 rule answer_figures:
+    """The answers' figures (predicted speedup, cost), static and interactive."""
     input:
         predictions=f"{TABLES}/predictions.csv",
         scaling=f"{TABLES}/scaling.csv",
@@ -237,6 +245,7 @@ rule answer_figures:
 
 # Asked for only where the study measures a remedy (final_outputs): no empty figure otherwise.
 rule remedies_figure:
+    """Remedies' gain and fraction recovered, static and interactive, from remedies.csv."""
     input:
         remedies=rules.remedies.output.table,
     output:

@@ -6,6 +6,7 @@
 
 
 rule imports:
+    """Tidy tables from logs measured elsewhere (config imports), rows naming a source."""
     input:
         logs=[entry["path"] for entry in config["imports"]],
     output:

@@ -4,6 +4,7 @@
 
 
 rule comm_model:
+    """The communication model fitted on windows and all-reduce fits, validated, its predictions."""
     input:
         windows=f"{TABLES}/windows.csv",
         cells=f"{TABLES}/cells.csv",

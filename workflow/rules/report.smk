@@ -2,6 +2,7 @@
 
 
 rule figures:
+    """The report's throughput, speedup, residual and per-strategy figures, from tables."""
     input:
         cells=f"{TABLES}/cells.csv",
         windows=f"{TABLES}/windows.csv",
@@ -44,6 +45,7 @@ rule figures:
 
 
 rule html_tables:
+    """The report's HTML tables (fits, scaling, break-even, cells, ...) from the CSVs."""
     input:
         cells=f"{TABLES}/cells.csv",
         fits=f"{TABLES}/fits.csv",
@@ -118,6 +120,7 @@ rule html_tables:
 
 
 rule data_tables:
+    """The report's data category: every tidy CSV of the study in one folder."""
     input:
         tables=tidy_tables,
     output:

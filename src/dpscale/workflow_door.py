@@ -1,0 +1,57 @@
+"""The workflow's one door into dpscale: everything ``Snakefile`` and ``workflow/rules/*.smk``
+use, and nothing more.
+
+The workflow is an entry point beside ``cli.py``: Snakemake parses the rules, plans the study
+and launches cells without going through the command line. Importing from here alone keeps
+what it depends on in one list that ``tests/unit/test_boundaries.py`` checks, so a module can
+move inside dpscale without a rule file changing, and a rule cannot reach into a module the
+architecture does not let it (docs/architecture.md, the rooms). The rules' bodies are the
+other way in (``workflow/scripts/step.py`` calls ``dpscale.steps``). This module only
+re-exports: no logic lives here.
+"""
+
+from __future__ import annotations
+
+# a log imported from elsewhere (config imports) is read and checked once, at plan time
+from dpscale.analysis.import_logs import check_imports
+
+# launching: a cell's SLURM resources, environments and their locks, a site's own
+# interpreter, emulated nodes left behind, Snakemake's job selector
+from dpscale.launch.cluster import cell_resource
+from dpscale.launch.envs import READY_MARKER, LockError, env_folder_name
+from dpscale.launch.interpreters import InterpreterError, probe_configured
+from dpscale.launch.interpreters import configured as interpreter_command
+from dpscale.launch.netns import reap_orphans
+from dpscale.launch.scheduler_fix import coalesce_reevaluations
+
+# planning: the checked config and its cells, the order they run in, a profile's defaults
+from dpscale.plan.errors import ConfigError
+from dpscale.plan.matrix import run_priorities
+from dpscale.plan.profile import check_default_resources
+from dpscale.plan.study import plan_study
+from dpscale.registry import STRATEGIES
+
+# a study's own words, shown in the report as plain text
+from dpscale.render.rst import plain_text
+
+__all__ = [
+    # planning
+    "STRATEGIES",
+    "ConfigError",
+    "check_default_resources",
+    "plan_study",
+    "run_priorities",
+    # launching
+    "READY_MARKER",
+    "InterpreterError",
+    "LockError",
+    "cell_resource",
+    "coalesce_reevaluations",
+    "env_folder_name",
+    "interpreter_command",
+    "probe_configured",
+    "reap_orphans",
+    # imported logs and the report's text
+    "check_imports",
+    "plain_text",
+]
