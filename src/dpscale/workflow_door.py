@@ -24,7 +24,9 @@ from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 
-# planning: the checked config and its cells, the order they run in, a profile's defaults
+# planning: the checked config and its cells, the order they run in, a profile's defaults,
+# the cell id as the rules' wildcards
+from dpscale.plan.cell import CELL_PATTERN
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.profile import check_default_resources
@@ -36,6 +38,7 @@ from dpscale.render.rst import plain_text
 
 __all__ = [
     # planning
+    "CELL_PATTERN",
     "STRATEGIES",
     "ConfigError",
     "check_default_resources",

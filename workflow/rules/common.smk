@@ -8,6 +8,7 @@ from pathlib import Path
 
 # the workflow's one door into dpscale (docs/architecture.md): every .smk file shares these
 from dpscale.workflow_door import (
+    CELL_PATTERN,  # the cell id as wildcards (plan.cell)
     READY_MARKER,
     STRATEGIES,
     ConfigError,
@@ -56,7 +57,6 @@ DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in planned_cells}
 # The order cells run in on one machine (repeats in turn, drift probes spread through it)
 RUN_PRIORITY = run_priorities(list(CELLS.values()))
-from dpscale.plan.cell import CELL_PATTERN  # the cell id as wildcards (plan.cell)
 
 # A site's own interpreter or container (config interpreters) is probed once here, before
 # any job: it must import the framework and dpscale's runner (cached while nothing changes).
