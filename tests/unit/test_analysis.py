@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
-from dpscale.analysis import fits
+from dpscale.analysis import fits, scaling
 from dpscale.analysis import tables as analysis
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
@@ -146,13 +146,13 @@ def test_contaminated_cells_are_left_out_of_the_fits_and_counted():
     ]
     slow = make_cell(batch=64, repeat=0)
     halved = throughput_measurement([2.0] * 4, 2, 64, 1)  # far off the law
-    clean = analysis.fits_table(analysis.windows_table(results))
-    dirty = analysis.fits_table(analysis.windows_table([*results, _result(slow, halved, "ok")]))
+    clean = scaling.fits_table(analysis.windows_table(results))
+    dirty = scaling.fits_table(analysis.windows_table([*results, _result(slow, halved, "ok")]))
     flagged = [*results, _result(slow, halved, "contaminated")]
     cells = analysis.cells_table(flagged)
     assert cells.set_index("batch_per_device").loc[64, "quality"] == "contaminated"
     assert cells.set_index("batch_per_device").loc[64, "foreign_cpu_cores_mean"] == 1.0
-    excluded = analysis.fits_table(analysis.windows_table(flagged))
+    excluded = scaling.fits_table(analysis.windows_table(flagged))
     assert excluded.loc[0, "excluded_points"] == 4
     assert excluded.loc[0, "points"] == clean.loc[0, "points"]
     assert excluded.loc[0, "v0"] == pytest.approx(clean.loc[0, "v0"])
@@ -166,7 +166,7 @@ def test_repeatability_is_the_cv_of_the_repeats_means():
         results.append(_result(cell, throughput_measurement([seconds] * 3, 2, 8, 1), "ok"))
     single = make_cell(batch=16)
     results.append(_result(single, throughput_measurement([1.0] * 3, 2, 16, 1)))
-    table = analysis.repeatability_table(analysis.cells_table(results))
+    table = scaling.repeatability_table(analysis.cells_table(results))
     assert list(table["batch_per_device"]) == [8]  # one repeat is no repeatability
     rates = np.array([16 / s for s in (1.0, 1.1, 0.9)])
     assert table.loc[0, "repeats"] == 3

@@ -11,7 +11,7 @@ from scipy import stats
 from test_remedy_gains import point
 
 from dpscale.analysis import accuracy as acc
-from dpscale.analysis import answer, findings, remedy_gains
+from dpscale.analysis import answer, findings, remedy_gains, remedy_ranking, remedy_words
 from dpscale.analysis.words import delta_words
 
 
@@ -182,7 +182,7 @@ def remedy_point(network: str, comm: str, img_s: float, half: float, batch: int)
 def remedy_lines(points: list[tuple]) -> list[str]:
     scaling = pd.DataFrame([remedy_point(*p) for p in points])
     table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
-    return remedy_gains.finding_lines(table, pd.DataFrame())
+    return remedy_words.finding_lines(table, pd.DataFrame())
 
 
 def test_remedies_whose_gains_overlap_are_a_tie():
@@ -196,7 +196,7 @@ def test_remedies_whose_gains_overlap_are_a_tie():
     )
     assert "fp16 (1.28x ±" in line and "powersgd-r2 (1.27x ±" in line
     assert "tie at per-device batch 64" in line and "helps most" not in line
-    assert remedy_gains.RANK_RULE in line
+    assert remedy_ranking.RANK_RULE in line
 
 
 def test_a_ranking_that_changes_with_the_batch_says_so():
@@ -295,7 +295,7 @@ def host_lines(collectives: list[dict]) -> list[str]:
     table = remedy_gains.remedies_table(
         scaling, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(collectives)
     )
-    return remedy_gains.finding_lines(table, pd.DataFrame())
+    return remedy_words.finding_lines(table, pd.DataFrame())
 
 
 def test_a_fast_link_bound_by_the_host_gives_the_fraction_against_one_node_as_well():
@@ -347,8 +347,8 @@ def test_remedies_tied_in_gain_and_break_even_are_told_apart_by_what_they_change
         table = remedy_gains.remedies_table(
             scaling, pd.DataFrame(), evens.assign(break_even_global_batch_ci95=half)
         )
-        [line] = remedy_gains.finding_lines(table, pd.DataFrame())
-        best = remedy_gains.best_remedies(table).iloc[0]["comm"]
+        [line] = remedy_words.finding_lines(table, pd.DataFrame())
+        best = remedy_ranking.best_remedies(table).iloc[0]["comm"]
         assert best == decided
         if decided == "fp16":
             assert "their break-even batches overlap too: powersgd-r2 21 (95% CI 18 to 24)" in line
@@ -408,12 +408,12 @@ def test_a_remedy_whose_gain_reaches_one_is_no_candidate_for_helping_most():
     assert "; fp16 (1.06x ±0.25): gain not resolved from none (its interval reaches 1)" in line
     scaling = pd.DataFrame([remedy_point(*p) for p in points])
     table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
-    assert list(remedy_gains.best_remedies(table)["comm"]) == ["powersgd-r2"]
+    assert list(remedy_ranking.best_remedies(table)["comm"]) == ["powersgd-r2"]
     nobody = [p if p[1] != "powersgd-r2" else (*p[:2], 97.0, 15.0, 64) for p in points]
     scaling = pd.DataFrame([remedy_point(*p) for p in nobody])
     table = remedy_gains.remedies_table(scaling, pd.DataFrame(), pd.DataFrame())
-    assert remedy_gains.best_remedies(table).empty
-    [line] = remedy_gains.finding_lines(table, pd.DataFrame())
+    assert remedy_ranking.best_remedies(table).empty
+    [line] = remedy_words.finding_lines(table, pd.DataFrame())
     assert "no remedy's gain is resolved at per-device batch 64" in line
 
 
@@ -431,7 +431,7 @@ def test_what_a_remedy_hides_is_the_step_time_it_saves_beyond_compute():
     assert row["exposed_comm_none_s"] == pytest.approx(32 / 60 - 0.2)
     assert row["hidden_comm_s"] == pytest.approx(32 / 60 - 0.4)
     assert row["exposed_comm_s_ci95"] == pytest.approx(math.hypot(0.4 * 0.01, 0.2 * 0.01))
-    [line] = remedy_gains.finding_lines(table, pd.DataFrame())
+    [line] = remedy_words.finding_lines(table, pd.DataFrame())
     assert (
         "a step waits 0.20 s (±0.00) for communication beyond one device's step, against " in line
     )

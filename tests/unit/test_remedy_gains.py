@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from dpscale.analysis import remedy_gains
+from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 
 LAYOUT = {"strategy": "torch-ddp", "model": "resnet18-imagenet64-c10", "mode": "synthetic"}
 
@@ -95,10 +95,10 @@ def test_the_finding_names_the_best_remedy_with_its_accuracy_cost():
             ]
         ]
     )
-    accuracy = remedy_gains.accuracy_table(runs)
+    accuracy = remedy_accuracy.accuracy_table(runs)
     assert accuracy.iloc[0]["accuracy_delta_vs_none"] == pytest.approx(-0.04)
     assert accuracy.iloc[0]["accuracy_delta_vs_none_ci95"] > 0
-    lines = remedy_gains.finding_lines(table, accuracy)
+    lines = remedy_words.finding_lines(table, accuracy)
     assert len(lines) == 1  # 1gbe is slow; 10gbe is the fastest network
     assert "What helps on 1gbe" in lines[0] and "powersgd-r2 helps most" in lines[0]
     assert "recovering 89% (95% CI " in lines[0] and ") of what 1gbe cost against 10gbe" in lines[0]
@@ -108,7 +108,7 @@ def test_the_finding_names_the_best_remedy_with_its_accuracy_cost():
         "final accuracy against the same training without it is not resolved (2 seeds" in (lines[0])
     )
     assert "-4.0" not in lines[0] and "1 node x 2 devices" in lines[0]
-    without = remedy_gains.finding_lines(table, pd.DataFrame())
+    without = remedy_words.finding_lines(table, pd.DataFrame())
     assert "its accuracy cost is not measured" in without[0]
 
 
@@ -116,11 +116,11 @@ def test_findings_csv_gets_the_best_remedy_per_layout():
     table = remedy_gains.remedies_table(SCALING, CELLS, pd.DataFrame())
     findings = pd.DataFrame(
         [
-            {**{k: v for k, v in point(n, "none", 1).items() if k in remedy_gains.ACCURACY_KEY}}
+            {**{k: v for k, v in point(n, "none", 1).items() if k in remedy_accuracy.ACCURACY_KEY}}
             for n in ("1gbe", "10gbe")
         ]
     )
-    out = remedy_gains.findings_columns(findings, table, pd.DataFrame()).set_index("network")
+    out = remedy_ranking.findings_columns(findings, table, pd.DataFrame()).set_index("network")
     assert out.loc["1gbe", "best_remedy"] == "powersgd-r2"
     assert out.loc["1gbe", "best_remedy_gain"] == pytest.approx(1.8)
     assert pd.isna(out.loc["10gbe", "best_remedy"])

@@ -4,7 +4,7 @@ moved; per link, how the all-reduce's alpha and beta moved; and the points only 
 measured. Works on two results folders from different machines: nothing but their tables.
 
 A point's img/s is the mean of its repeats with the half-width of their window intervals
-(tables.point_means); a ratio's interval is first-order propagation of the two
+(scaling.point_means); a ratio's interval is first-order propagation of the two
 (fits.ratio_ci95), as everywhere else in the report (docs/decisions/intervals-on-ratios.md).
 A ratio whose interval holds 1 is a tie, and is named as one.
 """
@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.fits import Z95, ratio_ci95
-from dpscale.analysis.tables import point_means, with_comm
+from dpscale.analysis.rows import with_comm
+from dpscale.analysis.scaling import point_means
 from dpscale.plan.columns import FIT_GROUP, NETWORK, POINT, SPREAD, SYSTEM_HOST
 from dpscale.plan.layout import Layout
 from dpscale.plan.remedies import NO_REMEDY

@@ -1,6 +1,6 @@
 """The machine's drift through a run: the same reference cell (drift probes) measured at
 intervals, each probe's mean img/s against the probes' median. Apart from the repeats' own
-variation (tables.repeatability_table): a study whose repeats vary by 8% on a machine that
+variation (scaling.repeatability_table): a study whose repeats vary by 8% on a machine that
 drifts by 8% learns that the machine, not the protocol, sets its repeatability.
 
 Where the probes trace the drift, each cell's img/s is also given relative to the trace at
@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpscale.analysis.tables import repeatability_table, with_comm
+from dpscale.analysis.rows import with_comm
+from dpscale.analysis.scaling import repeatability_table
 from dpscale.plan.columns import POINT
 
 # README, "Measurement quality": repeats within 3% of each other on a quiet machine
@@ -147,7 +148,7 @@ def with_drift_columns(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def repeatability_with_drift(cells: pd.DataFrame) -> pd.DataFrame:
-    """tables.repeatability_table, and ``img_s_cv_drift_corrected``: the CV of the repeats'
+    """scaling.repeatability_table, and ``img_s_cv_drift_corrected``: the CV of the repeats'
     mean img/s each divided by its drift factor; NaN where a repeat has none (no trace)."""
     table = repeatability_table(cells)
     if table.empty:

@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dpscale.analysis.tables import TIMELINE_CELL, cell_row
+from dpscale.analysis.bucket_tables import TIMELINE_CELL
+from dpscale.analysis.tables import cell_row
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES
 from dpscale.plan.result import cells_dir_of
 

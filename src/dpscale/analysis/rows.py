@@ -23,3 +23,8 @@ def without_remedies(table: pd.DataFrame) -> pd.DataFrame:
     if "comm" not in table.columns:
         return table
     return table[no_remedy(table["comm"])].reset_index(drop=True)
+
+
+def with_comm(table: pd.DataFrame) -> pd.DataFrame:
+    """A table from before the comm dimension (or built by hand) reads as comm ``none``."""
+    return table if "comm" in table.columns else table.assign(comm=NO_REMEDY)

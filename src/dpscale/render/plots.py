@@ -198,7 +198,7 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     """Global img/s of every strategy on the same cells: one panel per model and device
     layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
     cells = without_remedies(cells)
-    from dpscale.analysis.tables import point_means
+    from dpscale.analysis.scaling import point_means
 
     points = point_means(cells[cells["mode"] == "synthetic"])
     if points.empty:

@@ -11,7 +11,7 @@ from typing import Any
 from dpscale.analysis import cost as costs
 from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
-from dpscale.analysis import remedy_gains as rem
+from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 from dpscale.analysis.answer import answer_paragraph
 from dpscale.render import answer_figures as answers
 from dpscale.render import findings_page, interactive
@@ -38,14 +38,14 @@ def cost(inputs: Files, outputs: Files, params: Files) -> str:
 def remedies(inputs: Files, outputs: Files, params: Files) -> str:
     """Each communication remedy beside no remedy, its accuracy cost, its page and the
     findings in words."""
-    table = rem.remedies_table(
+    table = remedy_gains.remedies_table(
         read(inputs["scaling"]),
         read(inputs["cells"]),
         read(inputs["break_even"]),
         read_optional(inputs["collectives"]),
     )
-    accuracy = rem.accuracy_table(read_optional(inputs.get("training_runs")))
-    lines = rem.finding_lines(table, accuracy)
+    accuracy = remedy_accuracy.accuracy_table(read_optional(inputs.get("training_runs")))
+    lines = remedy_words.finding_lines(table, accuracy)
     write(table, outputs["table"])
     write(accuracy, outputs["accuracy"])
     write_lines(lines, outputs["top"])
@@ -74,7 +74,7 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     )
     if "remedies" in inputs:
         remedies = read_optional(inputs["remedies"])
-        table = rem.findings_columns(
+        table = remedy_ranking.findings_columns(
             table, remedies, read_optional(inputs.get("remedies_accuracy"))
         )
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)

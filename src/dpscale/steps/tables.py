@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.analysis import accuracy as acc
+from dpscale.analysis import bucket_tables as buckets
 from dpscale.analysis import collectives as coll
 from dpscale.analysis import horovod_timeline as hvd_timeline
+from dpscale.analysis import mfu
+from dpscale.analysis import scaling as scl
 from dpscale.analysis import tables as tbl
 from dpscale.analysis.again import to_measure_again
 from dpscale.analysis.drift import (
@@ -50,15 +53,15 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
     results = tbl.load_results(params["results"], inputs.get("again", ()))
     cells = with_drift_columns(tbl.cells_table(results))
     windows = tbl.windows_table(results)
-    fits = tbl.add_fit_mfu(tbl.fits_table(windows), cells)
+    fits = mfu.add_fit_mfu(scl.fits_table(windows), cells)
     frames = {
         "cells": cells,
         "windows": windows,
         "fits": fits,
-        "scaling": tbl.scaling_table(cells),
-        "break_even": tbl.break_even_table(fits, cells),
+        "scaling": scl.scaling_table(cells),
+        "break_even": scl.break_even_table(fits, cells),
         "repeatability": repeatability_with_drift(cells),
-        "timeline": tbl.bucket_timeline_table(results),
+        "timeline": buckets.bucket_timeline_table(results),
     }
     if "horovod_timeline" in outputs:  # the cells that kept Horovod's timeline beside them
         cells_dir = hvd_timeline.cells_folder(params["results"]) or "."
@@ -98,7 +101,7 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
         read(inputs["scaling"]), outputs["scaling"], "Weak-scaling speedup and efficiency"
     )
     if "timeline" in outputs:
-        timelines = tbl.timeline_summary(
+        timelines = buckets.timeline_summary(
             read_optional(inputs["timeline"]), read_optional(inputs["replay"])
         )
         shown = or_message(
