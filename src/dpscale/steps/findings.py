@@ -13,6 +13,8 @@ from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
 from dpscale.analysis import remedy_gains as rem
 from dpscale.analysis.answer import answer_paragraph
+from dpscale.analysis.measurement_quality import quality_line
+from dpscale.analysis.verdicts import top_findings
 from dpscale.render import findings_page, interactive
 from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart
@@ -83,8 +85,8 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
     page = findings_page.findings_html(table, params.get("title", "Findings"))
     Path(outputs["html"]).write_text(page, encoding="utf-8")
-    answer = answer_paragraph(table, layout_costs, prices, fnd.quality_line(cells))
-    top = [answer, *read_lines(inputs.get("remedies_top")), *fnd.top_findings(table)]
+    answer = answer_paragraph(table, layout_costs, prices, quality_line(cells))
+    top = [answer, *read_lines(inputs.get("remedies_top")), *top_findings(table)]
     write_lines(top, outputs["top"])
     return f"[dpscale] {len(table)} findings rows"
 
