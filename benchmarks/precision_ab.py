@@ -24,7 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dpscale.frameworks.torch_ops import build_model, configure_threads, make_train_step
-from dpscale.plan.config import study_config
+from dpscale.plan.config_files import study_config
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 

@@ -14,7 +14,7 @@ from typing import Any
 def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
     """config.yaml, then each study file over it, as the workflow merges them; the checked
     config and its cells, or one line naming the bad field."""
-    from dpscale.plan.config import study_config
+    from dpscale.plan.config_files import study_config
     from dpscale.plan.errors import ConfigError
     from dpscale.plan.study import plan_study
     from dpscale.registry import STRATEGIES

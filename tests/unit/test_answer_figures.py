@@ -1,5 +1,6 @@
-"""Figures for the answers (render.answer_figures): the points each figure draws, their 95%
-intervals and labels, the encodings and layers of both views, and empty tables."""
+"""Figures for the answers (render.answer_speedup, answer_cost, answer_remedies): the points
+each figure draws, their 95% intervals and labels, the encodings and layers of both views,
+and empty tables."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 from test_interactive import spec_of
 
-from dpscale.render import answer_figures as af
+from dpscale.render import answer_cost, answer_remedies, answer_speedup
 from dpscale.steps.findings import answer_figures, remedies_figure
 
 GROUP = "torch-ddp · resnet18"
@@ -82,32 +83,32 @@ def scaling() -> pd.DataFrame:
 
 
 def test_speedup_points_label_measured_and_predicted_with_intervals(predictions, scaling):
-    points = af.speedup_points(predictions, scaling)
+    points = answer_speedup.speedup_points(predictions, scaling)
     assert (points["low"] <= points["speedup"]).all() and (
         points["speedup"] <= points["high"]
     ).all()
-    measured = points[points["kind"] == af.MEASURED]
+    measured = points[points["kind"] == answer_speedup.MEASURED]
     assert sorted(measured["speedup"].unique()) == [1.1, 1.7]  # no baseline, no remedy
     two_nodes = points[(points["nodes"] == 2) & (points["network"] == "1gbe")]
-    assert set(two_nodes["kind"]) == {af.MEASURED, af.PREDICTED_MEASURED}
+    assert set(two_nodes["kind"]) == {answer_speedup.MEASURED, answer_speedup.PREDICTED_MEASURED}
     four = points[(points["nodes"] == 4)]
-    assert set(four["kind"]) == {af.PREDICTED_NEW}  # not measured: extrapolated
+    assert set(four["kind"]) == {answer_speedup.PREDICTED_NEW}  # not measured: extrapolated
     assert not (points["speedup"].isna()).any()  # "not predicted" rows are left out
 
 
 def test_one_node_points_start_every_network_line(predictions, scaling):
-    points = af.speedup_points(predictions, scaling)
+    points = answer_speedup.speedup_points(predictions, scaling)
     one = points[points["one_node"]]
     assert set(one["network"]) == {"1gbe", "10g"}  # the host row on each network
     assert (one["position"] == 1).all()  # one node stays at 1; the others sit side by side
-    two = points[(points["nodes"] == 2) & (points["kind"] != af.MEASURED)]
+    two = points[(points["nodes"] == 2) & (points["kind"] != answer_speedup.MEASURED)]
     slow, fast = (two[two["network"] == n]["position"].iloc[0] for n in ("1gbe", "10g"))
     assert slow < 2 < fast
-    assert af.network_order(points) == ["1gbe", "10g"]
+    assert answer_speedup.network_order(points) == ["1gbe", "10g"]
 
 
 def test_static_speedup_shows_the_largest_batch(predictions, scaling):
-    points = af.largest_batches(af.speedup_points(predictions, scaling))
+    points = answer_speedup.largest_batches(answer_speedup.speedup_points(predictions, scaling))
     assert set(points["batch"]) == {16}
 
 
@@ -135,20 +136,20 @@ def fields(spec: dict, channel: str) -> set[str]:
 
 
 def test_speedup_static_view_facets_and_draws_intervals(predictions, scaling):
-    spec = af.speedup_chart(predictions, scaling, "static").to_dict()
+    spec = answer_speedup.speedup_chart(predictions, scaling, "static").to_dict()
     assert spec["facet"]["row"]["field"] == "group"
     assert spec["facet"]["column"]["field"] == "devices"
     assert {"low"} <= fields(spec, "y") and "high" in fields(spec, "y2")  # the 95% bars
     assert "kind" in fields(spec, "shape") and "network" in fields(spec, "color")
     shape = next(e["shape"] for e in encodings(spec) if "shape" in e)
-    assert shape["scale"]["domain"] == af.KINDS
+    assert shape["scale"]["domain"] == answer_speedup.KINDS
     assert "ideal" in fields(spec, "y")
     assert "batch 16" in json.dumps(spec["title"])
     assert "params" not in json.dumps(spec)  # no dropdowns in a PNG
 
 
 def test_speedup_interactive_view_has_dropdowns_and_a_legend_toggle(predictions, scaling):
-    text = json.dumps(af.speedup_chart(predictions, scaling, "interactive").to_dict())
+    text = json.dumps(answer_speedup.speedup_chart(predictions, scaling, "interactive").to_dict())
     assert '"input": "select"' in text and '"name": "group"' in text and '"name": "batch"' in text
     assert '"bind": "legend"' in text and '"fields": ["network"]' in text
     assert '"tooltip"' in text
@@ -174,7 +175,7 @@ COST = pd.DataFrame(
 
 
 def test_cost_points_use_node_hours_without_a_price_and_carry_intervals():
-    points, title = af.cost_points(COST)
+    points, title = answer_cost.cost_points(COST)
     assert "node-hours" in title and "no price given" in title
     one = points.iloc[0]
     assert one["low"] == pytest.approx(one["value"] * 10 / 11)  # 1/img_s at its faster end
@@ -190,14 +191,14 @@ def test_cost_points_use_node_hours_without_a_price_and_carry_intervals():
 
 def test_cost_points_use_money_when_every_layout_is_priced():
     priced = COST.assign(cost_per_1000_images=[0.1, 0.2, 0.3], currency="EUR")
-    points, title = af.cost_points(priced)
+    points, title = answer_cost.cost_points(priced)
     assert title == "cost per 1,000 images (EUR)"
     assert list(points["value"]) == [0.1, 0.2, 0.3]
 
 
 @pytest.mark.parametrize("view", ["static", "interactive"])
 def test_cost_chart_draws_intervals_per_layout(view):
-    spec = af.cost_chart(COST, view).to_dict()
+    spec = answer_cost.cost_chart(COST, view).to_dict()
     assert "layout" in fields(spec, "y") and "batch" in fields(spec, "yOffset")
     assert "low" in fields(spec, "x") and "high" in fields(spec, "x2")
     assert ('"input": "select"' in json.dumps(spec)) == (view == "interactive")
@@ -223,10 +224,10 @@ REMEDIES = pd.DataFrame(
 
 
 def test_remedy_points_carry_both_measures_and_say_why_a_fraction_is_missing():
-    points = af.remedy_points(REMEDIES)
-    gain = points[points["measure"] == af.GAIN]
+    points = answer_remedies.remedy_points(REMEDIES)
+    gain = points[points["measure"] == answer_remedies.GAIN]
     assert len(gain) == 3 and (gain["high"] - gain["low"]).round(6).tolist() == [0.2, 0.2, 0.4]
-    fraction = points[points["measure"] == af.FRACTION].set_index("network")
+    fraction = points[points["measure"] == answer_remedies.FRACTION].set_index("network")
     assert fraction.loc["1gbe", "low"] == pytest.approx(0.5)
     assert fraction.loc["1gbe", "note"] == ""
     assert "one node" in fraction.loc["host", "note"]
@@ -235,7 +236,7 @@ def test_remedy_points_carry_both_measures_and_say_why_a_fraction_is_missing():
 
 @pytest.mark.parametrize("view", ["static", "interactive"])
 def test_remedies_chart_has_reference_lines_at_one(view):
-    spec = af.remedies_chart(REMEDIES, view).to_dict()
+    spec = answer_remedies.remedies_chart(REMEDIES, view).to_dict()
     references = [e for e in encodings(spec) if e.get("x") == {"datum": 1}]
     assert len(references) == 2  # gain 1 and fraction 1
     assert "comm" in fields(spec, "color") and "high" in fields(spec, "x2")
@@ -244,8 +245,8 @@ def test_remedies_chart_has_reference_lines_at_one(view):
 @pytest.mark.parametrize("view", ["static", "interactive"])
 def test_no_remedies_says_nothing_to_show(view):
     empty = pd.DataFrame(columns=list(REMEDIES.columns))
-    assert af.remedy_points(empty).empty
-    text = json.dumps(af.remedies_chart(empty, view).to_dict())
+    assert answer_remedies.remedy_points(empty).empty
+    text = json.dumps(answer_remedies.remedies_chart(empty, view).to_dict())
     assert "Nothing to show" in text
 
 
@@ -285,9 +286,9 @@ def layers_of(spec: Any) -> list[list[dict]]:
 
 def charts(predictions: pd.DataFrame, scaling: pd.DataFrame) -> dict[str, Any]:
     return {
-        "speedup": af.speedup_chart(predictions, scaling, "interactive"),
-        "cost": af.cost_chart(COST, "interactive"),
-        "remedies": af.remedies_chart(REMEDIES, "interactive"),
+        "speedup": answer_speedup.speedup_chart(predictions, scaling, "interactive"),
+        "cost": answer_cost.cost_chart(COST, "interactive"),
+        "remedies": answer_remedies.remedies_chart(REMEDIES, "interactive"),
     }
 
 
@@ -309,7 +310,7 @@ def test_the_legend_toggle_sits_on_the_first_coloured_layer(predictions, scaling
 
 def test_no_speedup_or_cost_to_draw_says_so(scaling):
     baseline_only = scaling[scaling["world_size"] == 1]
-    speedup = af.speedup_chart(pd.DataFrame(), baseline_only, "static")
+    speedup = answer_speedup.speedup_chart(pd.DataFrame(), baseline_only, "static")
     assert "Nothing to show" in json.dumps(speedup.to_dict())
-    cost = af.cost_chart(COST.iloc[0:0], "interactive")
+    cost = answer_cost.cost_chart(COST.iloc[0:0], "interactive")
     assert "Nothing to show" in json.dumps(cost.to_dict())

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from dpscale.analysis import answer, cost, startup
-from dpscale.analysis.findings import findings_table, startup_verdict
+from dpscale.analysis.findings import findings_table
+from dpscale.analysis.verdicts import startup_verdict
 
 PRICES = cost.Prices(
     currency="EUR",

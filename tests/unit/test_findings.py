@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
-from dpscale.analysis import findings, fits
+from dpscale.analysis import findings, fits, measurement_quality, verdicts
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
 from dpscale.steps.findings import findings as findings_step
@@ -156,7 +156,7 @@ def test_accuracy_columns_per_lr_rule_and_their_verdicts(tables):
 def test_a_training_only_layout_says_its_throughput_was_not_measured():
     row = {"world_size": 2, "cells_ok": 2, "break_even_global_batch": math.nan}
     row.update(speedup=math.nan, accuracy_delta_linear=0.01, accuracy_delta_linear_ci95=0.001)
-    text = findings.verdict(row, ["linear"])
+    text = verdicts.verdict(row, ["linear"])
     assert text.startswith("throughput not measured (training runs only); lr rule linear")
     assert "1.0 points higher" in text
 
@@ -164,10 +164,10 @@ def test_a_training_only_layout_says_its_throughput_was_not_measured():
 def test_never_and_always_break_even_read_as_words():
     row = {"world_size": 4, "break_even_global_batch": math.inf, "speedup": 0.5}
     row.update(batch_per_device=8, efficiency=0.125)
-    assert "never beat 1" in findings.throughput_verdict(row)
-    assert "slower than one device" in findings.throughput_verdict(row)
+    assert "never beat 1" in verdicts.throughput_verdict(row)
+    assert "slower than one device" in verdicts.throughput_verdict(row)
     row.update(break_even_global_batch=0.0, speedup=3.0, efficiency=0.75)
-    assert "beat 1 at every global batch" in findings.throughput_verdict(row)
+    assert "beat 1 at every global batch" in verdicts.throughput_verdict(row)
 
 
 def test_mfu_is_per_device_achieved_over_the_measured_peak(tables):
@@ -342,7 +342,7 @@ def test_the_quality_line_counts_every_measured_cell_remedies_included():
             "cell_id": ["a", "b", "c", "d"],
         }
     )
-    line = findings.quality_line(cells)
+    line = measurement_quality.quality_line(cells)
     assert line.startswith("Measurement quality: 2 of 3 measured cells ok, 1 noisy")
 
 
@@ -356,7 +356,7 @@ def test_the_quality_line_names_oversubscribed_cells_and_what_became_of_them():
             "cell_cpu_cores_mean": [1.0, 0.62, 1.7],
         }
     )
-    line = findings.quality_line(cells)
+    line = measurement_quality.quality_line(cells)
     assert "2 cells ran more ranks than CPUs (oversubscribed)" in line
     assert "at most 1.70 cores: 1 network-bound and kept, 1 left out" in line
-    assert "oversubscribed" not in findings.quality_line(cells.iloc[:1])
+    assert "oversubscribed" not in measurement_quality.quality_line(cells.iloc[:1])

@@ -11,7 +11,7 @@ from scipy import stats
 from test_remedy_gains import point
 
 from dpscale.analysis import accuracy as acc
-from dpscale.analysis import answer, findings, remedy_gains, remedy_ranking, remedy_words
+from dpscale.analysis import answer, remedy_gains, remedy_ranking, remedy_words, verdicts
 from dpscale.analysis.words import delta_words
 
 
@@ -447,7 +447,7 @@ def test_a_break_even_the_fits_cannot_bound_says_so():
     assert even_interval(12.7, 2.5) == " (95% CI 10 to 16)"
     assert even_interval(math.inf, 3.0) == "" and even_interval(0.0, 1.0) == ""
     row = {"world_size": 2, "break_even_global_batch": 12.0, "speedup": math.nan}
-    text = findings.throughput_verdict({**row, "break_even_global_batch_ci95": math.inf})
+    text = verdicts.throughput_verdict({**row, "break_even_global_batch_ci95": math.inf})
     assert "from global batch 12 (95% interval unbounded" in text
 
 

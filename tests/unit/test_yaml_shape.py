@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from dpscale.cli import main as cli
-from dpscale.plan.config import load_yaml
+from dpscale.plan.config_files import load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study
 from dpscale.plan.yaml_shape import MAX_DEPTH, MAX_VALUES, check_shape

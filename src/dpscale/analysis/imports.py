@@ -14,7 +14,7 @@ from dpscale.analysis.collectives import COLLECTIVES_COLUMNS, FIT_GROUP
 from dpscale.analysis.import_logs import AllReduceLog, read_entry
 from dpscale.plan import ring
 from dpscale.plan.columns import LAYOUT
-from dpscale.plan.config import import_source
+from dpscale.plan.config_rules import import_source
 from dpscale.plan.remedies import NONE
 
 THROUGHPUT_COLUMNS = [

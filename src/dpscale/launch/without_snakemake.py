@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpscale.plan.cell import Cell
-from dpscale.plan.config import study_config
+from dpscale.plan.config_files import study_config
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.study import plan_study

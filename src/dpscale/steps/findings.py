@@ -13,8 +13,13 @@ from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
 from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 from dpscale.analysis.answer import answer_paragraph
-from dpscale.render import answer_figures as answers
+from dpscale.analysis.measurement_quality import quality_line
+from dpscale.analysis.verdicts import top_findings
 from dpscale.render import findings_page, interactive
+from dpscale.render.answer_cost import cost_chart
+from dpscale.render.answer_remedies import remedies_chart
+from dpscale.render.answer_speedup import speedup_chart
+from dpscale.render.answer_views import View, save_view
 from dpscale.render.html import write_table_html
 from dpscale.render.mfu_plot import mfu_figure as draw_mfu
 from dpscale.steps.io import figure_path, read, read_lines, read_optional, write, write_lines
@@ -80,8 +85,8 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
     page = findings_page.findings_html(table, params.get("title", "Findings"))
     Path(outputs["html"]).write_text(page, encoding="utf-8")
-    answer = answer_paragraph(table, layout_costs, prices, fnd.quality_line(cells))
-    top = [answer, *read_lines(inputs.get("remedies_top")), *fnd.top_findings(table)]
+    answer = answer_paragraph(table, layout_costs, prices, quality_line(cells))
+    top = [answer, *read_lines(inputs.get("remedies_top")), *top_findings(table)]
     write_lines(top, outputs["top"])
     return f"[dpscale] {len(table)} findings rows"
 
@@ -107,10 +112,10 @@ def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
     return "[dpscale] interactive figures written"
 
 
-def _both_views(chart: Callable[[answers.View], Any], outputs: Files, name: str) -> None:
+def _both_views(chart: Callable[[View], Any], outputs: Files, name: str) -> None:
     """One figure's static PNG and interactive page (outputs <name>_static, _interactive)."""
     for view in ("static", "interactive"):
-        answers.save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
+        save_view(chart(view), figure_path(outputs[f"{name}_{view}"]), view)
 
 
 def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
@@ -118,15 +123,15 @@ def answer_figures(inputs: Files, outputs: Files, params: Files) -> str:
     layout, each in both views."""
     predictions, scaling = read_optional(inputs["predictions"]), read(inputs["scaling"])
     cost = read_optional(inputs["cost"])
-    _both_views(lambda view: answers.speedup_chart(predictions, scaling, view), outputs, "speedup")
-    _both_views(lambda view: answers.cost_chart(cost, view), outputs, "cost")
+    _both_views(lambda view: speedup_chart(predictions, scaling, view), outputs, "speedup")
+    _both_views(lambda view: cost_chart(cost, view), outputs, "cost")
     return "[dpscale] speedup and cost figures, static and interactive"
 
 
 def remedies_figure(inputs: Files, outputs: Files, params: Files) -> str:
     """remedies.csv -> each remedy's gain and fraction recovered, in both views."""
     remedies = read_optional(inputs["remedies"])
-    _both_views(lambda view: answers.remedies_chart(remedies, view), outputs, "remedies")
+    _both_views(lambda view: remedies_chart(remedies, view), outputs, "remedies")
     return f"[dpscale] remedies figure of {len(remedies)} remedy points, static and interactive"
 
 
