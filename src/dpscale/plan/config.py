@@ -9,7 +9,9 @@ as the workflow merges them (over config.yaml) and names the file, line and colu
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -36,11 +38,18 @@ from dpscale.plan.strategy import Strategy
 from dpscale.plan.yaml_shape import check_shape, field_name
 
 
+@functools.lru_cache(maxsize=4)
+def _schema_file(path: Path) -> dict[str, Any]:
+    """The schema file, parsed once a process: every study is checked against it (and the
+    config fuzz test plans hundreds), and pure-Python YAML parsing is most of a check."""
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
     """workflow/schemas/config.schema.yaml with the strategies' own config keys
     (plan.strategy.CellOption) added to its top-level properties."""
-    with open(SCHEMA_DIR / "config.schema.yaml", encoding="utf-8") as handle:
-        schema = yaml.safe_load(handle)
+    schema = copy.deepcopy(_schema_file(SCHEMA_DIR / "config.schema.yaml"))
     declared: dict[str, str] = {}
     for strategy in (strategies or {}).values():
         for option in strategy.cell_options:
