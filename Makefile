@@ -19,8 +19,13 @@ study: $(BIN)/.dpscale-installed
 	$(BIN)/snakemake $(STUDY_FILE)
 	$(BIN)/snakemake $(STUDY_FILE) --report "$$($(BIN)/dpscale report-path $(STUDY_FILE:--configfile=))"
 
+# Two phases (docs/decisions/tests-side-by-side.md): the tests that measure nothing two at a
+# time, then those that measure one at a time; both always run, and either failing fails.
 test: $(BIN)/.dpscale-installed test-tools
-	$(BIN)/python -m pytest
+	@status=0; \
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m side_by_side || status=$$?; \
+	$(BIN)/python -m pytest -m "not side_by_side" || status=$$?; \
+	exit $$status
 
 # The report test opens the report in headless Chromium (Debian's package): installed here
 # when missing and apt-get can (root), as make study installs what the workflow needs.

@@ -35,15 +35,36 @@ def kind_of(item: pytest.Item) -> str:
     return Path(item.path).parent.name
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# make test runs the suite in two phases (docs/decisions/tests-side-by-side.md): first the
+# tests that do not measure, two at a time (pytest -n 2 -m side_by_side), then the rest one
+# at a time, as a cell measures alone. Unit tests are side by side by their folder; an
+# integration or e2e module says so itself (pytestmark = SIDE_BY_SIDE) when none of its tests
+# asserts a measured quality, uses an emulated network or waits for a quiet machine.
+SIDE_BY_SIDE = pytest.mark.side_by_side
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """Tests that share a module's fixtures run in one worker; every test that uses the
+    SLURM cluster in the same one (one cluster per machine)."""
+    return "slurm" if "slurm_cluster" in item.fixturenames else item.module.__name__
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         kind = kind_of(item)
         if kind in KINDS:
             item.add_marker(kind)
         if kind == "e2e":
             item.add_marker(pytest.mark.slow)
-    # unit tests first: they need no environment, so they run while prebuild() installs
-    items.sort(key=lambda item: KINDS.index(kind_of(item)) if kind_of(item) in KINDS else 0)
+        if kind == "unit":
+            item.add_marker(SIDE_BY_SIDE)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    order = KINDS
+    if config.getoption("numprocesses", None):
+        order = KINDS[::-1]  # the longest first, so no worker is left with one at the end
+    # serially unit tests first: they need no environment, so they run while prebuild()
+    # installs (side by side, the first tests wait on its locks while the other worker runs)
+    items.sort(key=lambda item: order.index(kind_of(item)) if kind_of(item) in KINDS else 0)
 
 
 # Installs that integration and e2e tests wait for, started in the background when the
@@ -55,23 +76,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 PREBUILD_LOG = REPO / ".envs" / "logs" / "prebuild.log"
 
 
-def prebuild_scripts(kinds: set[str]) -> list[str]:
+def prebuild_scripts(kinds: set[str], slurm: bool = True) -> list[str]:
     """Shell lines to run side by side: the environments in turn, and SLURM's install."""
     if os.environ.get("DPSCALE_PREBUILD", "1") == "0" or not kinds & {"integration", "e2e"}:
         return []
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return []  # side by side, the first worker installs for all
     from helpers.slurm_cluster import skip_reason
 
     envs = dict.fromkeys(s.env for s in STRATEGIES.values())  # the registry's order
     build = [shlex.join([sys.executable, "-m", "dpscale.launch.envs", name]) for name in envs]
     scripts = [" ; ".join(build)]
-    if skip_reason() is None:
+    if slurm and skip_reason() is None:
         scripts.append(shlex.join(["bash", str(REPO / "ci" / "slurm" / "install.sh")]))
     return scripts
 
 
 @pytest.fixture(scope="session", autouse=True)
 def prebuild(request: pytest.FixtureRequest):
-    scripts = prebuild_scripts({kind_of(item) for item in request.session.items})
+    items = request.session.items
+    uses_slurm = any("slurm_cluster" in item.fixturenames for item in items)
+    scripts = prebuild_scripts({kind_of(item) for item in items}, slurm=uses_slurm)
     if scripts:
         PREBUILD_LOG.parent.mkdir(parents=True, exist_ok=True)
     with open(PREBUILD_LOG if scripts else os.devnull, "a") as log:

@@ -18,7 +18,8 @@ import yaml
 from conftest import REPO
 from dpscale.launch.envs import ensure_env
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 STUDY = {
     "study": "installed",
     "strategies": ["torch-ddp"],

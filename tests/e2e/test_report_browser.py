@@ -18,7 +18,8 @@ from conftest import REPO
 from helpers.cdp import Page, find_browser, headless_page
 from helpers.fake_study import write_fake_study
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 STUDY_FILE = REPO / "tests" / "data" / "browser.yaml"
 FIRST_CATEGORY = "0. Findings"
 

@@ -14,6 +14,9 @@ import yaml
 from conftest import REPO
 from dpscale.launch.envs import ensure_env
 
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
+
 STUDY = {
     "study": "site",
     "strategies": ["torch-ddp"],

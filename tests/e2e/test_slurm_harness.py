@@ -19,7 +19,8 @@ import pytest
 
 from helpers.slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
-pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.side_by_side]
 
 RUN_TIMEOUT_S = 600
 

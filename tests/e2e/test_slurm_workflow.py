@@ -22,7 +22,8 @@ from conftest import MULTI_PROCESS, ONE_PROCESS, REPO
 from dpscale.plan.result import read_result
 from helpers.slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
-pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.side_by_side]
 
 STUDY = REPO / "tests" / "data" / "slurm_tiny.yaml"
 RUN_TIMEOUT_S = 1800  # includes building the framework environments on a fresh machine

@@ -15,7 +15,9 @@ import pytest
 from dpscale.plan.paths import REPO_ROOT
 from helpers.env_script import run_script
 
-pytestmark = pytest.mark.slow  # builds the torch environment where it is not built
+# slow: builds the torch environment where it is not built; side_by_side: no test here
+# asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 
 SCRIPT = REPO_ROOT / "tests" / "helpers" / "bucket_timeline.py"
 STEPS = 2

@@ -19,6 +19,9 @@ from dpscale.launch.envs import ensure_env, env_python
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 from dpscale.plan.resnet_spec import parity_specs
 
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
+
 # (environment, builder module)
 BUILDERS = {
     "torch": ("torch", "dpscale.frameworks.torch_resnet"),

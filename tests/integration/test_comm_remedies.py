@@ -15,7 +15,8 @@ import pytest
 from dpscale.plan.paths import REPO_ROOT
 from helpers.env_script import run_script
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 
 SCRIPT = REPO_ROOT / "tests" / "helpers" / "comm_steps.py"
 POWERSGD_PLAIN_STEPS = 2  # torch_remedies.POWERSGD_START_ITER

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import REPO
 
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
+
 DEADLINE = textwrap.dedent(
     """
     import sys, time

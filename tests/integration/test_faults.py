@@ -25,7 +25,8 @@ from dpscale.plan.result import read_result
 from dpscale.registry import strategy
 from helpers.processes import GRACE_S, cmdline, environ, marked, wait_for
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 
 MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
 # Short enough that the tests waiting it out cost little, long above a tiny step on 2 cores.

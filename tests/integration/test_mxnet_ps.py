@@ -11,6 +11,9 @@ import pytest
 
 from dpscale.launch import mxnet_ps
 
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
+
 # Stands in for a runner: scheduler and servers serve until killed (or until the workers'
 # files say they are done), workers do what BEHAVIOUR says.
 FAKE = textwrap.dedent(

@@ -16,6 +16,9 @@ import pytest
 from dpscale.plan.paths import REPO_ROOT
 from helpers.env_script import run_script
 
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
+
 SCRIPT = REPO_ROOT / "tests" / "helpers" / "optimizer_step.py"
 ENVS = {"torch": "torch", "tensorflow": "tf-horovod", "mxnet": "mxnet"}
 

@@ -20,7 +20,8 @@ from dpscale.plan.remedies import Comm, parse, wire_bytes
 from dpscale.plan.result import read_result
 from dpscale.registry import STRATEGIES, strategy
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 
 MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
 MEASURE = Measure(warmup_steps=1, windows=2, steps_per_window=2, timeout_s=600)

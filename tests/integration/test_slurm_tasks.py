@@ -7,10 +7,15 @@ import json
 import sys
 import textwrap
 
+import pytest
+
 from conftest import make_cell
 from dpscale.launch import launcher, mxnet_ps, slurm
 from dpscale.plan.paths import SRC_DIR
 from helpers.slurm_fakes import no_scontrol, node
+
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
 
 
 def test_launcher_fails_a_multi_node_cell_when_the_job_got_one_node(tmp_path, monkeypatch):

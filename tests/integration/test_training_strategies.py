@@ -21,7 +21,8 @@ from dpscale.plan.cell import Cell, Measure, ModelConfig, Training
 from dpscale.plan.result import read_result
 from dpscale.registry import STRATEGIES, strategy
 
-pytestmark = pytest.mark.slow
+# side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 
 MODEL = ModelConfig("resnet18", "imagenet", 16, 10)
 TARGET = 0.8

@@ -101,12 +101,16 @@ def field_words(path: tuple) -> set[str]:
 
 
 @pytest.mark.slow  # about 1,500 studies planned: half a minute
-def test_every_field_gets_one_line_or_is_accepted(default_config, tmp_path):
+def test_every_field_gets_one_line_or_is_accepted(default_config, tmp_path, monkeypatch):
     base = copy.deepcopy(default_config)
     base.update(results_dir=str(tmp_path / "results"), env_dir=str(tmp_path / "envs"))
     fields = sorted(set(field_paths(config_schema(STRATEGIES))), key=str)
     assert len(fields) > 100, "the schema walk found too few fields"
-    repo_before = sorted(p.name for p in REPO.iterdir())
+    # a relative path in a hostile value would land in the working folder: an empty one
+    # (not the checkout, where tests running beside this one write)
+    workdir = tmp_path.parent / f"{tmp_path.name}-cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
     problems: list[str] = []
     refused = 0
     for field, value in draws(fields):
@@ -128,7 +132,7 @@ def test_every_field_gets_one_line_or_is_accepted(default_config, tmp_path):
             problems.append(f"{where}: made {sorted(p.name for p in tmp_path.iterdir())}")
             for made in tmp_path.iterdir():
                 subprocess.run(["rm", "-rf", str(made)], check=True)
-    assert sorted(p.name for p in REPO.iterdir()) == repo_before, "a folder was made in the repo"
+    assert not any(workdir.iterdir()), "a file was made in the working folder"
     assert refused > len(fields), "too few values were refused for the draw to mean anything"
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
 
