@@ -25,11 +25,12 @@ from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
-# the cell id as the rules' wildcards
+# the cell id as the rules' wildcards, the study's size told to each cell's launcher
 from dpscale.plan.cell import CELL_PATTERN
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.profile import check_default_resources
+from dpscale.plan.progress import STUDY_CELLS_ENV
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
@@ -40,6 +41,7 @@ __all__ = [
     # planning
     "CELL_PATTERN",
     "STRATEGIES",
+    "STUDY_CELLS_ENV",
     "ConfigError",
     "check_default_resources",
     "plan_study",

@@ -50,7 +50,8 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 def study(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     dry = snakemake("-n", results=results)
-    snakemake(results=results)
+    run = snakemake(results=results)
+    (results / "snakemake.out").write_text(run.stdout + run.stderr)
     return results, dry.stdout + dry.stderr
 
 
@@ -58,6 +59,21 @@ def test_dry_run_lists_one_benchmark_job_per_cell(study):
     _, dry = study
     # strategies x batches x devices, and the 2 drift probes
     assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2 + PROBES
+
+
+def test_every_finished_cell_prints_its_line_with_the_cells_left(study):
+    """A line per cell as it ends (id, status, img/s with its interval or the reason), and
+    how many of the study's cells are done and what is left."""
+    results, _ = study
+    lines = [
+        line
+        for line in (results / "snakemake.out").read_text().splitlines()
+        if line.startswith("dpscale: ") and " cells done" in line
+    ]
+    planned = len(NAMES) * 2 * 2 + PROBES
+    assert len(lines) >= planned, lines
+    assert any(re.search(r": ok, [\d.]+ img/s ±[\d.]+ \(95%, \d+ windows\); ", x) for x in lines)
+    assert any(f"{planned} of {planned} cells done" in line for line in lines), lines[-3:]
 
 
 def test_every_cell_has_a_result_and_impossible_ones_say_why(study):

@@ -10,7 +10,13 @@ import yaml
 
 from conftest import make_cell
 from dpscale import cli
-from dpscale.plan.progress import finished_line, progress_lines, study_progress
+from dpscale.plan.progress import (
+    cells_left,
+    finished_line,
+    parse_study_cells,
+    progress_lines,
+    study_progress,
+)
 from dpscale.plan.result import make_result, write_json_atomic
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
@@ -163,3 +169,25 @@ def test_a_finished_cell_is_one_line_with_its_img_s_and_interval_or_its_reason()
     failed = make_result(cell, "failed", started_at="2026-11-26T12:00:00+00:00", system={})
     failed["reason"] = "rank 1 was killed by SIGKILL\nmore"
     assert finished_line(failed) == f"dpscale: {cell.cell_id}: failed: rank 1 was killed by SIGKILL"
+
+
+def test_a_finished_cells_line_says_the_cells_and_time_left(half_done):
+    """half_done: 5 readable first results (one broken) of 8 planned, all measured, at a median
+    of 10 s (10, 30, 5, 7 and 100 s: the median of five is 10); an again file counts once."""
+    _, cells_dir, cells = half_done
+    again = next(cells_dir.rglob("*.json")).with_suffix(".again.json")
+    again.write_text("{}")
+    line = cells_left(cells_dir, planned=len(cells), to_measure=len(cells))
+    assert line == "5 of 8 cells done, about 30 s left (3 to measure, 10 s a cell)"
+    assert cells_left(cells_dir, planned=8, to_measure=5) == "5 of 8 cells done"
+    assert cells_left(cells_dir / "none", planned=3, to_measure=3) == (
+        "0 of 3 cells done, 3 to measure (time left not known yet)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [("36 30", (36, 30)), ("3 4", None), ("", None), (None, None), ("x 1", None), ("1", None)],
+)
+def test_the_study_size_the_workflow_tells_a_launcher_is_parsed_or_ignored(value, parsed):
+    assert parse_study_cells(value) == parsed

@@ -11,6 +11,7 @@ from dpscale.workflow_door import (
     CELL_PATTERN,  # the cell id as wildcards (plan.cell)
     READY_MARKER,
     STRATEGIES,
+    STUDY_CELLS_ENV,
     ConfigError,
     InterpreterError,
     LockError,
@@ -45,9 +46,6 @@ config.update(checked)
 # bench slot; one pending re-evaluation at a time keeps its CPU flat (launch/scheduler_fix.py).
 coalesce_reevaluations()
 
-# Every shell job runs dpscale with the interpreter that runs Snakemake (the analysis
-# environment); the framework environments are the launcher's business.
-shell.prefix(f"export DPSCALE_PYTHON={shlex.quote(sys.executable)}; ")
 RESULTS = f"{config['results_dir']}/{config['study']}"
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
@@ -57,6 +55,15 @@ DATA = config["train"]["data_dir"]
 CELLS = {cell.cell_id: cell for cell in planned_cells}
 # The order cells run in on one machine (repeats in turn, drift probes spread through it)
 RUN_PRIORITY = run_priorities(list(CELLS.values()))
+# Every shell job runs dpscale with the interpreter that runs Snakemake (the analysis
+# environment; the framework environments are the launcher's business), and knows the
+# study's size for the line a cell's launcher prints when it ends (cells and time left): in
+# the environment, not a param, so a changed plan reruns no cell
+TO_MEASURE = sum(not cell.skip_reason for cell in CELLS.values())
+shell.prefix(
+    f"export DPSCALE_PYTHON={shlex.quote(sys.executable)} "
+    f"{STUDY_CELLS_ENV}='{len(CELLS)} {TO_MEASURE}'; "
+)
 
 # A site's own interpreter or container (config interpreters) is probed once here, before
 # any job: it must import the framework and dpscale's runner (cached while nothing changes).

@@ -36,7 +36,12 @@ from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import import_root
-from dpscale.plan.progress import finished_line
+from dpscale.plan.progress import (
+    STUDY_CELLS_ENV,
+    cells_left,
+    finished_line,
+    parse_study_cells,
+)
 from dpscale.plan.result import now_iso, rewrite_result
 from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
@@ -298,9 +303,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")
     print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
     try:  # the study's own output: a line per finished cell (the log has the detail)
-        print(finished_line(json.loads(args.out.read_text())), flush=True)
+        line = finished_line(json.loads(args.out.read_text()))
     except (OSError, ValueError):
-        print(f"dpscale: {cell.cell_id}: {status}", flush=True)
+        line = f"dpscale: {cell.cell_id}: {status}"
+    study = parse_study_cells(os.environ.get(STUDY_CELLS_ENV))
+    if study is not None:
+        line += f"; {cells_left(cells_dir_of(args.out, cell), *study)}"
+    print(line, flush=True)
+
+
+def cells_dir_of(out: Path, cell: Cell) -> Path:
+    """The study's cells folder: ``<cells>/<cell id>.json`` (or ``.again.json``)."""
+    depth = len(Path(cell.cell_id).parts)
+    return out.parents[depth - 1]
 
 
 if __name__ == "__main__":

@@ -188,3 +188,51 @@ def finished_line(result: dict[str, Any]) -> str:
         return f"dpscale: {cell_id}: ok, {summary['mean']:.1f} img/s{interval}"
     reason = (result.get("reason") or "").splitlines()[0][:160] if result.get("reason") else ""
     return f"dpscale: {cell_id}: {status}" + (f": {reason}" if reason else "")
+
+
+# The workflow tells each cell's launcher how many cells the study plans, and how many of
+# them it measures (not skipped by the plan), as "<planned> <to measure>" in this variable
+# (workflow/rules/common.smk's shell prefix: not a param, so a changed plan reruns no cell).
+STUDY_CELLS_ENV = "DPSCALE_STUDY_CELLS"
+
+
+def parse_study_cells(value: str | None) -> tuple[int, int] | None:
+    """(planned, to measure) from STUDY_CELLS_ENV, or None where it is unset or malformed."""
+    try:
+        planned, to_measure = (int(part) for part in (value or "").split())
+    except ValueError:
+        return None
+    return (planned, to_measure) if 0 <= to_measure <= planned else None
+
+
+def cells_left(cells_dir: Path, planned: int, to_measure: int) -> str:
+    """ "12 of 36 cells done, about 4.2 min left (...)": the study's first results on disk
+    (a cell measured again counts once), and the cells still to measure at the median
+    launcher wall time of those measured so far; one cell at a time, as on one machine."""
+    states = [_read_state(path) for path in cells_dir.rglob("*.json")]
+    states = [state for state in states if state is not None]
+    done = min(len(states), planned)
+    measured = [wall for status, wall in states if status != "skipped"]
+    left = max(0, to_measure - len(measured))
+    text = f"{done} of {planned} cells done"
+    if done >= planned or left == 0:
+        return text
+    walls = [wall for wall in measured if wall is not None]
+    if not walls:
+        return f"{text}, {left} to measure (time left not known yet)"
+    pace = statistics.median(walls)
+    return (
+        f"{text}, about {_minutes(pace * left)} left ({left} to measure, {_minutes(pace)} a cell)"
+    )
+
+
+def _read_state(path: Path) -> tuple[str, float | None] | None:
+    """(status, launcher wall s) of a first result; None for a second one or a broken file."""
+    if path.name.endswith(".again.json"):
+        return None
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        wall = ((result.get("system") or {}).get("launcher") or {}).get("wall_s")
+        return str(result["status"]), (float(wall) if wall is not None else None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
