@@ -11,7 +11,8 @@ import pandas as pd
 
 from conftest import REPO
 from dpscale.analysis.alpha_beta import fit_alpha_beta
-from dpscale.analysis.collectives import COLLECTIVES_COLUMNS, comm_fits_table
+from dpscale.analysis.collectives import COLLECTIVES_COLUMNS
+from dpscale.analysis.comm_fits import comm_fits_table
 from dpscale.plan import ring
 
 IMPORTS = REPO / "tests" / "data" / "imports"

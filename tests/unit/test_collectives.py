@@ -10,13 +10,15 @@ import pytest
 from conftest import MULTI_PROCESS, ONE_PROCESS, make_cell
 from dpscale.analysis import alpha_beta
 from dpscale.analysis.collectives import (
-    COMM_FITS_COLUMNS,
-    RANKS_COLUMNS,
     REPLAY_COLUMNS,
     collectives_table,
-    comm_fits_table,
     gradient_replay_table,
     link_rate_GB_s,
+)
+from dpscale.analysis.comm_fits import (
+    COMM_FITS_COLUMNS,
+    RANKS_COLUMNS,
+    comm_fits_table,
     rank_count_table,
 )
 from dpscale.plan import ring

@@ -14,13 +14,8 @@ import yaml
 
 from conftest import REPO
 from dpscale.analysis import import_logs
-from dpscale.analysis.collectives import (
-    COLLECTIVES_COLUMNS,
-    COMM_FITS_COLUMNS,
-    MEASURED,
-    comm_fits_table,
-    with_imported,
-)
+from dpscale.analysis.collectives import COLLECTIVES_COLUMNS, MEASURED, with_imported
+from dpscale.analysis.comm_fits import COMM_FITS_COLUMNS, comm_fits_table
 from dpscale.analysis.import_logs import LogError, parse_all_reduce, parse_throughput, read_lines
 from dpscale.analysis.imports import THROUGHPUT_COLUMNS, imported_collectives, imported_throughput
 from dpscale.cli import main as cli

@@ -12,6 +12,7 @@ from typing import Any
 from dpscale.analysis import accuracy as acc
 from dpscale.analysis import bucket_tables as buckets
 from dpscale.analysis import collectives as coll
+from dpscale.analysis import comm_fits as cfit
 from dpscale.analysis import horovod_timeline as hvd_timeline
 from dpscale.analysis import mfu
 from dpscale.analysis import scaling as scl
@@ -167,8 +168,8 @@ def collectives(inputs: Files, outputs: Files, params: Files) -> str:
     measured = coll.collectives_table(results)
     replay = coll.gradient_replay_table(results)
     sizes = coll.with_imported(measured, read_optional(inputs.get("imported")))
-    comm_fits = coll.comm_fits_table(sizes)
-    ranks = coll.rank_count_table(sizes, comm_fits)
+    comm_fits = cfit.comm_fits_table(sizes)
+    ranks = cfit.rank_count_table(sizes, comm_fits)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
     write(ranks, outputs["ranks"])
