@@ -13,7 +13,7 @@ re-exports: no logic lives here.
 from __future__ import annotations
 
 # a log imported from elsewhere (config imports) is read and checked once, at plan time
-from dpscale.analysis.import_logs import check_imports
+from dpscale.analysis.results.import_logs import check_imports
 
 # launching: a cell's SLURM resources, environments and their locks, a site's own
 # interpreter, emulated nodes left behind, Snakemake's job selector

@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from conftest import REPO
-from dpscale.analysis import fits
+from dpscale.analysis.laws import fits
 from dpscale.launch.envs import READY_MARKER, env_folder_name
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, now_iso, write_result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_cell
-from dpscale.analysis.collectives import (
+from dpscale.analysis.results.collectives import (
     collectives_table,
 )
 from dpscale.launch import launcher, netns

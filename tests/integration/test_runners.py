@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.analysis import horovod_timeline as hvt
+from dpscale.analysis.results import horovod_timeline as hvt
 from dpscale.launch import launcher
 from dpscale.launch.envs import ensure_env
 from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dpscale.analysis import again
+from dpscale.analysis.results import again
 
 
 def result(cell_id: str, status: str = "ok", quality: str | None = "ok", foreign=0.0) -> dict:

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from conftest import REPO
-from dpscale.analysis.alpha_beta import fit_alpha_beta
-from dpscale.analysis.collectives import COLLECTIVES_COLUMNS, comm_fits_table
+from dpscale.analysis.laws.alpha_beta import fit_alpha_beta
+from dpscale.analysis.laws.comm_fits import comm_fits_table
+from dpscale.analysis.results.collectives import COLLECTIVES_COLUMNS
 from dpscale.plan import ring
 
 IMPORTS = REPO / "tests" / "data" / "imports"

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
-from dpscale.analysis import fits, scaling
-from dpscale.analysis import tables as analysis
+from dpscale.analysis.laws import fits, scaling
+from dpscale.analysis.results import tables as analysis
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
 from dpscale.steps import tables as steps
@@ -177,7 +177,7 @@ def test_repeatability_is_the_cv_of_the_repeats_means():
 def test_the_systems_table_has_a_row_per_interpreter_and_container_with_its_cells():
     import pandas as pd
 
-    from dpscale.analysis.tables import systems_table
+    from dpscale.analysis.results.tables import systems_table
 
     site = {"interpreter": "apptainer exec /i.sif python3", "container_image": "/i.sif"}
     built = {"interpreter": ".envs/torch-f1969e946bca/bin/python", "container_image": None}

@@ -70,8 +70,9 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "dpscale":  # from dpscale import plan -> dpscale.plan
-                found += [(node.lineno, f"dpscale.{alias.name}") for alias in node.names]
+            # from dpscale import plan -> dpscale.plan; from dpscale.analysis import laws too
+            if node.module in ("dpscale", "dpscale.analysis"):
+                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
             else:
                 found.append((node.lineno, node.module))
     return found
@@ -117,6 +118,63 @@ def test_a_runner_module_importing_pandas_is_caught(tmp_path):
     assert violations(module) == []
     found = violations(copy, package=tmp_path / "dpscale")
     assert found and "imports pandas" in found[0]
+
+
+# analysis/ in stages, a sub-package each: a stage imports the stages below it, never one above
+ANALYSIS_STAGES: dict[str, set[str]] = {
+    # results into tidy tables
+    "results": {"results"},
+    # laws and models fitted to the tables (and numbers in words, which the answers share)
+    "laws": {"results", "laws"},
+    # findings, verdicts, remedies, cost, start-up: from the tables and the laws
+    "answers": {"results", "laws", "answers"},
+}
+
+
+def stage_of(path: Path, package: Path = PACKAGE) -> str:
+    """analysis/<stage>/...: the stage; "" for a module outside analysis/."""
+    parts = path.relative_to(package).parts
+    if parts[0] != "analysis":
+        return ""
+    return parts[1] if len(parts) > 2 else path.stem
+
+
+def stage_violations(path: Path, package: Path = PACKAGE) -> list[str]:
+    stage = stage_of(path, package)
+    stages = ANALYSIS_STAGES[stage]
+    wrong = []
+    for line, module in imported_modules(path):
+        parts = module.split(".")
+        if parts[:2] == ["dpscale", "analysis"] and len(parts) > 2 and parts[2] not in stages:
+            where = f"{path.relative_to(package.parent)}:{line} (analysis.{stage})"
+            wrong.append(f"{where} imports {module}: it may import analysis.{sorted(stages)}")
+    return wrong
+
+
+def analysis_files() -> list[Path]:
+    return [p for p in source_files() if stage_of(p) and p != PACKAGE / "analysis" / "__init__.py"]
+
+
+def test_every_analysis_module_belongs_to_a_stage():
+    unknown = {
+        str(p.relative_to(REPO)) for p in analysis_files() if stage_of(p) not in ANALYSIS_STAGES
+    }
+    assert not unknown, f"put these in analysis/{sorted(ANALYSIS_STAGES)}: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("path", analysis_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_analysis_stages_import_only_the_stages_below(path):
+    assert stage_violations(path) == []
+
+
+def test_a_results_module_importing_an_answer_is_caught(tmp_path):
+    module = PACKAGE / "analysis" / "results" / "rows.py"
+    copy = tmp_path / "dpscale" / "analysis" / "results" / "rows.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(module.read_text() + "\nfrom dpscale.analysis.answers import cost\n")
+    assert stage_violations(module) == []
+    found = stage_violations(copy, package=tmp_path / "dpscale")
+    assert found and "imports dpscale.analysis.answers" in found[0]
 
 
 # The workflow is an entry point beside cli.py: its rule files enter dpscale through one

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from conftest import aggregate, make_cell
-from dpscale.analysis.bucket_tables import TIMELINE_COLUMNS, bucket_timeline_table
-from dpscale.analysis.tables import cells_table
+from dpscale.analysis.results.bucket_tables import TIMELINE_COLUMNS, bucket_timeline_table
+from dpscale.analysis.results.tables import cells_table
 from dpscale.plan.result import make_result, now_iso, read_result, validate_result, write_result
 from dpscale.runner.measure import TIMELINE_STEPS, Guards, run_cell
 from dpscale.runner.rank import Rank
@@ -174,7 +174,7 @@ def test_guards_call_runs_under_the_watchdog_where_there_is_one(tmp_path):
 def test_the_report_page_has_a_row_per_cell_with_the_hidden_share_of_the_replay():
     import pandas as pd
 
-    from dpscale.analysis.bucket_tables import TIMELINE_SUMMARY_COLUMNS, timeline_summary
+    from dpscale.analysis.results.bucket_tables import TIMELINE_SUMMARY_COLUMNS, timeline_summary
 
     one, two = make_cell(devices=1), make_cell(devices=2)
     table = bucket_timeline_table(
@@ -211,7 +211,7 @@ def test_the_report_page_has_a_row_per_cell_with_the_hidden_share_of_the_replay(
 
 
 def test_compute_beside_co_located_ranks_is_set_against_one_process():
-    from dpscale.analysis.bucket_tables import compute_vs_one
+    from dpscale.analysis.results.bucket_tables import compute_vs_one
 
     one, four = make_cell(devices=1), make_cell(devices=2)
     slower = {**TIMED, "forward_s": [2 * f for f in TIMED["forward_s"]]}

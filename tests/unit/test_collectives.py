@@ -8,16 +8,18 @@ import pandas as pd
 import pytest
 
 from conftest import MULTI_PROCESS, ONE_PROCESS, make_cell
-from dpscale.analysis import alpha_beta
-from dpscale.analysis.collectives import (
+from dpscale.analysis.laws import alpha_beta
+from dpscale.analysis.laws.comm_fits import (
     COMM_FITS_COLUMNS,
     RANKS_COLUMNS,
+    comm_fits_table,
+    rank_count_table,
+)
+from dpscale.analysis.results.collectives import (
     REPLAY_COLUMNS,
     collectives_table,
-    comm_fits_table,
     gradient_replay_table,
     link_rate_GB_s,
-    rank_count_table,
 )
 from dpscale.plan import ring
 from dpscale.plan.cell import Collectives, ModelConfig

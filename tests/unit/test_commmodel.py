@@ -1,4 +1,4 @@
-"""The communication model (dpscale.analysis.commmodel): parameters recovered from synthetic
+"""The communication model (dpscale.analysis.laws.commmodel): parameters recovered from synthetic
 measurements, held-out predictions that really hold out, physics-respecting predictions,
 config errors."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpscale.analysis import commmodel
+from dpscale.analysis.laws import commmodel
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study
 from dpscale.plan.units import parse_quantity

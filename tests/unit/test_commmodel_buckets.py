@@ -1,4 +1,4 @@
-"""The bucket form (dpscale.analysis.commmodel.buckets): a known truth simulated bucket by
+"""The bucket form (dpscale.analysis.laws.commmodel.buckets): a known truth simulated bucket by
 bucket is recovered from 1- and 2-rank cells, and predicts rank counts and a remedy the fit
 never saw."""
 
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpscale.analysis import commmodel
-from dpscale.analysis.commmodel import buckets
-from dpscale.analysis.commmodel.fitting import choose_parameters
-from dpscale.analysis.commmodel.inputs import observations
-from dpscale.analysis.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
+from dpscale.analysis.laws import commmodel
+from dpscale.analysis.laws.commmodel import buckets
+from dpscale.analysis.laws.commmodel.fitting import choose_parameters
+from dpscale.analysis.laws.commmodel.inputs import observations
+from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
 
 PARAMS = 11_000_000
 MESSAGE = 4 * PARAMS

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dpscale import cli
-from dpscale.analysis import compare as cmp
+from dpscale.analysis.answers import compare as cmp
 from dpscale.plan.columns import POINT
 
 BASE = {

@@ -1,13 +1,13 @@
-"""Cost per layout (analysis.cost) and the answer paragraph, by hand-computed examples."""
+"""Cost per layout (analysis.answers.cost) and the answer paragraph, by hand-computed examples."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from dpscale.analysis import answer, cost, startup
-from dpscale.analysis.findings import findings_table
-from dpscale.analysis.verdicts import startup_verdict
+from dpscale.analysis.answers import answer, cost, startup
+from dpscale.analysis.answers.findings import findings_table
+from dpscale.analysis.answers.verdicts import startup_verdict
 
 PRICES = cost.Prices(
     currency="EUR",

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from dpscale.analysis.drift import (
+from dpscale.analysis.laws.drift import (
     REPEATABILITY_GOAL,
     drift_factors,
     drift_summary,
@@ -16,7 +16,7 @@ from dpscale.analysis.drift import (
     repeatability_with_drift,
     with_drift_columns,
 )
-from dpscale.analysis.scaling import point_means, repeatability_table
+from dpscale.analysis.laws.scaling import point_means, repeatability_table
 from dpscale.plan.cell import Cell
 from dpscale.plan.config import check_config
 from dpscale.plan.matrix import drift_reference, expand, run_priorities

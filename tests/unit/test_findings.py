@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from conftest import aggregate, make_cell
-from dpscale.analysis import findings, fits, measurement_quality, verdicts
+from dpscale.analysis.answers import findings, verdicts
+from dpscale.analysis.laws import fits
+from dpscale.analysis.results import measurement_quality
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.runner.timing import throughput_measurement
 from dpscale.steps.findings import findings as findings_step

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from dpscale.analysis import fits
+from dpscale.analysis.laws import fits
 from dpscale.plan import ring
 
 

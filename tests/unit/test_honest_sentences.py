@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 from test_remedy_gains import point
 
-from dpscale.analysis import accuracy as acc
-from dpscale.analysis import answer, remedy_gains, remedy_ranking, remedy_words, verdicts
-from dpscale.analysis.words import delta_words
+from dpscale.analysis.answers import answer, remedy_gains, remedy_ranking, remedy_words, verdicts
+from dpscale.analysis.laws import accuracy as acc
+from dpscale.analysis.laws.words import delta_words
 
 
 def cost_row(strategy: str, img_s: float, half: float, devices: int = 2) -> dict:
@@ -439,7 +439,7 @@ def test_what_a_remedy_hides_is_the_step_time_it_saves_beyond_compute():
 
 
 def test_a_break_even_the_fits_cannot_bound_says_so():
-    from dpscale.analysis.words import even_interval
+    from dpscale.analysis.laws.words import even_interval
 
     assert even_interval(12.0, math.inf) == (
         " (95% interval unbounded: the fits cannot tell the per-image gain from zero)"

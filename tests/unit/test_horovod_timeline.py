@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from conftest import TABLE_FILES, TABLES, make_cell
-from dpscale.analysis import horovod_timeline as hvt
+from dpscale.analysis.results import horovod_timeline as hvt
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, now_iso, validate_result, write_result
@@ -272,7 +272,7 @@ def test_the_option_is_a_boolean(default_config):
 
 
 def test_the_report_shows_each_measure_with_its_interval_and_the_hidden_share_first():
-    from dpscale.analysis.horovod_timeline import COLUMNS, shown
+    from dpscale.analysis.results.horovod_timeline import COLUMNS, shown
 
     row = dict.fromkeys(COLUMNS)
     row.update(nodes=2, devices_per_node=1, network="1gbe", batch_per_device=16, comm="none")

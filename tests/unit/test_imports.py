@@ -13,16 +13,20 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.analysis import import_logs
-from dpscale.analysis.collectives import (
-    COLLECTIVES_COLUMNS,
-    COMM_FITS_COLUMNS,
-    MEASURED,
-    comm_fits_table,
-    with_imported,
+from dpscale.analysis.laws.comm_fits import COMM_FITS_COLUMNS, comm_fits_table
+from dpscale.analysis.results import import_logs
+from dpscale.analysis.results.collectives import COLLECTIVES_COLUMNS, MEASURED, with_imported
+from dpscale.analysis.results.import_logs import (
+    LogError,
+    parse_all_reduce,
+    parse_throughput,
+    read_lines,
 )
-from dpscale.analysis.import_logs import LogError, parse_all_reduce, parse_throughput, read_lines
-from dpscale.analysis.imports import THROUGHPUT_COLUMNS, imported_collectives, imported_throughput
+from dpscale.analysis.results.imports import (
+    THROUGHPUT_COLUMNS,
+    imported_collectives,
+    imported_throughput,
+)
 from dpscale.cli import main as cli
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.analysis import posts
+from dpscale.analysis.answers import posts
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES

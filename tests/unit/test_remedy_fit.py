@@ -1,4 +1,4 @@
-"""Remedies in the communication model (analysis.commmodel.remedy_fit): the encode time and
+"""Remedies in the communication model (analysis.laws.commmodel.remedy_fit): the encode time and
 the overlap recovered from synthetic remedy cells, held-out predictions that hold out, and
 predictions in which fewer bytes make distribution pay sooner."""
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from test_commmodel import PARAMS, TRUE, analyse, synthetic_windows
 
-from dpscale.analysis import commmodel
-from dpscale.analysis.commmodel import remedy_fit
+from dpscale.analysis.laws import commmodel
+from dpscale.analysis.laws.commmodel import remedy_fit
 
 ENCODE = 0.05  # s per step
 REMEDY_LAYOUTS = [(2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]

@@ -1,4 +1,4 @@
-"""analysis.remedy_gains: each remedy beside the same cell without one, ChainerMN's fraction
+"""analysis.answers.remedy_gains: each remedy beside the same cell without one, ChainerMN's fraction
 recovered, the accuracy cost with its Welch interval, and the finding in words."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
+from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 
 LAYOUT = {"strategy": "torch-ddp", "model": "resnet18-imagenet64-c10", "mode": "synthetic"}
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from conftest import make_cell
-from dpscale.analysis import accuracy as acc
+from dpscale.analysis.laws import accuracy as acc
 from dpscale.launch.dataprep import prepare_digits
 from dpscale.plan.cell import Training
 from dpscale.plan.result import make_result, now_iso, validate_result

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpscale.analysis.rows import no_remedy
+from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.cell import CELL_PATTERN, MODEL_KEY, Cell, ModelConfig, parse_cell_id
 from dpscale.plan.layout import LAYOUT_ID, Layout
 from dpscale.plan.remedies import NO_REMEDY, Comm, is_no_remedy
@@ -117,7 +117,7 @@ def test_no_remedy_literal_outside_plan() -> None:
 
 
 OLD_SITES = {  # the wordings as the five sites wrote them before plan.layout
-    "analysis/words.py": """
+    "analysis/laws/words.py": """
 def layout_words(nodes, devices_per_node, network):
     node = "1 node" if nodes == 1 else f"{nodes} nodes"
     device = "1 device" if devices_per_node == 1 else f"{devices_per_node} devices"
@@ -140,7 +140,7 @@ def layout_label(row):
     where = "1 node" if row["nodes"] == 1 else f"{row['nodes']} nodes ({row['network']})"
     return f"{row['strategy']}, {row['world_size']} dev. on {where}"
 """,
-    "analysis/compare.py": """
+    "analysis/answers/compare.py": """
 def _point_words(row):
     layout = f"{row['nodes']}x{row['devices_per_node']}"
     network = f" over {row['network']}" if row["nodes"] > 1 else ""

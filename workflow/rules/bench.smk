@@ -35,7 +35,7 @@ rule bench_cell:
 
 # After the last cell, with the machine quiet, a cell whose quality was one of measure.again
 # (noisy, contaminated) is measured once more into <cell>.again.json; both results are kept
-# and every reader of cell results uses the better one (dpscale.analysis.again).
+# and every reader of cell results uses the better one (dpscale.analysis.results.again).
 checkpoint quality_review:
     """measure_again.json: the cells whose quality asks for a second measurement, from results."""
     input:

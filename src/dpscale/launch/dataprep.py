@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from dpscale.launch.dataset_files import atomic_file, write_dataset
+from dpscale.launch.dataset_files import write_dataset
+from dpscale.plan.result import atomic_file
 from dpscale.runner.datasets import _CHUNK, DatasetError, file_digest, stable_permutation
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"

@@ -10,34 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from dpscale.plan.result import atomic_file
 from dpscale.runner.datasets import ARRAY_KEYS, FORMAT_VERSION, file_digest, sidecar_path
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-@contextmanager
-def atomic_file(path: Path) -> Iterator[IO[bytes]]:
-    """Yield a temporary file beside ``path`` that replaces it only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:

@@ -283,7 +283,7 @@ def import_source(entry: Mapping[str, Any]) -> str:
 
 def check_imports(entries: list[dict[str, Any]]) -> None:
     """``imports``: each log exists, each entry says what it is, and no two carry the same
-    source; what is in the logs is read by analysis.import_logs when the workflow starts
+    source; what is in the logs is read by analysis.results.import_logs when the workflow starts
     (common.smk)."""
     sources: dict[str, int] = {}
     for index, entry in enumerate(entries):

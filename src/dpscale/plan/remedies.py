@@ -105,7 +105,7 @@ NONE = Comm()
 
 def is_no_remedy(value: Any) -> bool:
     """Whether a table's ``comm`` value means no remedy: ``none``, or missing (a row from
-    before the comm dimension). analysis.rows.no_remedy is the same test on a column."""
+    before the comm dimension). analysis.results.rows.no_remedy is the same test on a column."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return True
     return value == NO_REMEDY

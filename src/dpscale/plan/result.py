@@ -11,9 +11,11 @@ import datetime as dt
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import SCHEMA_DIR
@@ -99,19 +101,26 @@ def make_result(
     return result
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+@contextmanager
+def atomic_file(path: Path) -> Iterator[IO[bytes]]:
+    """Yield a temporary file beside ``path`` that replaces it only if the block succeeds."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, allow_nan=False)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
+        os.replace(tmp, path)
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    with atomic_file(path) as handle:
+        handle.write(text.encode("utf-8"))
 
 
 def cells_dir_of(result_path: str | Path) -> Path | None:

@@ -30,7 +30,8 @@ REMEDIES_TITLE = "Communication remedies against none, per layout and batch (95%
 
 
 def why_no_fraction(nodes: int, network: str, fastest: object) -> str:
-    """Why a remedy row has no fraction recovered (analysis.remedy_gains leaves it empty)."""
+    """Why a remedy row has no fraction recovered (analysis.answers.remedy_gains leaves it
+    empty)."""
     if int(nodes) == 1:
         return "one node: no network to recover from"
     if isinstance(fastest, str) and network == fastest:

@@ -9,7 +9,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dpscale.analysis.rows import without_remedies
+from dpscale.analysis.results.rows import without_remedies
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, devices_per_node_words
 from dpscale.render.answer_views import (

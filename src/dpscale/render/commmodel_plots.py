@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from dpscale.analysis import commmodel  # noqa: E402
+from dpscale.analysis.laws import commmodel  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The comparison of two studies as one self-contained page: the paragraph first, a figure of
-every point's img/s ratio with its interval, then the tables (analysis.compare)."""
+every point's img/s ratio with its interval, then the tables (analysis.answers.compare)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpscale.analysis.drift import REPEATABILITY_GOAL, drift_sentence  # noqa: E402
+from dpscale.analysis.laws.drift import REPEATABILITY_GOAL, drift_sentence  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
 

@@ -8,8 +8,8 @@ from html import escape
 
 import pandas as pd
 
-from dpscale.analysis.cost import NO_EPOCH, NO_PRICE, Prices, money
-from dpscale.analysis.verdicts import NOT_MEASURED, top_findings
+from dpscale.analysis.answers.cost import NO_EPOCH, NO_PRICE, Prices, money
+from dpscale.analysis.answers.verdicts import NOT_MEASURED, top_findings
 from dpscale.plan.columns import LAYOUT
 from dpscale.render.html import table_html
 

@@ -13,8 +13,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dpscale.analysis import fits
-from dpscale.analysis.rows import without_remedies
+from dpscale.analysis.laws import fits
+from dpscale.analysis.results.rows import without_remedies
 from dpscale.plan.layout import devices_words
 
 EMBED_OPTIONS = {"actions": False, "renderer": "svg"}

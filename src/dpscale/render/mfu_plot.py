@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from dpscale.analysis.rows import without_remedies  # noqa: E402
+from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan.layout import devices_words  # noqa: E402
 
 NO_PEAK = (

@@ -15,9 +15,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from dpscale.analysis import fits  # noqa: E402
-from dpscale.analysis.collectives import MEASURED  # noqa: E402
-from dpscale.analysis.rows import without_remedies  # noqa: E402
+from dpscale.analysis.laws import fits  # noqa: E402
+from dpscale.analysis.results.collectives import MEASURED  # noqa: E402
+from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT, NETWORK, NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import HOST_NETWORK, Layout  # noqa: E402
@@ -198,7 +198,7 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     """Global img/s of every strategy on the same cells: one panel per model and device
     layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
     cells = without_remedies(cells)
-    from dpscale.analysis.scaling import point_means
+    from dpscale.analysis.laws.scaling import point_means
 
     points = point_means(cells[cells["mode"] == "synthetic"])
     if points.empty:

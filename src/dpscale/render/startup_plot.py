@@ -12,8 +12,8 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dpscale.analysis.startup import PHASE_COLUMNS  # noqa: E402
-from dpscale.analysis.words import readable_model  # noqa: E402
+from dpscale.analysis.answers.startup import PHASE_COLUMNS  # noqa: E402
+from dpscale.analysis.laws.words import readable_model  # noqa: E402
 from dpscale.plan.columns import NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402

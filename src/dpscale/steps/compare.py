@@ -1,4 +1,4 @@
-"""Two studies' tables -> their comparison (analysis.compare): tables and one page. Run by
+"""Two studies' tables -> their comparison (analysis.answers.compare): tables and one page. Run by
 ``dpscale compare A B`` and by the workflow's ``compare`` rule."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dpscale.analysis import compare as cmp
+from dpscale.analysis.answers import compare as cmp
 from dpscale.render.compare_page import compare_html
 from dpscale.steps.io import read, read_optional, write
 

@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.analysis import cost as costs
-from dpscale.analysis import findings as fnd
-from dpscale.analysis import posts as pst
-from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
-from dpscale.analysis.answer import answer_paragraph
-from dpscale.analysis.measurement_quality import quality_line
-from dpscale.analysis.verdicts import top_findings
+from dpscale.analysis.answers import cost as costs
+from dpscale.analysis.answers import findings as fnd
+from dpscale.analysis.answers import posts as pst
+from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
+from dpscale.analysis.answers.answer import answer_paragraph
+from dpscale.analysis.answers.verdicts import top_findings
+from dpscale.analysis.results.measurement_quality import quality_line
 from dpscale.render import findings_page, interactive
 from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart

@@ -8,8 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dpscale.analysis.import_logs import check_imports
-from dpscale.analysis.imports import imported_collectives, imported_throughput
+from dpscale.analysis.results.import_logs import check_imports
+from dpscale.analysis.results.imports import imported_collectives, imported_throughput
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import or_message, write
 

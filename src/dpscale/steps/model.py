@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dpscale.analysis.commmodel.study import study_model
+from dpscale.analysis.laws.commmodel.study import study_model
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines

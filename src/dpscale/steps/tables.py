@@ -9,22 +9,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.analysis import accuracy as acc
-from dpscale.analysis import bucket_tables as buckets
-from dpscale.analysis import collectives as coll
-from dpscale.analysis import horovod_timeline as hvd_timeline
-from dpscale.analysis import mfu
-from dpscale.analysis import scaling as scl
-from dpscale.analysis import tables as tbl
-from dpscale.analysis.again import to_measure_again
-from dpscale.analysis.drift import (
+from dpscale.analysis.answers.startup import startup_table
+from dpscale.analysis.laws import accuracy as acc
+from dpscale.analysis.laws import comm_fits as cfit
+from dpscale.analysis.laws import scaling as scl
+from dpscale.analysis.laws.drift import (
     drift_sentence,
     drift_table,
     repeatability_sentence,
     repeatability_with_drift,
     with_drift_columns,
 )
-from dpscale.analysis.startup import startup_table
+from dpscale.analysis.results import bucket_tables as buckets
+from dpscale.analysis.results import collectives as coll
+from dpscale.analysis.results import horovod_timeline as hvd_timeline
+from dpscale.analysis.results import mfu
+from dpscale.analysis.results import tables as tbl
+from dpscale.analysis.results.again import to_measure_again
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
@@ -167,8 +168,8 @@ def collectives(inputs: Files, outputs: Files, params: Files) -> str:
     measured = coll.collectives_table(results)
     replay = coll.gradient_replay_table(results)
     sizes = coll.with_imported(measured, read_optional(inputs.get("imported")))
-    comm_fits = coll.comm_fits_table(sizes)
-    ranks = coll.rank_count_table(sizes, comm_fits)
+    comm_fits = cfit.comm_fits_table(sizes)
+    ranks = cfit.rank_count_table(sizes, comm_fits)
     write(sizes, outputs["table"])
     write(comm_fits, outputs["fits"])
     write(ranks, outputs["ranks"])

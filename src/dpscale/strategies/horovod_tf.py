@@ -15,7 +15,7 @@ background thread fuses the tensors that are ready (``HOROVOD_CYCLE_TIME``, defa
 
 Config ``horovod_timeline`` (default false): Horovod's own timeline (``HOROVOD_TIMELINE``,
 written by rank 0) is kept beside the result, ``<cell>.horovod-timeline.json``, and the
-result names it (``system.horovod_timeline``); dpscale.analysis.horovod_timeline reads how
+result names it (``system.horovod_timeline``); dpscale.analysis.results.horovod_timeline reads how
 much of each step's all-reduce ran before the step's last gradient was handed to Horovod.
 Opt-in: Horovod's writer thread polls its queue without sleeping, a core's worth on rank 0.
 """

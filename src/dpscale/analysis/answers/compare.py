@@ -1,0 +1,234 @@
+"""Two studies side by side (``dpscale compare A B``): did the upgrade help? Per measured point
+present in both, B's img/s over A's with its 95% interval; per fitted law, how v0 and t_c
+moved; per link, how the all-reduce's alpha and beta moved; and the points only one of them
+measured. Works on two results folders from different machines: nothing but their tables.
+
+A point's img/s is the mean of its repeats with the half-width of their window intervals
+(scaling.point_means); a ratio's interval is first-order propagation of the two
+(fits.ratio_ci95), as everywhere else in the report (docs/decisions/intervals-on-ratios.md).
+A ratio whose interval holds 1 is a tie, and is named as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis.laws.fits import Z95, ratio_ci95
+from dpscale.analysis.laws.scaling import point_means
+from dpscale.analysis.results.rows import with_comm
+from dpscale.plan.columns import FIT_GROUP, NETWORK, POINT, SPREAD, SYSTEM_HOST
+from dpscale.plan.layout import Layout
+from dpscale.plan.remedies import NO_REMEDY
+
+RATIO_COLUMNS = [
+    *POINT,
+    "img_s_a",
+    "img_s_a_ci95",
+    "img_s_b",
+    "img_s_b_ci95",
+    "ratio",
+    "ratio_ci95",
+    "verdict",
+]
+ONLY_COLUMNS = [*POINT, "measured_in"]
+FIT_COLUMNS = [
+    *FIT_GROUP,
+    "v0_a",
+    "v0_b",
+    "v0_ratio",
+    "v0_ratio_ci95",
+    "t_c_a",
+    "t_c_b",
+    "t_c_change_s",
+    "t_c_change_ci95",
+]
+LINK_KEY = ["strategy", NETWORK, "comm", *SPREAD]
+LINK_COLUMNS = [
+    *LINK_KEY,
+    "beta_a_GB_s",
+    "beta_a_range",
+    "beta_b_GB_s",
+    "beta_b_range",
+    "alpha_a_us",
+    "alpha_b_us",
+    "beta_verdict",
+]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study's tables as the comparison reads them (cells.csv, fits.csv, comm_fits.csv)
+    and what it is called in the sentences."""
+
+    name: str
+    cells: pd.DataFrame
+    fits: pd.DataFrame
+    comm_fits: pd.DataFrame
+
+
+def _verdict(ratio: float, half: float) -> str:
+    if not np.isfinite(half):
+        return "no interval"
+    if ratio - half > 1:
+        return "faster"
+    if ratio + half < 1:
+        return "slower"
+    return "tie"
+
+
+def point_ratios(a: Study, b: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per point measured ok in both, B's img/s over A's with its interval and verdict; and
+    the points only one of them measured."""
+    means = [
+        point_means(with_comm(s.cells)).rename(
+            columns={"img_s": f"img_s_{k}", "img_s_ci95": f"img_s_{k}_ci95"}
+        )
+        for s, k in ((a, "a"), (b, "b"))
+    ]
+    merged = means[0].merge(means[1], on=POINT, how="outer", indicator=True)
+    both = merged[merged["_merge"] == "both"].copy()
+    both["ratio"] = both["img_s_b"] / both["img_s_a"]
+    both["ratio_ci95"] = [
+        ratio_ci95(r.img_s_b, r.img_s_b_ci95, r.img_s_a, r.img_s_a_ci95)
+        for r in both.itertuples(index=False)
+    ]
+    both["verdict"] = [
+        _verdict(r, h) for r, h in zip(both["ratio"], both["ratio_ci95"], strict=True)
+    ]
+    only = merged[merged["_merge"] != "both"].copy()
+    only["measured_in"] = np.where(only["_merge"] == "left_only", a.name, b.name)
+    return both.reindex(columns=RATIO_COLUMNS), only.reindex(columns=ONLY_COLUMNS)
+
+
+def fit_changes(a: Study, b: Study) -> pd.DataFrame:
+    """Per fit group fitted in both: v0's ratio and t_c's change, with 95% intervals from the
+    fits' standard errors."""
+    ok = [with_comm(s.fits) for s in (a, b)]
+    ok = [f[f["status"] == "ok"] if "status" in f else f.iloc[0:0] for f in ok]
+    if ok[0].empty or ok[1].empty:
+        return pd.DataFrame(columns=FIT_COLUMNS)
+    merged = ok[0].merge(ok[1], on=FIT_GROUP, suffixes=("_a", "_b"))
+    merged["v0_ratio"] = merged["v0_b"] / merged["v0_a"]
+    merged["v0_ratio_ci95"] = [
+        ratio_ci95(r.v0_b, Z95 * r.v0_se_b, r.v0_a, Z95 * r.v0_se_a)
+        for r in merged.itertuples(index=False)
+    ]
+    merged["t_c_change_s"] = merged["t_c_b"] - merged["t_c_a"]
+    merged["t_c_change_ci95"] = Z95 * np.hypot(merged["t_c_se_a"], merged["t_c_se_b"])
+    return merged.reindex(columns=FIT_COLUMNS)
+
+
+def _range(low: float, high: float) -> str:
+    high_text = "unbounded" if not np.isfinite(high) else f"{high:.3g}"
+    return f"{low:.3g}-{high_text}"
+
+
+def link_changes(a: Study, b: Study) -> pd.DataFrame:
+    """Per link fitted in both (comm_fits.csv): beta and alpha of each, and whether beta's
+    intervals separate them."""
+    fitted = [s.comm_fits for s in (a, b)]
+    fitted = [f[f["status"] == "ok"] if "status" in f else f.iloc[0:0] for f in fitted]
+    if fitted[0].empty or fitted[1].empty:
+        return pd.DataFrame(columns=LINK_COLUMNS)
+    merged = fitted[0].merge(fitted[1], on=LINK_KEY, suffixes=("_a", "_b"))
+    rows = []
+    for r in merged.to_dict("records"):
+        if r["beta_lo_GB_s_b"] > r["beta_hi_GB_s_a"]:
+            verdict = "faster"
+        elif r["beta_hi_GB_s_b"] < r["beta_lo_GB_s_a"]:
+            verdict = "slower"
+        else:
+            verdict = "tie"
+        rows.append(
+            {
+                **{k: r[k] for k in LINK_KEY},
+                "beta_a_GB_s": r["beta_GB_s_a"],
+                "beta_a_range": _range(r["beta_lo_GB_s_a"], r["beta_hi_GB_s_a"]),
+                "beta_b_GB_s": r["beta_GB_s_b"],
+                "beta_b_range": _range(r["beta_lo_GB_s_b"], r["beta_hi_GB_s_b"]),
+                "alpha_a_us": r["alpha_s_a"] * 1e6,
+                "alpha_b_us": r["alpha_s_b"] * 1e6,
+                "beta_verdict": verdict,
+            }
+        )
+    return pd.DataFrame(rows).reindex(columns=LINK_COLUMNS)
+
+
+def _machine(study: Study) -> str:
+    cells = study.cells
+    if cells.empty or "cpu_model" not in cells:
+        return "machine not recorded"
+    hosts = sorted(set(cells[SYSTEM_HOST].dropna().astype(str)))
+    cpus = sorted(set(cells["cpu_model"].dropna().astype(str)))
+    return f"{', '.join(hosts[:3]) or 'unknown host'} ({'; '.join(cpus[:2]) or 'unknown CPU'})"
+
+
+def _point_words(row: pd.Series) -> str:
+    layout = Layout.from_row(row).short(row["network"])
+    comm = f", {row['comm']}" if row["comm"] != NO_REMEDY else ""
+    return (
+        f"{row['strategy']} {layout}{comm} at batch {row['batch_per_device']}: "
+        f"{row['ratio']:.2f}x (±{row['ratio_ci95']:.2f})"
+    )
+
+
+def compare_paragraph(
+    a: Study, b: Study, ratios: pd.DataFrame, only: pd.DataFrame, links: pd.DataFrame
+) -> str:
+    """The comparison in a few sentences: how many points moved which way (ties named), the
+    largest change each way, the links, what only one study measured, and where each ran."""
+    where = f"{a.name} ran on {_machine(a)}; {b.name} on {_machine(b)}."
+    if ratios.empty:
+        return (
+            f"{b.name} and {a.name} share no point measured ok in both, so nothing is "
+            f"compared ({len(only)} points measured in one only). {where}"
+        )
+    counts = ratios["verdict"].value_counts()
+    text = (
+        f"{b.name} against {a.name}, over the {len(ratios)} points measured ok in both: "
+        f"faster at {counts.get('faster', 0)}, slower at {counts.get('slower', 0)}, a tie "
+        f"(the 95% interval of the img/s ratio holds 1) at {counts.get('tie', 0)}; median "
+        f"ratio {ratios['ratio'].median():.2f}x (range {ratios['ratio'].min():.2f}-"
+        f"{ratios['ratio'].max():.2f})."
+    )
+    for verdict, pick in (("faster", "idxmax"), ("slower", "idxmin")):
+        moved = ratios[ratios["verdict"] == verdict]
+        if not moved.empty:
+            row = moved.loc[getattr(moved["ratio"], pick)()]
+            text += f" Most {verdict}: {_point_words(row)}."
+    changed = links[links["beta_verdict"] != "tie"] if not links.empty else links
+    if not links.empty:
+        text += (
+            f" Links: the all-reduce's bandwidth (beta) changed beyond its interval on "
+            f"{len(changed)} of {len(links)}"
+            + (
+                " ("
+                + "; ".join(
+                    f"{r.network} {r.beta_a_GB_s:.3g} to {r.beta_b_GB_s:.3g} GB/s"
+                    for r in changed.itertuples(index=False)
+                )
+                + ")"
+                if not changed.empty
+                else ""
+            )
+            + "."
+        )
+    if not only.empty:
+        counts_only = only["measured_in"].value_counts()
+        text += (
+            " Measured in one only: "
+            + ", ".join(f"{n} in {name}" for name, n in counts_only.items())
+            + " (listed below, not compared)."
+        )
+    return f"{text} {where}"
+
+
+def ratio_table_sorted(ratios: pd.DataFrame) -> pd.DataFrame:
+    """The point ratios, the largest changes first."""
+    if ratios.empty:
+        return ratios
+    order = (ratios["ratio"] - 1).abs().sort_values(ascending=False).index
+    return ratios.loc[order].reset_index(drop=True)

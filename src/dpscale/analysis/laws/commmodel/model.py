@@ -1,0 +1,209 @@
+"""The step-time model: compute time and ring all-reduce time of each configuration,
+combined by an overlap form."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis.laws.commmodel import buckets
+from dpscale.analysis.laws.commmodel.buckets import BucketRows, BucketTimeline
+from dpscale.analysis.laws.commmodel.inputs import INTRA, Link
+from dpscale.plan import ring
+
+MIN_STEP = 1e-12  # the shortest step time (s): keeps log T finite
+# the form built from the mechanism (commmodel.buckets); the others combine two totals
+BUCKETS = "buckets"
+_FIXED_G = {"additive": 1.0, BUCKETS: math.nan}
+
+
+@dataclass
+class Design:
+    """The rows the model is evaluated on, as arrays."""
+
+    batch: np.ndarray
+    ranks: np.ndarray
+    colocated: np.ndarray
+    message: np.ndarray
+    beta_ref: np.ndarray
+    alpha_ref: np.ndarray
+    free_link: np.ndarray  # index into the free bandwidths, -1 for a link with a reference
+    buckets: BucketRows  # what the bucket form needs (commmodel.buckets)
+
+    def take(self, index: Any) -> Design:
+        """The rows at ``index`` (a slice or a list of positions)."""
+        return _map(self, lambda array: array[index])
+
+    def repeat_first(self, size: int) -> Design:
+        """The first row, ``size`` times."""
+        return _map(self, lambda array: np.repeat(array[:1], size, axis=0))
+
+    def with_buckets(self, **changes: Any) -> Design:
+        return dataclasses.replace(self, buckets=dataclasses.replace(self.buckets, **changes))
+
+
+def _map(rows: Design, function: Any) -> Design:
+    fields = {k: getattr(rows, k) for k in Design.__dataclass_fields__ if k != "buckets"}
+    mapped = {k: function(v) for k, v in fields.items()}
+    inner = {k: function(v) for k, v in rows.buckets.__dict__.items()}
+    return Design(**mapped, buckets=BucketRows(**inner))
+
+
+def design(
+    rows: pd.DataFrame,
+    links: dict[str, Link],
+    free_links: list[str],
+    emulation: bool,
+    timeline: BucketTimeline | None = None,
+) -> Design:
+    """``emulation``: co-location as on this machine (emulated nodes share it) instead of
+    as on a real cluster. ``timeline``: the buckets of the strategy and model, for the
+    bucket form."""
+    link_names = [
+        INTRA if n == 1 else net for n, net in zip(rows["nodes"], rows["network"], strict=True)
+    ]
+    known = [links.get(name, Link(name, math.nan, 0.0, False, "fitted")) for name in link_names]
+    colocated = np.where(
+        [emulation and link.emulated for link in known],
+        rows["world_size"].to_numpy(),
+        rows["devices_per_node"].to_numpy(),
+    )
+    host = links.get(INTRA)
+    host_beta = np.array(
+        [
+            host.beta_ref
+            if emulation and link.emulated and host is not None and np.isfinite(host.beta_ref)
+            else math.inf
+            for link in known
+        ],
+        dtype=float,
+    )
+    return Design(
+        batch=rows["batch_per_device"].to_numpy(dtype=float),
+        ranks=rows["world_size"].to_numpy(dtype=float),
+        colocated=colocated.astype(float),
+        message=rows["gradient_bytes"].to_numpy(dtype=float),
+        beta_ref=np.array([link.beta_ref for link in known], dtype=float),
+        alpha_ref=np.array([link.alpha_ref for link in known], dtype=float),
+        free_link=np.array(
+            [free_links.index(n) if n in free_links else -1 for n in link_names], dtype=int
+        ),
+        buckets=buckets.timeline_rows(timeline, host_beta),
+    )
+
+
+@dataclass
+class Parameters:
+    """Which parameters are fitted (the others held at their fixed values)."""
+
+    form: str
+    free_links: list[str]
+    fit_sigma: bool
+    fit_alpha0: bool
+    fit_eta: bool
+    fit_kappa: bool = False
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = ["log_v0", "t_c1"]
+        names += ["sigma"] if self.fit_sigma else []
+        names += ["alpha0"] if self.fit_alpha0 else []
+        names += ["log_eta"] if self.fit_eta and self.form != BUCKETS else []
+        names += [f"log_beta_{name}" for name in self.free_links]
+        names += ["g"] if self.form == "pollux" else []
+        names += ["kappa"] if self.fit_kappa and self.form == BUCKETS else []
+        self.names = names
+
+    def values(self, theta: np.ndarray) -> dict[str, Any]:
+        named = dict(zip(self.names, theta, strict=True))
+        return {
+            "form": self.form,
+            "kappa": named.get("kappa", 0.0),
+            "v0": math.exp(named["log_v0"]),
+            "t_c1": named["t_c1"],
+            "sigma": named.get("sigma", 0.0),
+            "alpha0": named.get("alpha0", 0.0),
+            "eta": math.exp(named.get("log_eta", 0.0)),
+            "beta_free": np.array(
+                [math.exp(named[f"log_beta_{n}"]) for n in self.free_links] or [1.0]
+            ),
+            "g": named.get("g", _FIXED_G.get(self.form, math.inf)),
+        }
+
+    def bounds(self) -> tuple[list[float], list[float]]:
+        table = {
+            "log_v0": (math.log(1e-6), math.log(1e9)),
+            "t_c1": (0.0, 1e3),
+            "sigma": (0.0, 10.0),
+            "alpha0": (0.0, 1.0),
+            "log_eta": (math.log(1e-4), 0.0),  # a framework cannot beat the line rate
+            "g": (1.0, 10.0),
+            "kappa": (0.0, 20.0),
+        }
+        pairs = [table.get(n, (math.log(1e3), math.log(1e14))) for n in self.names]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def combine(compute: np.ndarray, network: np.ndarray, g: float) -> np.ndarray:
+    """(T_comp^g + T_net^g)^(1/g): g = 1 adds, g = inf takes the larger."""
+    if math.isinf(g):
+        return np.maximum(compute, network)
+    if g == 1.0:
+        return compute + network
+    top = np.maximum(np.maximum(compute, network), MIN_STEP)
+    return top * ((compute / top) ** g + (network / top) ** g) ** (1.0 / g)
+
+
+def compute_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
+    """One rank's compute, slowed by the ranks it shares the machine with."""
+    slowdown = 1.0 + values["sigma"] * (rows.colocated - 1.0)
+    return slowdown * rows.batch / values["v0"] + values["t_c1"]
+
+
+def link_beta(values: dict[str, Any], rows: Design) -> np.ndarray:
+    """Each row's link bandwidth: fitted, or the reference scaled by eta."""
+    return np.where(
+        rows.free_link >= 0,
+        values["beta_free"][np.maximum(rows.free_link, 0)],
+        values["eta"] * np.where(np.isfinite(rows.beta_ref), rows.beta_ref, 1.0),
+    )
+
+
+def parts(values: dict[str, Any], rows: Design) -> tuple[np.ndarray, np.ndarray]:
+    """(T_comp, T_net) of each row."""
+    ranks = rows.ranks
+    network = ring.ring_allreduce_seconds(
+        rows.message, ranks, link_beta(values, rows), rows.alpha_ref + values["alpha0"]
+    )
+    return compute_seconds(values, rows), np.where(ranks > 1, network, 0.0)
+
+
+def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
+    """The bucket form (commmodel.buckets): buckets served in order behind the backward."""
+    compute = compute_seconds(values, rows)
+    alpha = rows.alpha_ref + values["alpha0"]
+    costs = buckets.bucket_costs(
+        rows.buckets, rows.message, rows.ranks, link_beta(values, rows), alpha
+    )
+    step = buckets.bucket_step(
+        rows.buckets,
+        rows.batch,
+        compute,
+        costs,
+        values["kappa"],
+        rows.colocated,
+        ring.ring_factor(rows.ranks) * rows.message / 1e9,
+    )
+    return np.where(rows.ranks > 1, step, compute)
+
+
+def step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
+    if values["form"] == BUCKETS:
+        return bucket_step_seconds(values, rows)
+    compute, network = parts(values, rows)
+    return combine(compute, network, values["g"])

@@ -1,0 +1,320 @@
+"""Predictions of configurations that were not measured, on real clusters: step time, img/s
+and speedup with 95% intervals, and the break-even global batch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize
+
+from dpscale.analysis.laws.commmodel.analysis import GroupModel
+from dpscale.analysis.laws.commmodel.compression import needed_compression
+from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
+from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS, Link
+from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, label
+from dpscale.analysis.laws.commmodel.model import MIN_STEP, Design, step_seconds
+from dpscale.analysis.laws.commmodel.validation import SUMMARY_COLUMNS
+from dpscale.plan.columns import NETWORK, RUN, SPREAD
+from dpscale.plan.layout import HOST_NETWORK
+from dpscale.plan.units import parse_quantity
+
+PREDICTION_COLUMNS = [
+    *RUN,
+    "overlap",
+    NETWORK,
+    "basis",
+    "bandwidth_Gbit_s",
+    "latency_us",
+    *SPREAD,
+    "batch_per_device",
+    "measured",
+    "kind",
+    "validated_median_abs_error",
+    "validated_by",
+    "step_time_s",
+    "step_time_lo_s",
+    "step_time_hi_s",
+    "img_s",
+    "img_s_lo",
+    "img_s_hi",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "break_even_global_batch",
+    "break_even_global_batch_ci95",
+    "efficiency_uncompressed",
+    "efficiency_nothing_sent",
+    "compression_for_90pct",
+    "compression_for_90pct_lo",
+    "compression_for_90pct_hi",
+    "status",
+    "reason",
+]
+
+
+@dataclass(frozen=True)
+class PredictedNetwork:
+    name: str
+    bandwidth_bit_s: float
+    latency_s: float
+    basis: str
+
+
+def predicted_networks(predict: dict[str, Any], links: dict[str, Link]) -> list[PredictedNetwork]:
+    """The config's ``predict.networks`` and the study's own links that have a reference
+    (their bandwidth taken as the model sees it)."""
+    out = []
+    for index, entry in enumerate(predict.get("networks") or []):
+        field_name = f"predict.networks[{index}]"
+        bandwidth = parse_quantity(entry["bandwidth"], f"{field_name}.bandwidth")
+        latency = (
+            parse_quantity(entry["latency"], f"{field_name}.latency")
+            if entry.get("latency")
+            else 0.0
+        )
+        out.append(PredictedNetwork(entry["name"], bandwidth, latency, "predict.networks"))
+    for link in links.values():
+        if link.name != INTRA and np.isfinite(link.beta_ref):
+            out.append(
+                PredictedNetwork(
+                    link.name, link.beta_ref * 8, link.alpha_ref, f"study ({link.source})"
+                )
+            )
+    return out
+
+
+def predictions(
+    groups: list[GroupModel],
+    predict: dict[str, Any],
+    default_devices: Sequence[int],
+    default_batches: Sequence[int],
+    summary: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every configuration of ``predict`` on every network; each row says whether it
+    interpolates or extrapolates, with the held-out error of that kind (``summary``: the
+    validation summary, else every row reads "not validated")."""
+    rows = []
+    nodes_list = list(predict.get("nodes") or [1, 2, 4, 8])
+    devices_list = list(predict.get("devices_per_node") or default_devices)
+    batches = list(predict.get("batch_per_device") or default_batches)
+    for group in groups:
+        if group.chosen is None:
+            continue
+        fit = group.fits[group.chosen]
+        message = float(group.obs["gradient_bytes"].iloc[0])
+        measured = set(map(tuple, group.obs[OBS_COLUMNS].astype(str).to_numpy()))
+        for index, network in enumerate(predicted_networks(predict, group.links)):
+            links = dict(group.links)
+            links[network.name] = Link(
+                network.name, network.bandwidth_bit_s / 8, network.latency_s, False, network.basis
+            )
+            for nodes in nodes_list:
+                for devices in devices_list:
+                    if nodes == 1 and devices == 1:
+                        continue
+                    name = INTRA if nodes == 1 else network.name
+                    if nodes == 1 and index > 0:
+                        continue  # one-node rows do not depend on the network: list them once
+                    rows += _prediction_rows(
+                        fit, group, links, name, network, nodes, devices, batches, message, measured
+                    )
+    table = pd.DataFrame(rows).reindex(columns=PREDICTION_COLUMNS)
+    return _labelled(table, groups, summary)
+
+
+def _labelled(
+    table: pd.DataFrame, groups: list[GroupModel], summary: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Each predicted row's kind and the validated error of that kind."""
+    summary = summary if summary is not None else pd.DataFrame(columns=SUMMARY_COLUMNS)
+    by_name = {(g.strategy, g.model): g for g in groups}
+    ranges = {key: MeasuredRange.of(g) for key, g in by_name.items() if g.chosen is not None}
+    kinds, errors, words = [], [], []
+    for row in table.itertuples(index=False):
+        group = by_name[(row.strategy, row.model)]
+        if row.status != "ok":
+            kinds.append(None), errors.append(math.nan), words.append(None)
+            continue
+        if row.measured:
+            kinds.append("measured"), errors.append(math.nan), words.append("measured")
+            continue
+        bandwidth = row.bandwidth_Gbit_s * 1e9 if row.nodes > 1 else math.nan
+        dimensions = extrapolated(
+            ranges[(row.strategy, row.model)],
+            row.world_size,
+            row.batch_per_device,
+            row.nodes,
+            bandwidth,
+        )
+        kind, error, text = label(dimensions, group, summary)
+        kinds.append(kind), errors.append(error), words.append(text)
+    return table.assign(kind=kinds, validated_median_abs_error=errors, validated_by=words)
+
+
+def _prediction_rows(
+    fit: Fit,
+    group: GroupModel,
+    links: dict[str, Link],
+    link_name: str,
+    network: PredictedNetwork,
+    nodes: int,
+    devices: int,
+    batches: Sequence[int],
+    message: float,
+    measured: set[tuple[str, ...]],
+) -> list[dict[str, Any]]:
+    world = nodes * devices
+    frame = pd.DataFrame(
+        {
+            "strategy": group.strategy,
+            "model": group.model,
+            "nodes": [nodes] * len(batches) + [1] * len(batches),
+            "network": [network.name] * len(batches) + [HOST_NETWORK] * len(batches),
+            "devices_per_node": [devices] * len(batches) + [1] * len(batches),
+            "world_size": [world] * len(batches) + [1] * len(batches),
+            "batch_per_device": list(batches) * 2,
+            "gradient_bytes": message,
+        }
+    )
+    base = {
+        "strategy": group.strategy,
+        "model": group.model,
+        "overlap": group.chosen,
+        "network": HOST_NETWORK if nodes == 1 else network.name,
+        "basis": f"{INTRA} ({group.links[INTRA].source})" if nodes == 1 else network.basis,
+        "bandwidth_Gbit_s": math.nan if nodes == 1 else network.bandwidth_bit_s / 1e9,
+        "latency_us": math.nan if nodes == 1 else round(network.latency_s * 1e6, 3),
+        "nodes": nodes,
+        "devices_per_node": devices,
+        "world_size": world,
+    }
+    link = links.get(link_name)
+    if link_name not in fit.parameters.free_links and (
+        link is None or not np.isfinite(link.beta_ref)
+    ):
+        return [
+            dict(
+                base,
+                batch_per_device=b,
+                status="not predicted",
+                reason=f"link {link_name!r} was not measured",
+            )
+            for b in batches
+        ]
+    rows = fit.design(frame, emulation=False, links=links)
+    centre, variance = fit.log_prediction(rows)
+    n = len(batches)
+    speed_log, speed_var = _log_speedup(fit, rows, n)
+    values = fit.values
+    even = break_even(values, _row(rows, 0), _row(rows, n))  # the same at every batch
+    even_half = _break_even_ci95(fit, _row(rows, 0), _row(rows, n), even)
+    out = []
+    for i, batch in enumerate(batches):
+        half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
+        s_half = Z95 * math.sqrt(speed_var[i]) if np.isfinite(speed_var[i]) else math.nan
+        step = safe_exp(centre[i])
+        needed = needed_compression(fit, _row(rows, i), _row(rows, n + i))
+        key = (
+            group.strategy,
+            group.model,
+            str(nodes),
+            base["network"],
+            str(devices),
+            str(world),
+            str(batch),
+        )
+        out.append(
+            dict(
+                base,
+                batch_per_device=batch,
+                measured=key in measured,
+                step_time_s=step,
+                step_time_lo_s=safe_exp(centre[i] - half),
+                step_time_hi_s=safe_exp(centre[i] + half),
+                img_s=world * batch / step,
+                img_s_lo=world * batch / safe_exp(centre[i] + half),
+                img_s_hi=world * batch / safe_exp(centre[i] - half),
+                speedup=safe_exp(speed_log[i]),
+                speedup_lo=safe_exp(speed_log[i] - s_half),
+                speedup_hi=safe_exp(speed_log[i] + s_half),
+                break_even_global_batch=even,
+                break_even_global_batch_ci95=even_half,
+                efficiency_uncompressed=needed.efficiency_uncompressed,
+                efficiency_nothing_sent=needed.efficiency_nothing_sent,
+                compression_for_90pct=needed.ratio,
+                compression_for_90pct_lo=needed.lo,
+                compression_for_90pct_hi=needed.hi,
+                status="ok",
+                reason=None,
+            )
+        )
+    return out
+
+
+def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """log(N T_1 / T_N) at each batch and its variance (parameters only: the residual
+    scatter of a ratio of two predictions of one model largely cancels)."""
+    world = rows.ranks[:n]
+
+    def log_speedup(theta: np.ndarray) -> np.ndarray:
+        t = np.maximum(step_seconds(fit.parameters.values(theta), rows), MIN_STEP)
+        return np.log(world) + np.log(t[n:]) - np.log(t[:n])
+
+    centre = log_speedup(fit.theta)
+    gradient = jacobian(log_speedup, fit.theta, centre)
+    return centre, propagate(gradient, fit.covariance)
+
+
+def _break_even_ci95(fit: Fit, multi: Design, single: Design, even: float) -> float:
+    """The break-even batch's 95% half-width from the fit's parameter covariance (delta
+    method, numerical gradient); NaN where it is 0 or never (no interval to give)."""
+    if not np.isfinite(even) or even <= 0:
+        return math.nan
+
+    def of(theta: np.ndarray) -> np.ndarray:
+        return np.array([break_even(fit.parameters.values(theta), multi, single)])
+
+    gradient = jacobian(of, fit.theta, np.array([even]))
+    if not np.isfinite(gradient).all():
+        return math.inf
+    variance = float(propagate(gradient, fit.covariance)[0])
+    return Z95 * math.sqrt(variance) if np.isfinite(variance) else math.nan
+
+
+def _row(rows: Design, index: int) -> Design:
+    return rows.take(slice(index, index + 1))
+
+
+def break_even(
+    values: dict[str, Any],
+    multi: Design,
+    single: Design,
+    step: Callable[[dict[str, Any], Design], np.ndarray] = step_seconds,
+) -> float:
+    """Smallest global batch B at which the N-rank configuration finishes a step sooner
+    than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8).
+    ``step``: the step-time model (a remedy's, commmodel.remedy_fit)."""
+    ranks = float(multi.ranks[0])
+
+    def gain(global_batch: np.ndarray) -> np.ndarray:
+        size = global_batch.size
+        m, one = multi.repeat_first(size), single.repeat_first(size)
+        m.batch, one.batch = global_batch / ranks, global_batch
+        return step(values, one) - step(values, m)
+
+    grid = np.geomspace(ranks * 1e-3, 1e8, 400)
+    gains = gain(grid)
+    if gains[0] > 0:
+        return 0.0
+    winning = np.nonzero(gains > 0)[0]
+    if winning.size == 0:
+        return math.inf
+    first = int(winning[0])
+    return float(
+        optimize.brentq(lambda b: float(gain(np.array([b]))[0]), grid[first - 1], grid[first])
+    )
