@@ -39,10 +39,12 @@ class Link:
         field: str,
         emulated: bool,
         source: str,
+        keys: tuple[str, str] = ("rate", "delay"),
     ) -> Link:
-        """A link written as tc writes it (``10gbit``, ``50us``); errors name ``field``."""
-        bits = parse_quantity(rate, f"{field}.rate")
-        seconds = parse_quantity(delay, f"{field}.delay") if delay else 0.0
+        """A link written as tc writes it (``10gbit``, ``50us``); errors name ``field`` and
+        its ``keys`` (``predict.networks`` says bandwidth and latency)."""
+        bits = parse_quantity(rate, f"{field}.{keys[0]}")
+        seconds = parse_quantity(delay, f"{field}.{keys[1]}") if delay else 0.0
         return cls(name, bits / 8, seconds, emulated, source)
 
     @classmethod

@@ -62,7 +62,6 @@ from dpscale.analysis.laws.commmodel.fitting import (
 from dpscale.analysis.laws.commmodel.inputs import (
     INTRA,
     OBS_COLUMNS,
-    Link,
     links_from_config,
     observations,
 )
@@ -77,7 +76,6 @@ from dpscale.analysis.laws.commmodel.model import (
 )
 from dpscale.analysis.laws.commmodel.prediction import (
     PREDICTION_COLUMNS,
-    PredictedNetwork,
     break_even,
     predicted_networks,
     predictions,
@@ -96,6 +94,7 @@ from dpscale.analysis.laws.commmodel.validation import (
     summarise,
     window_cv,
 )
+from dpscale.plan.link import Link
 
 __all__ = [
     "BASELINE",
@@ -119,7 +118,6 @@ __all__ = [
     "Link",
     "NotEnoughData",
     "Parameters",
-    "PredictedNetwork",
     "analyse",
     "break_even",
     "choose_parameters",

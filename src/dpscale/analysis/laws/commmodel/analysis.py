@@ -13,7 +13,7 @@ import pandas as pd
 
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
 from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, NotEnoughData, fit_model, safe_exp
-from dpscale.analysis.laws.commmodel.inputs import Link, links_from_config, observations
+from dpscale.analysis.laws.commmodel.inputs import links_from_config, observations
 from dpscale.analysis.laws.commmodel.validation import (
     FEWEST_RANKS,
     LEAVE_ONE_CELL_OUT,
@@ -26,6 +26,7 @@ from dpscale.analysis.laws.commmodel.validation import (
     summarise,
     window_cv,
 )
+from dpscale.plan.link import Link
 
 # ordered by parameter count (the bucket form: the mechanism, from a recorded timeline)
 FORMS = ("additive", "max", "pollux", "buckets")

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
-from dpscale.analysis.laws.commmodel.inputs import INTRA, Link
+from dpscale.analysis.laws.commmodel.inputs import INTRA
 from dpscale.analysis.laws.commmodel.model import (
     BUCKETS,
     MIN_STEP,
@@ -23,6 +23,7 @@ from dpscale.analysis.laws.commmodel.model import (
     step_seconds,
 )
 from dpscale.plan import ring
+from dpscale.plan.link import Link
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # The max form's kinks make the optimiser crawl; 200 steps from each start are plenty for

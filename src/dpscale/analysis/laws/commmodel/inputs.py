@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,30 +14,20 @@ import pandas as pd
 from dpscale.plan import ring
 from dpscale.plan.columns import PLACEMENT, RUN
 from dpscale.plan.layout import HOST_NETWORK
-from dpscale.plan.units import parse_quantity
+from dpscale.plan.link import INTRA_NODE, Link
 
-INTRA = "intra-node"  # the link of one-node cells: their ranks talk inside the machine
+INTRA = INTRA_NODE  # the link of one-node cells: their ranks talk inside the machine
 
 
 OBS_COLUMNS = [*RUN, *PLACEMENT, "batch_per_device"]
 
 
-@dataclass(frozen=True)
-class Link:
-    """What the model knows of one link before fitting: a reference bandwidth (bytes/s,
-    NaN when none: the bandwidth is then fitted) and a reference latency (s)."""
-
-    name: str
-    beta_ref: float
-    alpha_ref: float
-    emulated: bool
-    source: str
-
-
 def links_from_config(
     networks: Sequence[Any], comm_fits: pd.DataFrame | None, strategy: str
 ) -> dict[str, Link]:
-    """The study's links for one strategy: the intra-node link and each network."""
+    """The study's links for one strategy: the intra-node link and each network; a
+    network's collectives fit where it has one, else its configured rate (emulated), else
+    fitted."""
     links = {INTRA: _link_from_comm_fits(HOST_NETWORK, comm_fits, strategy, intra=True)}
     for entry in networks:
         # multi-node cells on a real network
@@ -49,25 +39,26 @@ def links_from_config(
         name = entry["name"]
         measured = _link_from_comm_fits(name, comm_fits, strategy, intra=False)
         emulated = "rate" in entry
-        if not math.isnan(measured.beta_ref):
-            links[name] = Link(name, measured.beta_ref, measured.alpha_ref, emulated, "comm_fits")
+        if not math.isnan(measured.bytes_per_s):
+            links[name] = replace(measured, emulated=emulated)
         elif emulated:
-            rate = parse_quantity(entry["rate"], f"networks.{name}.rate") / 8
-            delay = (
-                parse_quantity(entry["delay"], f"networks.{name}.delay")
-                if "delay" in entry
-                else 0.0
+            links[name] = Link.from_rate(
+                name,
+                entry["rate"],
+                entry.get("delay"),
+                field=f"networks.{name}",
+                emulated=True,
+                source="configured rate",
             )
-            links[name] = Link(name, rate, delay, True, "configured rate")
         else:
-            links[name] = Link(name, math.nan, 0.0, False, "fitted")
+            links[name] = Link(name)
     return links
 
 
 def _link_from_comm_fits(
     name: str, comm_fits: pd.DataFrame | None, strategy: str, intra: bool
 ) -> Link:
-    unknown = Link(INTRA if intra else name, math.nan, 0.0, False, "fitted")
+    unknown = Link(INTRA if intra else name)
     if comm_fits is None or comm_fits.empty:
         return unknown
     rows = comm_fits[
@@ -79,9 +70,9 @@ def _link_from_comm_fits(
     rows = rows[np.isfinite(rows["beta_GB_s"].astype(float)) & (rows["beta_GB_s"] > 0)]
     if rows.empty:
         return unknown
-    beta = float(rows["beta_GB_s"].median()) * 1e9
+    beta = float(rows["beta_GB_s"].median())
     alpha = float(rows["alpha_s"].clip(lower=0).median())
-    return Link(unknown.name, beta, alpha, False, "comm_fits")
+    return Link.from_alpha_beta(unknown.name, alpha_s=alpha, beta_gb_s=beta)
 
 
 def observations(windows: pd.DataFrame, trainable_params: dict[str, int]) -> pd.DataFrame:

@@ -41,9 +41,9 @@ class MeasuredRange:
         obs = group.obs
         between_nodes = set(obs.loc[obs["nodes"] > 1, "network"].astype(str))
         rates = [
-            link.beta_ref * 8
+            link.bits_per_s
             for name, link in group.links.items()
-            if name in between_nodes and np.isfinite(link.beta_ref)
+            if name in between_nodes and np.isfinite(link.bytes_per_s)
         ]
         return cls(
             max_ranks=int(obs["world_size"].max()),

@@ -13,8 +13,9 @@ import pandas as pd
 
 from dpscale.analysis.laws.commmodel import buckets
 from dpscale.analysis.laws.commmodel.buckets import BucketRows, BucketTimeline
-from dpscale.analysis.laws.commmodel.inputs import INTRA, Link
+from dpscale.analysis.laws.commmodel.inputs import INTRA
 from dpscale.plan import ring
+from dpscale.plan.link import Link
 
 MIN_STEP = 1e-12  # the shortest step time (s): keeps log T finite
 # the form built from the mechanism (commmodel.buckets); the others combine two totals
@@ -67,7 +68,7 @@ def design(
     link_names = [
         INTRA if n == 1 else net for n, net in zip(rows["nodes"], rows["network"], strict=True)
     ]
-    known = [links.get(name, Link(name, math.nan, 0.0, False, "fitted")) for name in link_names]
+    known = [links.get(name, Link(name)) for name in link_names]
     colocated = np.where(
         [emulation and link.emulated for link in known],
         rows["world_size"].to_numpy(),
@@ -76,8 +77,8 @@ def design(
     host = links.get(INTRA)
     host_beta = np.array(
         [
-            host.beta_ref
-            if emulation and link.emulated and host is not None and np.isfinite(host.beta_ref)
+            host.bytes_per_s
+            if emulation and link.emulated and host is not None and np.isfinite(host.bytes_per_s)
             else math.inf
             for link in known
         ],
@@ -88,8 +89,8 @@ def design(
         ranks=rows["world_size"].to_numpy(dtype=float),
         colocated=colocated.astype(float),
         message=rows["gradient_bytes"].to_numpy(dtype=float),
-        beta_ref=np.array([link.beta_ref for link in known], dtype=float),
-        alpha_ref=np.array([link.alpha_ref for link in known], dtype=float),
+        beta_ref=np.array([link.bytes_per_s for link in known], dtype=float),
+        alpha_ref=np.array([link.latency_s for link in known], dtype=float),
         free_link=np.array(
             [free_links.index(n) if n in free_links else -1 for n in link_names], dtype=int
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,13 +15,13 @@ from scipy import optimize
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
 from dpscale.analysis.laws.commmodel.compression import needed_compression
 from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
-from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS, Link
+from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, label
 from dpscale.analysis.laws.commmodel.model import MIN_STEP, Design, step_seconds
 from dpscale.analysis.laws.commmodel.validation import SUMMARY_COLUMNS
 from dpscale.plan.columns import NETWORK, RUN, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
-from dpscale.plan.units import parse_quantity
+from dpscale.plan.link import Link
 
 PREDICTION_COLUMNS = [
     *RUN,
@@ -57,34 +57,24 @@ PREDICTION_COLUMNS = [
 ]
 
 
-@dataclass(frozen=True)
-class PredictedNetwork:
-    name: str
-    bandwidth_bit_s: float
-    latency_s: float
-    basis: str
-
-
-def predicted_networks(predict: dict[str, Any], links: dict[str, Link]) -> list[PredictedNetwork]:
+def predicted_networks(predict: dict[str, Any], links: dict[str, Link]) -> list[Link]:
     """The config's ``predict.networks`` and the study's own links that have a reference
-    (their bandwidth taken as the model sees it)."""
-    out = []
-    for index, entry in enumerate(predict.get("networks") or []):
-        field_name = f"predict.networks[{index}]"
-        bandwidth = parse_quantity(entry["bandwidth"], f"{field_name}.bandwidth")
-        latency = (
-            parse_quantity(entry["latency"], f"{field_name}.latency")
-            if entry.get("latency")
-            else 0.0
+    (their bandwidth taken as the model sees it, as on a real cluster: not emulated)."""
+    out = [
+        Link.from_rate(
+            entry["name"],
+            entry["bandwidth"],
+            entry.get("latency"),
+            field=f"predict.networks[{index}]",
+            emulated=False,
+            source="predict.networks",
+            keys=("bandwidth", "latency"),
         )
-        out.append(PredictedNetwork(entry["name"], bandwidth, latency, "predict.networks"))
+        for index, entry in enumerate(predict.get("networks") or [])
+    ]
     for link in links.values():
-        if link.name != INTRA and np.isfinite(link.beta_ref):
-            out.append(
-                PredictedNetwork(
-                    link.name, link.beta_ref * 8, link.alpha_ref, f"study ({link.source})"
-                )
-            )
+        if link.name != INTRA and np.isfinite(link.bytes_per_s):
+            out.append(replace(link, emulated=False, source=f"study ({link.source})"))
     return out
 
 
@@ -110,9 +100,7 @@ def predictions(
         measured = set(map(tuple, group.obs[OBS_COLUMNS].astype(str).to_numpy()))
         for index, network in enumerate(predicted_networks(predict, group.links)):
             links = dict(group.links)
-            links[network.name] = Link(
-                network.name, network.bandwidth_bit_s / 8, network.latency_s, False, network.basis
-            )
+            links[network.name] = network
             for nodes in nodes_list:
                 for devices in devices_list:
                     if nodes == 1 and devices == 1:
@@ -161,7 +149,7 @@ def _prediction_rows(
     group: GroupModel,
     links: dict[str, Link],
     link_name: str,
-    network: PredictedNetwork,
+    network: Link,
     nodes: int,
     devices: int,
     batches: Sequence[int],
@@ -186,8 +174,8 @@ def _prediction_rows(
         "model": group.model,
         "overlap": group.chosen,
         "network": HOST_NETWORK if nodes == 1 else network.name,
-        "basis": f"{INTRA} ({group.links[INTRA].source})" if nodes == 1 else network.basis,
-        "bandwidth_Gbit_s": math.nan if nodes == 1 else network.bandwidth_bit_s / 1e9,
+        "basis": f"{INTRA} ({group.links[INTRA].source})" if nodes == 1 else network.source,
+        "bandwidth_Gbit_s": math.nan if nodes == 1 else network.gbit_per_s,
         "latency_us": math.nan if nodes == 1 else round(network.latency_s * 1e6, 3),
         "nodes": nodes,
         "devices_per_node": devices,
@@ -195,7 +183,7 @@ def _prediction_rows(
     }
     link = links.get(link_name)
     if link_name not in fit.parameters.free_links and (
-        link is None or not np.isfinite(link.beta_ref)
+        link is None or not np.isfinite(link.bytes_per_s)
     ):
         return [
             dict(

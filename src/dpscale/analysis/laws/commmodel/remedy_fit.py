@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
-from dpscale.analysis.laws.commmodel.inputs import OBS_COLUMNS, Link, observations
+from dpscale.analysis.laws.commmodel.inputs import OBS_COLUMNS, observations
 from dpscale.analysis.laws.commmodel.model import (
     BUCKETS,
     MIN_STEP,
@@ -283,9 +283,7 @@ def remedy_predictions(
         message = float(group.obs["gradient_bytes"].iloc[0])
         for network in predicted_networks(predict, group.links):
             links = dict(group.links)
-            links[network.name] = Link(
-                network.name, network.bandwidth_bit_s / 8, network.latency_s, False, network.basis
-            )
+            links[network.name] = network
             for nodes in nodes_list:
                 for devices in devices_list:
                     if nodes == 1:  # within a node the link is not the network's
@@ -319,8 +317,8 @@ def _layout_rows(fit, group, remedy, links, network, nodes, devices, batches, me
         "model": group.model,
         "comm": remedy.comm,
         "network": network.name,
-        "basis": network.basis,
-        "bandwidth_Gbit_s": network.bandwidth_bit_s / 1e9,
+        "basis": network.source,
+        "bandwidth_Gbit_s": network.gbit_per_s,
         "nodes": nodes,
         "devices_per_node": devices,
         "world_size": world,

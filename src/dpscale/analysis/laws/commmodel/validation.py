@@ -11,9 +11,10 @@ import pandas as pd
 
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
 from dpscale.analysis.laws.commmodel.fitting import Z95, fit_model, safe_exp
-from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS, Link
+from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, NETWORK, NODES
 from dpscale.plan.layout import Layout
+from dpscale.plan.link import Link
 
 VALIDATION_COLUMNS = [
     "scheme",
@@ -139,7 +140,7 @@ def _unpredictable(
     for nodes, net in zip(test["nodes"], test["network"], strict=True):
         name = INTRA if nodes == 1 else net
         link = links.get(name)
-        if link is not None and np.isfinite(link.beta_ref):
+        if link is not None and np.isfinite(link.bytes_per_s):
             continue
         left = train[
             (train["world_size"] > 1)
