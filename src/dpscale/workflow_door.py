@@ -25,9 +25,11 @@ from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
-# the cell id as the rules' wildcards, the study's size told to each cell's launcher
+# the cell id as the rules' wildcards, the study's size told to each cell's launcher, the
+# links the communication model reads (parsed once, here)
 from dpscale.plan.cell import CELL_PATTERN
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.link import model_inputs
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.profile import check_default_resources
 from dpscale.plan.progress import STUDY_CELLS_ENV
@@ -44,6 +46,7 @@ __all__ = [
     "STUDY_CELLS_ENV",
     "ConfigError",
     "check_default_resources",
+    "model_inputs",
     "plan_study",
     "run_priorities",
     # launching

@@ -12,12 +12,14 @@ import pytest
 
 from dpscale.analysis.laws import commmodel
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.link import configured_links, model_inputs, predicted_links
 from dpscale.plan.study import plan_study
 from dpscale.plan.units import parse_quantity
 from dpscale.registry import STRATEGIES
 
 PARAMS = 11_000_000  # trainable parameters: 44 MB of fp32 gradients
-NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
+CONFIG_NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
+NETWORKS = configured_links(CONFIG_NETWORKS)
 TRUE = {"v0": 40.0, "t_c1": 0.02, "sigma": 0.15, "alpha0": 0.004, "eta": 0.6, "host": 5e8}
 LAYOUTS = [(1, 1, "host"), (1, 2, "host"), (2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]
 BATCHES = [1, 2, 4, 8, 16, 32]
@@ -150,7 +152,7 @@ def test_a_study_with_one_rank_count_says_not_enough_data():
     assert list(validation.columns) == commmodel.VALIDATION_COLUMNS
 
 
-PREDICT = {
+CONFIG_PREDICT = {
     "networks": [
         {"name": "g10", "bandwidth": "10gbit", "latency": "50us"},
         {"name": "g25", "bandwidth": "25gbit"},
@@ -160,6 +162,7 @@ PREDICT = {
     "devices_per_node": [1, 2],
     "batch_per_device": [4, 32, 256],
 }
+PREDICT = {**CONFIG_PREDICT, "networks": predicted_links(CONFIG_PREDICT)}
 
 
 @pytest.mark.parametrize(("g", "form"), [(1.0, "additive"), (math.inf, "max"), (3.0, "pollux")])
@@ -339,7 +342,14 @@ def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data
     pd.DataFrame({"model": ["m"], "trainable_params": [PARAMS]}).to_csv(
         tmp_path / "cells.csv", index=False
     )
-    study = {"networks": NETWORKS, "predict": PREDICT, "devices_per_node": [1], "batch_sizes": [8]}
+    study = model_inputs(
+        {
+            "networks": CONFIG_NETWORKS,
+            "predict": CONFIG_PREDICT,
+            "devices_per_node": [1],
+            "batch_sizes": [8],
+        }
+    )
     out = {
         name: tmp_path / f"{name}.{ext}"
         for name, ext in (
@@ -372,7 +382,7 @@ def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data
 
 
 def test_a_clusters_own_network_is_a_link_apart_from_the_intra_node_one():
-    links = commmodel.links_from_config(["host"], None, "torch-ddp")
+    links = commmodel.links_from_config(configured_links(["host"]), None, "torch-ddp")
     assert set(links) == {commmodel.INTRA, "host"}
     rows = pd.DataFrame(
         {

@@ -15,10 +15,11 @@ from dpscale.analysis.laws.commmodel import buckets
 from dpscale.analysis.laws.commmodel.fitting import choose_parameters
 from dpscale.analysis.laws.commmodel.inputs import observations
 from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
+from dpscale.plan.link import configured_links
 
 PARAMS = 11_000_000
 MESSAGE = 4 * PARAMS
-NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
+NETWORKS = configured_links([{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}])
 HOST_BETA = 5e8  # the one-node collectives' bandwidth: the fast link's ceiling
 TRUE = {"v0": 40.0, "t_c1": 0.02, "sigma": 0.15, "alpha0": 0.002, "kappa": 2.0}  # s per GB
 OPTIMIZER_S = 0.015  # of t_c1: forward + backward = b / v0 + 0.005

@@ -13,6 +13,7 @@ from test_commmodel import PARAMS, TRUE, analyse, synthetic_windows
 
 from dpscale.analysis.laws import commmodel
 from dpscale.analysis.laws.commmodel import remedy_fit
+from dpscale.plan.link import predicted_links
 
 ENCODE = 0.05  # s per step
 REMEDY_LAYOUTS = [(2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]
@@ -118,6 +119,7 @@ def test_fewer_bytes_make_distribution_pay_from_a_smaller_batch():
         groups, remedy_windows("fp16", 2.0, 1.0), cells_with("fp16", 2.0), {"m": PARAMS}
     )
     predict = {"networks": [{"name": "eth", "bandwidth": "1gbit"}], "nodes": [2]}
+    predict["networks"] = predicted_links(predict)
     table_ = remedy_fit.remedy_predictions(fitted, predict, [1], [8, 64])
     eth = table_[table_["network"] == "eth"]
     assert not eth.empty

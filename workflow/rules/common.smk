@@ -21,6 +21,7 @@ from dpscale.workflow_door import (
     coalesce_reevaluations,
     env_folder_name,
     interpreter_command,
+    model_inputs,
     plain_text,
     plan_study,
     probe_configured,

@@ -66,11 +66,6 @@ rule comm_model:
         f"{LOGS}/comm_model.log",
     localrule: True
     params:
-        study=json.dumps(
-            {
-                key: config[key]
-                for key in ("networks", "predict", "devices_per_node", "batch_sizes")
-            }
-        ),
+        study=json.dumps(model_inputs(config)),  # links parsed once, in plan/
     script:
         "../scripts/step.py"

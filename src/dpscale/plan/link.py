@@ -8,7 +8,9 @@ and written one way, so the model, its tables and its figures cannot disagree on
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.units import parse_quantity
@@ -76,3 +78,62 @@ class Link:
 
 
 HOST_LINK = Link(HOST_NETWORK)
+
+
+def configured_links(networks: Sequence[Any]) -> list[Link]:
+    """A checked config's ``networks`` as links, before any fit: the machine's own (host),
+    an emulated one (its rate and delay), or a real interconnect (unknown: fitted)."""
+    links = []
+    for entry in networks:
+        if entry == HOST_NETWORK or not isinstance(entry, Mapping):
+            links.append(HOST_LINK)
+        elif "rate" in entry:
+            name = entry["name"]
+            links.append(
+                Link.from_rate(
+                    name,
+                    entry["rate"],
+                    entry.get("delay"),
+                    field=f"networks.{name}",
+                    emulated=True,
+                    source="configured rate",
+                )
+            )
+        else:
+            links.append(Link(entry["name"]))
+    return links
+
+
+def predicted_links(predict: Mapping[str, Any]) -> list[Link]:
+    """A checked config's ``predict.networks``: the clusters' links to predict, not
+    emulated (``bandwidth`` and ``latency`` as tc writes them)."""
+    return [
+        Link.from_rate(
+            entry["name"],
+            entry["bandwidth"],
+            entry.get("latency"),
+            field=f"predict.networks[{index}]",
+            emulated=False,
+            source="predict.networks",
+            keys=("bandwidth", "latency"),
+        )
+        for index, entry in enumerate(predict.get("networks") or [])
+    ]
+
+
+def model_inputs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the communication model reads of a checked config, links parsed here once:
+    JSON for the workflow's ``comm_model`` rule (read back by :func:`links_of`)."""
+    predict = dict(config.get("predict") or {})
+    predict["networks"] = [asdict(link) for link in predicted_links(predict)]
+    return {
+        "links": [asdict(link) for link in configured_links(config["networks"])],
+        "predict": predict,
+        "devices_per_node": list(config["devices_per_node"]),
+        "batch_sizes": list(config["batch_sizes"]),
+    }
+
+
+def links_of(entries: Sequence[Mapping[str, Any]]) -> list[Link]:
+    """Links from :func:`model_inputs`' JSON."""
+    return [Link(**entry) for entry in entries]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpscale.analysis.laws.commmodel.study import study_model
+from dpscale.plan.link import links_of
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
@@ -25,6 +26,12 @@ TABLES = (
 )
 
 
+def study_links(study: dict[str, Any]) -> dict[str, Any]:
+    """plan.link.model_inputs' JSON with its links as plan.link.Link again."""
+    predict = {**study["predict"], "networks": links_of(study["predict"]["networks"])}
+    return {**study, "links": links_of(study["links"]), "predict": predict}
+
+
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     """windows + cells (+ comm_fits, bucket timelines, gradient replays) -> the model's
     parameters, held-out validation, predictions, their HTML pages and figures."""
@@ -32,7 +39,7 @@ def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
         read_optional(inputs["windows"]),
         read_optional(inputs["cells"]),
         read_optional(inputs["comm_fits"]),
-        json.loads(params["study"]),
+        study_links(json.loads(params["study"])),
         read_optional(inputs.get("timeline")),
         read_optional(inputs.get("replay")),
     )

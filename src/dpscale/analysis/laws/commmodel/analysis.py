@@ -220,7 +220,7 @@ def parameter_rows(group: GroupModel) -> list[dict[str, Any]]:
 def analyse(
     windows: pd.DataFrame,
     trainable_params: dict[str, int],
-    networks: Sequence[Any],
+    networks: Sequence[Link],
     comm_fits: pd.DataFrame | None = None,
     forms: Sequence[str] = FORMS,
     validate: bool = True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,35 +22,16 @@ OBS_COLUMNS = [*RUN, *PLACEMENT, "batch_per_device"]
 
 
 def links_from_config(
-    networks: Sequence[Any], comm_fits: pd.DataFrame | None, strategy: str
+    configured: Sequence[Link], comm_fits: pd.DataFrame | None, strategy: str
 ) -> dict[str, Link]:
-    """The study's links for one strategy: the intra-node link and each network; a
-    network's collectives fit where it has one, else its configured rate (emulated), else
-    fitted."""
+    """The study's links for one strategy: the intra-node link and each configured network
+    (plan.link.configured_links); a network's collectives fit where it has one, else its
+    configured rate (emulated), else fitted."""
     links = {INTRA: _link_from_comm_fits(HOST_NETWORK, comm_fits, strategy, intra=True)}
-    for entry in networks:
-        # multi-node cells on a real network
-        if entry == HOST_NETWORK or not isinstance(entry, dict):
-            links[HOST_NETWORK] = _link_from_comm_fits(
-                HOST_NETWORK, comm_fits, strategy, intra=False
-            )
-            continue
-        name = entry["name"]
-        measured = _link_from_comm_fits(name, comm_fits, strategy, intra=False)
-        emulated = "rate" in entry
-        if not math.isnan(measured.bytes_per_s):
-            links[name] = replace(measured, emulated=emulated)
-        elif emulated:
-            links[name] = Link.from_rate(
-                name,
-                entry["rate"],
-                entry.get("delay"),
-                field=f"networks.{name}",
-                emulated=True,
-                source="configured rate",
-            )
-        else:
-            links[name] = Link(name)
+    for link in configured:
+        measured = _link_from_comm_fits(link.name, comm_fits, strategy, intra=False)
+        known = not math.isnan(measured.bytes_per_s)
+        links[link.name] = replace(measured, emulated=link.emulated) if known else link
     return links
 
 

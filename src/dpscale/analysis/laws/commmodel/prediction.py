@@ -58,20 +58,10 @@ PREDICTION_COLUMNS = [
 
 
 def predicted_networks(predict: dict[str, Any], links: dict[str, Link]) -> list[Link]:
-    """The config's ``predict.networks`` and the study's own links that have a reference
-    (their bandwidth taken as the model sees it, as on a real cluster: not emulated)."""
-    out = [
-        Link.from_rate(
-            entry["name"],
-            entry["bandwidth"],
-            entry.get("latency"),
-            field=f"predict.networks[{index}]",
-            emulated=False,
-            source="predict.networks",
-            keys=("bandwidth", "latency"),
-        )
-        for index, entry in enumerate(predict.get("networks") or [])
-    ]
+    """``predict["networks"]`` (links: plan.link.predicted_links) and the study's own links
+    that have a reference (their bandwidth as the model sees it, as on a real cluster: not
+    emulated)."""
+    out = list(predict.get("networks") or [])
     for link in links.values():
         if link.name != INTRA and np.isfinite(link.bytes_per_s):
             out.append(replace(link, emulated=False, source=f"study ({link.source})"))

@@ -48,7 +48,8 @@ def study_model(
     timeline: pd.DataFrame | None = None,
     replay: pd.DataFrame | None = None,
 ) -> StudyModel:
-    """The model of a study's tables; ``study`` holds the config's networks, predict,
+    """The model of a study's tables; ``study`` holds the config's links (``links``: the
+    networks, plan.link.configured_links), ``predict`` (its ``networks`` as links too),
     devices_per_node and batch_sizes; ``timeline``: bucket_timeline.csv (the bucket form);
     ``replay``: gradient_replay.csv (each remedy's own work, measured alone)."""
     plain_windows = without_remedies(windows)
@@ -56,7 +57,7 @@ def study_model(
     groups, parameters, validation, summary = analyse(
         plain_windows,
         params,
-        study["networks"],
+        study["links"],
         without_remedies(comm_fits),
         timeline_table=timeline,
     )
