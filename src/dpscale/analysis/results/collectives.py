@@ -15,7 +15,7 @@ from dpscale.plan import ring
 from dpscale.plan.columns import NETWORK, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.remedies import NONE, Comm
-from dpscale.plan.units import parse_quantity
+from dpscale.plan.link import Link
 
 LAYOUT = ["study", "strategy", "framework", NETWORK, "comm", *SPREAD]
 MEASURED = "measured"
@@ -76,8 +76,17 @@ def comm_key(cell: dict[str, Any]) -> str:
 def link_rate_GB_s(cell: dict[str, Any]) -> float:
     """The line rate of an emulated link in GB/s (config ``rate``), NaN for the host's own
     network or a real one (whose rate dpscale is not told)."""
-    rate = (cell.get("network") or {}).get("rate")
-    return parse_quantity(rate) / 8 / 1e9 if rate else math.nan
+    network = cell.get("network") or {}
+    if not network.get("rate"):
+        return math.nan
+    link = Link.from_rate(
+        network.get("name", ""),
+        network["rate"],
+        field="network",
+        emulated=True,
+        source="configured rate",
+    )
+    return link.bytes_per_s / 1e9
 
 
 def _layout(result: dict[str, Any]) -> dict[str, Any]:
