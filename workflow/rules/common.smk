@@ -19,6 +19,7 @@ from dpscale.workflow_door import (
     check_imports,
     coalesce_reevaluations,
     env_folder_name,
+    has_data,
     interpreter_command,
     plain_text,
     plan_study,
@@ -259,6 +260,14 @@ def report_lines(name):
     return [plain_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
 
 
+def page(path, *tables, **report_args):
+    """An output the report lists as a page (report(path, **report_args)), unless every
+    table behind it has its header only: then a plain output, made but not listed. Decided
+    when the workflow is parsed, as `snakemake --report` parses it after the run, from the
+    tables themselves (docs/decisions/report-pages-with-data.md)."""
+    return report(path, **report_args) if has_data(*tables) else path
+
+
 # Text that reaches the report from the study file or from results is pasted as plain text
 # (render.rst): a study file cannot inject markup or script into a reader's browser.
 config["report_description"] = plain_text(config.get("description") or "")
@@ -291,8 +300,7 @@ def final_outputs():
     outputs += list(rules.collectives.output)
     for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
         outputs += list(rule_.output)
-    for rule_ in (rules.interactive_figures, rules.answer_figures):
-        outputs += list(rule_.output)
+    outputs += list(rules.answer_figures.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)

@@ -1,5 +1,5 @@
 """Steps that answer the study's question: cost, remedies, findings, the post beside this
-run, interactive, answer and MFU figures (rules in workflow/rules/findings.smk)."""
+run, answer and MFU figures (rules in workflow/rules/findings.smk)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, reme
 from dpscale.analysis.answer import answer_paragraph
 from dpscale.analysis.measurement_quality import quality_line
 from dpscale.analysis.verdicts import top_findings
-from dpscale.render import findings_page, interactive
+from dpscale.render import findings_page
 from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart
 from dpscale.render.answer_speedup import speedup_chart
@@ -101,15 +101,6 @@ def post_vs_run(inputs: Files, outputs: Files, params: Files) -> str:
         pst.display_table(table), outputs["html"], params["title"], pst.page_note(reference)
     )
     return f"[dpscale] {len(table)} post-vs-run rows"
-
-
-def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
-    """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
-    chart = interactive.throughput_chart(read(inputs["cells"]), read(inputs["fits"]))
-    interactive.save_inline(chart, Path(outputs["throughput"]))
-    speedup = interactive.speedup_chart(read(inputs["scaling"]))
-    interactive.save_inline(speedup, Path(outputs["speedup"]))
-    return "[dpscale] interactive figures written"
 
 
 def _both_views(chart: Callable[[View], Any], outputs: Files, name: str) -> None:
