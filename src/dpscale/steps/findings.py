@@ -12,7 +12,8 @@ from dpscale.analysis import cost as costs
 from dpscale.analysis import findings as fnd
 from dpscale.analysis import posts as pst
 from dpscale.analysis import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
-from dpscale.analysis.answer import answer_paragraph
+from dpscale.analysis.answer import answer_paragraph, landing_notes
+from dpscale.analysis.answer_table import answer_table
 from dpscale.analysis.measurement_quality import quality_line
 from dpscale.analysis.verdicts import top_findings
 from dpscale.render import findings_page
@@ -85,9 +86,27 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
     page = findings_page.findings_html(table, params.get("title", "Findings"))
     Path(outputs["html"]).write_text(page, encoding="utf-8")
-    answer = answer_paragraph(table, layout_costs, prices, quality_line(cells))
-    top = [answer, *read_lines(inputs.get("remedies_top")), *top_findings(table)]
-    write_lines(top, outputs["top"])
+    quality = quality_line(cells)
+    answer = answer_paragraph(table, layout_costs, prices, quality)
+    remedies_lines = read_lines(inputs.get("remedies_top"))
+    write_lines([answer, *remedies_lines, *top_findings(table)], outputs["top"])
+    if "answer" in outputs:  # the landing page: the table, then what it cannot say
+        landing = answer_table(table, layout_costs, cells, prices)
+        Path(outputs["answer"]).write_text(
+            json.dumps(
+                {
+                    "columns": list(landing.columns),
+                    "rows": landing.to_numpy().tolist(),
+                    "notes": [
+                        *landing_notes(table, layout_costs, prices, quality),
+                        *remedies_lines,
+                    ],
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     return f"[dpscale] {len(table)} findings rows"
 
 
