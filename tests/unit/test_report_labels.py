@@ -1,6 +1,7 @@
 """One set of report label keys: every report() entry has a ``name`` and sits in a
 ``tables`` or ``figures`` subcategory, and no figure is in the report twice (one plotting
-stack draws each figure; the report embeds one view of it: docs/decisions/report-pages-with-data.md)."""
+stack draws each figure; the report embeds one view of it:
+docs/decisions/report-pages-with-data.md)."""
 
 from __future__ import annotations
 
