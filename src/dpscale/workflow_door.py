@@ -36,7 +36,9 @@ from dpscale.plan.progress import STUDY_CELLS_ENV
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
-# a study's own words, shown in the report as plain text
+# the report lists a page only where its table has a row; a study's own words, shown in the
+# report as plain text
+from dpscale.render.pages import has_data
 from dpscale.render.rst import plain_text
 
 __all__ = [
@@ -59,7 +61,8 @@ __all__ = [
     "interpreter_command",
     "probe_configured",
     "reap_orphans",
-    # imported logs and the report's text
+    # imported logs and the report's pages and text
     "check_imports",
+    "has_data",
     "plain_text",
 ]

@@ -161,7 +161,8 @@ def test_report_is_one_self_contained_html(study):
     assert "frameworks.png" in text and "drift.png" in text and "startup.png" in text
     assert "remedies.html" in text  # what helps on a slow network (none measured here)
     assert "cost.html" in text
-    assert "answer_speedup.png" in text and "answer_cost_interactive.html" in text  # both views
+    assert "answer_speedup.png" in text and "answer_cost.png" in text
+    assert "_interactive.html" not in text  # beside the report in figures/, not in it
     assert "answer_remedies" not in text  # the study measures no remedy: no empty figure
     assert "dpscale study" in text
 
@@ -180,7 +181,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     dry = snakemake("-n", "--forcerun", str(cell), results=results)
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
-    downstream += ["interactive_figures", "answer_figures", "mfu_figure", "comm_model", "drift"]
+    downstream += ["answer_figures", "mfu_figure", "comm_model", "drift"]
     downstream += ["all", "data_tables"]
     downstream += ["cost", "startup", "remedies"]
     # the quality review reads every cell again, and collectives waits for its list of cells

@@ -87,6 +87,6 @@ def test_the_landing_page_sentence_counts_both_kinds():
         }
     )
     line = again.again_sentence(cells)
-    assert line.startswith("2 cell(s) read contaminated, noisy and were measured again")
+    assert line.startswith("2 cells read contaminated, noisy and were measured again")
     assert "second measurement for 1 and the first for 1" in line
     assert again.again_sentence(cells.iloc[2:]) == ""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pandas as pd
 import pytest
-from test_interactive import spec_of
 
 from dpscale.render import answer_cost, answer_remedies, answer_speedup
 from dpscale.steps.findings import answer_figures, remedies_figure
@@ -268,6 +268,13 @@ def test_the_steps_write_a_png_and_a_self_contained_page_per_figure(tmp_path, pr
         page = outputs[f"{name}_interactive"].read_text()
         assert "vegaEmbed" in page and "<script src=" not in page
     assert "Nothing to show" in json.dumps(spec_of(outputs["remedies_interactive"].read_text()))
+
+
+def spec_of(page: str) -> dict:
+    """The Vega-Lite specification embedded in an Altair page."""
+    match = re.search(r"(?:const|var) spec = (\{.*?\});\n", page, re.S)
+    assert match, "no Vega-Lite spec found in the page"
+    return json.loads(match.group(1))
 
 
 def layers_of(spec: Any) -> list[list[dict]]:

@@ -46,7 +46,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # figures, interactive pages, HTML tables
     "render": (
         {"plan", "analysis", "render"},
-        {"numpy", "pandas", "matplotlib", "seaborn", "altair"},
+        {"numpy", "pandas", "matplotlib", "seaborn", "altair", "PIL"},
     ),
     # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
     "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),

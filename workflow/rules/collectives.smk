@@ -1,7 +1,7 @@
 # Collectives cells (mode collectives) and imported all_reduce_perf logs (imports.smk) ->
 # per-size table, alpha-beta fits per source, bus bandwidth. A study with neither gets empty
-# tables (with their headers) and a figure that says so; the report asks for them only when
-# the study has mode collectives or a nccl-tests import.
+# tables (with their headers) and a figure that says so, which the report does not list
+# (page(), common.smk: only pages whose tables have a row).
 
 
 rule collectives:
@@ -13,31 +13,35 @@ rule collectives:
     output:
         table=f"{TABLES}/collectives.csv",
         fits=f"{TABLES}/comm_fits.csv",
-        fits_html=report(
+        fits_html=page(
             f"{TABLES}/comm_fits.html",
+            f"{TABLES}/comm_fits.csv",
             caption="../../report/comm_fits.rst",
             category="4. Network",
             subcategory="tables",
             labels={"name": "all-reduce alpha and beta"},
         ),
         ranks=f"{TABLES}/collective_ranks.csv",
-        ranks_html=report(
+        ranks_html=page(
             f"{TABLES}/collective_ranks.html",
+            f"{TABLES}/collective_ranks.csv",
             caption="../../report/collective_ranks.rst",
             category="4. Network",
             subcategory="tables",
             labels={"name": "all-reduce at more ranks, predicted"},
         ),
         replay=f"{TABLES}/gradient_replay.csv",
-        replay_html=report(
+        replay_html=page(
             f"{TABLES}/gradient_replay.html",
+            f"{TABLES}/gradient_replay.csv",
             caption="../../report/gradient_replay.rst",
             category="4. Network",
             subcategory="tables",
             labels={"name": "one step's gradient traffic"},
         ),
-        figure=report(
+        figure=page(
             f"{FIGURES}/collectives_busbw.png",
+            f"{TABLES}/collectives.csv",
             caption="../../report/collectives_busbw.rst",
             category="4. Network",
             subcategory="figures",

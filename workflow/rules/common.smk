@@ -1,6 +1,7 @@
 # Config checks, the matrix, every helper of the rules, the folders outputs go to, and the
 # list of final outputs (built from the rules' own outputs: each file name is written once,
 # in its rule).
+import base64
 import json
 import shlex
 import sys
@@ -20,6 +21,7 @@ from dpscale.workflow_door import (
     check_imports,
     coalesce_reevaluations,
     env_folder_name,
+    has_data,
     interpreter_command,
     model_inputs,
     plain_text,
@@ -267,10 +269,45 @@ def report_lines(name):
     return [plain_text(line) for line in json.loads(path.read_text(encoding="utf-8"))]
 
 
+def page(path, *tables, **report_args):
+    """An output the report lists as a page (report(path, **report_args)), unless every
+    table behind it has its header only: then a plain output, made but not listed. Decided
+    when the workflow is parsed, as `snakemake --report` parses it after the run, from the
+    tables themselves (docs/decisions/report-pages-with-data.md)."""
+    return report(path, **report_args) if has_data(*tables) else path
+
+
+def report_answer():
+    """The landing page's answer table and notes (tables/answer.json, findings rule), every
+    cell as plain text; empty until the findings are computed."""
+    path = Path(f"{TABLES}/answer.json")
+    if not path.is_file():
+        return {"columns": [], "rows": [], "notes": []}
+    answer = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        "columns": [plain_text(c) for c in answer["columns"]],
+        "rows": [[plain_text(v) or "\\ " for v in row] for row in answer["rows"]],
+        "notes": [plain_text(line) for line in answer["notes"]],
+    }
+
+
+def report_figure(name):
+    """A PNG for the landing page as a data URI in lines of 76 characters (report/workflow.rst
+    embeds it, the figure directive joins them; docutils refuses a line over 10,000 and
+    Snakemake's embeddedfigure directive leaves the path), once it is drawn; else none.
+    """
+    path = Path(f"{FIGURES}/{name}")
+    if not path.is_file():
+        return []
+    uri = f"data:image/png;base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    return [uri[start : start + 76] for start in range(0, len(uri), 76)]
+
+
 # Text that reaches the report from the study file or from results is pasted as plain text
 # (render.rst): a study file cannot inject markup or script into a reader's browser.
 config["report_description"] = plain_text(config.get("description") or "")
-config["report_top_findings"] = report_lines("findings_top")
+config["report_answer"] = report_answer()
+config["report_answer_figure"] = report_figure("answer_speedup.png")
 config["model_validation_lines"] = report_lines("model_validation_top")
 
 
@@ -299,8 +336,7 @@ def final_outputs():
     outputs += list(rules.collectives.output)
     for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
         outputs += list(rule_.output)
-    for rule_ in (rules.interactive_figures, rules.answer_figures):
-        outputs += list(rule_.output)
+    outputs += list(rules.answer_figures.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)

@@ -1,6 +1,5 @@
 # The answer first: findings (one row per strategy x model x network x layout, with a verdict),
-# the source post beside this run, interactive figures, the answers' figures and model FLOPs
-# utilisation.
+# the source post beside this run, the answers' figures and model FLOPs utilisation.
 # "0. Findings" sorts first among the report's categories (the report orders them by name).
 
 
@@ -46,8 +45,10 @@ rule remedies:
         table=f"{TABLES}/remedies.csv",
         accuracy=f"{TABLES}/remedies_accuracy.csv",
         top=f"{TABLES}/remedies_top.json",
-        html=report(
+        html=page(
             f"{TABLES}/remedies.html",
+            f"{TABLES}/remedies.csv",
+            f"{TABLES}/remedies_accuracy.csv",
             caption="../../report/remedies.rst",
             category="0. Findings",
             subcategory="tables",
@@ -105,6 +106,8 @@ rule findings:
     output:
         csv=f"{TABLES}/findings.csv",
         top=f"{TABLES}/findings_top.json",
+        # the landing page's answer table and the notes it cannot hold (report/workflow.rst)
+        answer=f"{TABLES}/answer.json",
         html=report(
             f"{TABLES}/findings.html",
             caption="../../report/findings.rst",
@@ -135,8 +138,9 @@ rule post_vs_run:
         remedies_accuracy=rules.remedies.output.accuracy,
     output:
         csv=f"{TABLES}/post_vs_run.csv",
-        html=report(
+        html=page(
             f"{TABLES}/post_vs_run.html",
+            f"{TABLES}/post_vs_run.csv",
             caption="../../report/post_vs_run.rst",
             category="0. Findings",
             subcategory="tables",
@@ -148,34 +152,6 @@ rule post_vs_run:
     params:
         reference=json.dumps(config["reference"]),
         title="The post vs this run",
-    script:
-        "../scripts/step.py"
-
-
-rule interactive_figures:
-    """Interactive throughput and speedup pages, from cells, fits, scaling."""
-    input:
-        cells=f"{TABLES}/cells.csv",
-        fits=f"{TABLES}/fits.csv",
-        scaling=f"{TABLES}/scaling.csv",
-    output:
-        throughput=report(
-            f"{FIGURES}/throughput_interactive.html",
-            caption="../../report/throughput_interactive.rst",
-            category="1. Throughput",
-            subcategory="interactive figures",
-            labels={"name": "throughput vs batch", "view": "interactive"},
-        ),
-        speedup=report(
-            f"{FIGURES}/speedup_interactive.html",
-            caption="../../report/speedup_interactive.rst",
-            category="2. Scaling",
-            subcategory="interactive figures",
-            labels={"name": "speedup vs devices", "view": "interactive"},
-        ),
-    log:
-        f"{LOGS}/interactive_figures.log",
-    localrule: True
     script:
         "../scripts/step.py"
 
@@ -199,8 +175,9 @@ rule mfu_figure:
         "../scripts/step.py"
 
 
-# Figures for the answers, each in two views of one figure (a static PNG and a self-contained
-# interactive page): the report shows one entry per figure with a static/interactive toggle.
+# Figures for the answers, drawn once (Altair): the report embeds the static PNG; the
+# interactive page of the same figure stays beside it in figures/ (its Vega JavaScript alone
+# is 0.9 MB, more than the rest of the report's results: docs/decisions/report-pages-with-data.md).
 rule answer_figures:
     """The answers' figures (predicted speedup, cost), static and interactive."""
     input:
@@ -212,30 +189,18 @@ rule answer_figures:
             f"{FIGURES}/answer_speedup.png",
             caption="../../report/answer_speedup.rst",
             category="0. Findings",
-            subcategory="interactive figures",
-            labels={"name": "predicted speedup against nodes", "view": "static"},
+            subcategory="figures",
+            labels={"name": "predicted speedup against nodes"},
         ),
-        speedup_interactive=report(
-            f"{FIGURES}/answer_speedup_interactive.html",
-            caption="../../report/answer_speedup.rst",
-            category="0. Findings",
-            subcategory="interactive figures",
-            labels={"name": "predicted speedup against nodes", "view": "interactive"},
-        ),
+        speedup_interactive=f"{FIGURES}/answer_speedup_interactive.html",
         cost_static=report(
             f"{FIGURES}/answer_cost.png",
             caption="../../report/answer_cost.rst",
             category="0. Findings",
-            subcategory="interactive figures",
-            labels={"name": "cost per layout", "view": "static"},
+            subcategory="figures",
+            labels={"name": "cost per layout"},
         ),
-        cost_interactive=report(
-            f"{FIGURES}/answer_cost_interactive.html",
-            caption="../../report/answer_cost.rst",
-            category="0. Findings",
-            subcategory="interactive figures",
-            labels={"name": "cost per layout", "view": "interactive"},
-        ),
+        cost_interactive=f"{FIGURES}/answer_cost_interactive.html",
     log:
         f"{LOGS}/answer_figures.log",
     localrule: True
@@ -253,19 +218,10 @@ rule remedies_figure:
             f"{FIGURES}/answer_remedies.png",
             caption="../../report/answer_remedies.rst",
             category="0. Findings",
-            subcategory="interactive figures",
-            labels={"name": "remedies: gain and fraction recovered", "view": "static"},
+            subcategory="figures",
+            labels={"name": "remedies: gain and fraction recovered"},
         ),
-        remedies_interactive=report(
-            f"{FIGURES}/answer_remedies_interactive.html",
-            caption="../../report/answer_remedies.rst",
-            category="0. Findings",
-            subcategory="interactive figures",
-            labels={
-                "name": "remedies: gain and fraction recovered",
-                "view": "interactive",
-            },
-        ),
+        remedies_interactive=f"{FIGURES}/answer_remedies_interactive.html",
     log:
         f"{LOGS}/remedies_figure.log",
     localrule: True

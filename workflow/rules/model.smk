@@ -19,8 +19,9 @@ rule comm_model:
         remedies=f"{TABLES}/remedy_model.csv",
         remedy_validation=f"{TABLES}/remedy_validation.csv",
         remedy_predictions=f"{TABLES}/remedy_predictions.csv",
-        remedies_html=report(
+        remedies_html=page(
             f"{TABLES}/remedy_model.html",
+            f"{TABLES}/remedy_model.csv",
             caption="../../report/remedy_model.rst",
             category="5. Network model",
             subcategory="tables",

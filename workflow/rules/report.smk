@@ -13,15 +13,15 @@ rule figures:
             f"{FIGURES}/throughput.png",
             caption="../../report/throughput.rst",
             category="1. Throughput",
-            subcategory="interactive figures",
-            labels={"name": "throughput vs batch", "view": "static"},
+            subcategory="figures",
+            labels={"name": "throughput vs batch"},
         ),
         speedup=report(
             f"{FIGURES}/speedup.png",
             caption="../../report/speedup.rst",
             category="2. Scaling",
-            subcategory="interactive figures",
-            labels={"name": "speedup vs devices", "view": "static"},
+            subcategory="figures",
+            labels={"name": "speedup vs devices"},
         ),
         residuals=report(
             f"{FIGURES}/residuals.png",
@@ -63,8 +63,9 @@ rule html_tables:
             subcategory="tables",
             labels={"name": "gradient bucket timelines"},
         ),
-        horovod_timeline=report(
+        horovod_timeline=page(
             f"{TABLES}/horovod_timeline.html",
+            f"{TABLES}/horovod_timeline.csv",
             caption="../../report/horovod_timeline.rst",
             category="5. Network model",
             subcategory="tables",
@@ -98,8 +99,9 @@ rule html_tables:
             subcategory="tables",
             labels={"name": "every cell"},
         ),
-        repeatability=report(
+        repeatability=page(
             f"{TABLES}/repeatability.html",
+            f"{TABLES}/repeatability.csv",
             caption="../../report/repeatability.rst",
             category="3. Cells",
             subcategory="tables",

@@ -16,9 +16,11 @@ HOST_NETWORK = "host"
 LAYOUT_ID = "n{nodes}-d{devices}-b{batch}-r{repeat}"
 
 
-def plural(count: int, word: str) -> str:
-    """``1 node``, ``2 nodes``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def plural(count: float, word: str) -> str:
+    """``1 node``, ``2 nodes``, ``1,200 images``: a count as it reads (rounded to a whole
+    one) and its word, singular only where the count reads 1 ("1 step", never "1 steps")."""
+    shown = f"{count:,.0f}"
+    return f"{shown} {word}" if shown == "1" else f"{shown} {word}s"
 
 
 def devices_words(world_size: Any) -> str:

@@ -1,5 +1,9 @@
 """What the answer figures share: the two views (a static PNG and a self-contained
-interactive page), panel sizes, the strategy · model dropdown and legend toggles, saving."""
+interactive page), panel sizes, the strategy · model dropdown and legend toggles, saving.
+
+The report embeds the static view; the interactive page stays beside it in figures/ (every
+page inlines the Vega, Vega-Lite and vega-embed JavaScript that vl-convert bundles, 0.9 MB,
+so that it works offline: docs/decisions/report-pages-with-data.md)."""
 
 from __future__ import annotations
 
@@ -10,12 +14,12 @@ import altair as alt
 import pandas as pd
 
 from dpscale.plan.layout import Layout
-from dpscale.render.interactive import save_inline
 
 View = Literal["static", "interactive"]
 
 PANEL_WIDTH, PANEL_HEIGHT = 360, 260
-PNG_SCALE = 2
+PNG_SCALE = 1.5  # pixels per CSS pixel: sharp on a laptop screen, a third of scale 2's bytes
+EMBED_OPTIONS = {"actions": False, "renderer": "svg"}
 GROUP_HEADER = alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")
 OFFSET_STEP = alt.Step(step=16, **{"for": "offset"})  # one dot's row in a layout's band
 
@@ -64,3 +68,8 @@ def save_view(chart: alt.TopLevelMixin, path: Path, view: View) -> None:
         chart.save(str(path), format="png", scale_factor=PNG_SCALE)
     else:
         save_inline(chart, path)
+
+
+def save_inline(chart: alt.TopLevelMixin, path: Path) -> None:
+    """Self-contained HTML: the Vega JavaScript is inlined, nothing is fetched."""
+    chart.save(str(path), format="html", inline=True, embed_options=EMBED_OPTIONS)

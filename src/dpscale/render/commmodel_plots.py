@@ -71,7 +71,7 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
         axis.xaxis.set_minor_formatter(NullFormatter())  # their labels overlap
         axis.legend(fontsize=8, loc="upper left")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
@@ -136,7 +136,7 @@ def throughput_figure(
                 fontsize=9,
             )
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 

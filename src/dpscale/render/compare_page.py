@@ -48,7 +48,7 @@ def ratio_figure_png(ratios: pd.DataFrame, name_a: str, name_b: str) -> bytes:
     axis.set_xlabel(f"img/s of {name_b} / img/s of {name_a} (95% interval)")
     axis.set_title("green: faster, red: slower, grey: tie (the interval holds 1)", fontsize=9)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
 

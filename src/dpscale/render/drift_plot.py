@@ -41,5 +41,5 @@ def drift_figure(table: pd.DataFrame, path: Path, note: str = "") -> None:
     reference = re.sub(r"-r\d+$", "", str(table["cell_id"].iloc[0]))  # the probes' own id
     title = [reference, drift_sentence(table), *textwrap.wrap(note, 100)]
     axis.set_title("\n".join(title), fontsize=9)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)

@@ -14,7 +14,7 @@ body { font-family: sans-serif; font-size: 13px; margin: 1em; }
 table { border-collapse: collapse; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
 th { background: #f0f0f0; position: sticky; top: 0; }
-td.text, th.text { text-align: left; }
+td.t, th.t { text-align: left; }
 tr.status-skipped td { color: #777; }
 tr.status-failed td, tr.status-oom td { background: #fde8e8; }
 p.note { max-width: 60em; }
@@ -37,11 +37,13 @@ def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:
     body = []
     for row in frame.itertuples(index=False):
         status = getattr(row, "status", "")
+        # the report embeds every page: no markup a cell does not need (numbers align right;
+        # HTML closes a cell at the next one and a row at the next row)
         cells = "".join(
-            f"<td class='{'text' if isinstance(v, str) else ''}'>{html.escape(_format(v))}</td>"
-            for v in row
+            f"<td{' class=t' if isinstance(v, str) else ''}>{html.escape(_format(v))}" for v in row
         )
-        body.append(f"<tr class='status-{html.escape(str(status))}'>{cells}</tr>")
+        kind = f" class='status-{html.escape(str(status))}'" if status else ""
+        body.append(f"<tr{kind}>{cells}")
     empty = "<p>No rows.</p>" if frame.empty else ""
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"

@@ -26,7 +26,7 @@ def _message(path: Path, text: str) -> None:
     figure, axis = plt.subplots(figsize=(6, 1.6))
     axis.axis("off")
     axis.text(0.5, 0.5, text, ha="center", va="center")
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)
 
 
@@ -68,5 +68,5 @@ def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
         axis.set_ylabel("MFU (% of measured matmul peak)")
         axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -30,7 +30,7 @@ def empty_figure(path: Path, message: str) -> None:
     figure, axis = plt.subplots(figsize=(6, 2))
     axis.axis("off")
     axis.text(0.5, 0.5, message, ha="center", va="center")
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)
 
 
@@ -65,10 +65,27 @@ def layout_label(world: int, nodes: int, network: str) -> str:
     return Layout.of_world(world, nodes).legend(network)
 
 
+EXTRAPOLATED = "fitted law beyond the measured batches (extrapolated)"
+OUTSIDE = "#f2f2f2"  # the shade of the batches no cell of the panel measured
+
+
+def law_segments(low: float, high: float, samples: int = 100) -> dict[str, np.ndarray]:
+    """The batches a fitted law is drawn over, in three parts: below the smallest batch
+    measured (to half of it), the measured range, and above the largest (to twice it). Only
+    the middle one rests on measurements; the outer two are the law extrapolated."""
+    return {
+        "below": np.geomspace(low / 2, low, samples // 4),
+        "measured": np.geomspace(low, high, samples),
+        "above": np.geomspace(high, high * 2, samples // 4),
+    }
+
+
 def throughput_figure(
     cells: pd.DataFrame, fit_table: pd.DataFrame, path: Path, known: Sequence[str] = ()
 ) -> None:
-    """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling."""
+    """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling. The law is
+    drawn in the layout's line style over the batches measured; beyond them it is a thin faded
+    line over a shaded background, labelled extrapolated, with no marker where no cell ran."""
     cells, fit_table = without_remedies(cells), without_remedies(fit_table)
     ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
     if ok.empty:
@@ -79,6 +96,7 @@ def throughput_figure(
     figure, panels = _panels(sorted(ok["model"].unique()))
     keys = ["model", "strategy", WORLD_SIZE, NODES, NETWORK]
     fitted = fit_table[fit_table["status"] == "ok"].set_index(keys)
+    extrapolated = set()
     for (model, strategy, world, nodes, network), group in ok.groupby(keys):
         axis, colour = panels[model], colours[strategy]
         linestyle, marker = styles[(world, nodes, network)]
@@ -95,27 +113,30 @@ def throughput_figure(
             axis.plot([], [], marker=marker, color=colour, linestyle="none", label=label)
             continue
         fit = fitted.loc[(model, strategy, world, nodes, network)]
-        low, high = group["batch_per_device"].min() / 2, group["batch_per_device"].max() * 2
-        batches = np.geomspace(low, high, 100)
-        curve = fits.throughput(batches, fit["v0"], fit["t_c"], world)
-        axis.plot(
-            batches,
-            curve,
-            color=colour,
-            linestyle=linestyle,
-            marker=marker,
-            markevery=[-1],
-            label=label,
-        )
+        parts = law_segments(group["batch_per_device"].min(), group["batch_per_device"].max())
+        for name, batches in parts.items():
+            curve = fits.throughput(batches, fit["v0"], fit["t_c"], world)
+            if name == "measured":
+                axis.plot(batches, curve, color=colour, linestyle=linestyle)
+            else:
+                axis.plot(batches, curve, color=colour, linestyle=":", linewidth=1, alpha=0.6)
+                extrapolated.add(model)
+        # the legend's entry: the layout's marker (measured points) on its line style
+        axis.plot([], [], color=colour, linestyle=linestyle, marker=marker, label=label)
         axis.axhline(fit["v0"] * world, color=colour, linestyle=linestyle, alpha=0.35, linewidth=1)
     for model, axis in panels.items():
+        measured = ok.loc[ok["model"] == model, "batch_per_device"]
+        if model in extrapolated:
+            axis.axvspan(measured.min() / 2, measured.min(), color=OUTSIDE, zorder=0)
+            axis.axvspan(measured.max(), measured.max() * 2, color=OUTSIDE, zorder=0)
+            axis.plot([], [], color="grey", linestyle=":", linewidth=1, label=EXTRAPOLATED)
         axis.set_xscale("log", base=2)
         axis.set_title(model)
-        axis.set_xlabel("per-device batch")
+        axis.set_xlabel("per-device batch (shaded: not measured)")
         axis.set_ylabel("global images/s (mean, 95% CI)")
         axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
@@ -157,7 +178,7 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
         axis.set_xticks(sorted(scaling["world_size"].unique()))
         axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
@@ -190,7 +211,7 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
         axis.set_xlabel("per-device batch")
         axis.set_ylabel("measured / fitted step time - 1 (%)")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
@@ -246,7 +267,7 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s]) for s in strategies]
     figure.legend(handles, strategies, loc="upper center", ncol=len(strategies), frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.8 * len(models))))
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
@@ -308,5 +329,5 @@ def collectives_figure(
         axis.set_ylabel("bus bandwidth GB/s (median, p10-p90)")
         axis.legend(fontsize="small", loc="upper left")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)

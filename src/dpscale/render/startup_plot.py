@@ -42,5 +42,5 @@ def startup_figure(table: pd.DataFrame, path: Path) -> None:
     axis.invert_yaxis()
     axis.set_xlabel("seconds from the launch to the first timed window (mean over cells)")
     figure.legend(ncols=7, fontsize="small", loc="outside upper center")
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -46,7 +46,7 @@ def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:
     )
     grid.set_axis_labels("epoch", "validation accuracy")
     grid.set_titles(row_template="{row_name}", col_template="{col_name}")
-    grid.figure.savefig(path, dpi=120)
+    grid.figure.savefig(path, dpi=100)
     plt.close(grid.figure)
 
 
@@ -77,5 +77,5 @@ def epoch_time_figure(runs: pd.DataFrame, path: Path) -> None:
     for axis in grid.axes.flat:
         axis.set_xticks(sorted(ok["world_size"].unique()))
         axis.set_ylim(bottom=0)
-    grid.figure.savefig(path, dpi=120)
+    grid.figure.savefig(path, dpi=100)
     plt.close(grid.figure)

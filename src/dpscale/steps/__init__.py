@@ -6,6 +6,8 @@ rule's named inputs, outputs and params as plain mappings, so each file name is 
 in its rule. A step reads its inputs, calls ``analysis`` for the numbers and ``render`` for
 the pages and figures, writes its outputs and returns one line for the rule's log. Which rows
 an analysis reads (with or without the communication remedies) is the analysis' own business.
+Every PNG a step writes is then stored as an 8-bit palette PNG (render.png): the report embeds
+each figure, and its size is the report's size.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dpscale.render.png import compact_png
 from dpscale.steps import compare, findings, imports, model, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
@@ -34,7 +37,6 @@ STEPS: dict[str, Step] = {
     "remedies": findings.remedies,
     "findings": findings.findings,
     "post_vs_run": findings.post_vs_run,
-    "interactive_figures": findings.interactive_figures,
     "answer_figures": findings.answer_figures,
     "remedies_figure": findings.remedies_figure,
     "mfu_figure": findings.mfu_figure,
@@ -58,4 +60,13 @@ def run_rule(smk: Any) -> None:
             handle = stack.enter_context(log.open("w", encoding="utf-8"))
             stack.enter_context(contextlib.redirect_stdout(handle))
             stack.enter_context(contextlib.redirect_stderr(handle))
-        print(step(named(smk.input.items()), named(smk.output.items()), named(smk.params.items())))
+        outputs = named(smk.output.items())
+        print(step(named(smk.input.items()), outputs, named(smk.params.items())))
+        compact_figures(outputs)
+
+
+def compact_figures(outputs: Mapping[str, Any]) -> None:
+    """Every PNG among a step's outputs, as an 8-bit palette PNG of the same size."""
+    for path in outputs.values():
+        if isinstance(path, str) and path.endswith(".png") and Path(path).is_file():
+            compact_png(path)

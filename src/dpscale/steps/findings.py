@@ -1,5 +1,5 @@
 """Steps that answer the study's question: cost, remedies, findings, the post beside this
-run, interactive, answer and MFU figures (rules in workflow/rules/findings.smk)."""
+run, answer and MFU figures (rules in workflow/rules/findings.smk)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from dpscale.analysis.answers import cost as costs
 from dpscale.analysis.answers import findings as fnd
 from dpscale.analysis.answers import posts as pst
 from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
-from dpscale.analysis.answers.answer import answer_paragraph
+from dpscale.analysis.answers.answer import answer_paragraph, landing_notes
+from dpscale.analysis.answers.answer_table import answer_table
 from dpscale.analysis.answers.verdicts import top_findings
 from dpscale.analysis.results.measurement_quality import quality_line
-from dpscale.render import findings_page, interactive
+from dpscale.render import findings_page
 from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart
 from dpscale.render.answer_speedup import speedup_chart
@@ -85,9 +86,27 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
     page = findings_page.findings_html(table, params.get("title", "Findings"))
     Path(outputs["html"]).write_text(page, encoding="utf-8")
-    answer = answer_paragraph(table, layout_costs, prices, quality_line(cells))
-    top = [answer, *read_lines(inputs.get("remedies_top")), *top_findings(table)]
-    write_lines(top, outputs["top"])
+    quality = quality_line(cells)
+    answer = answer_paragraph(table, layout_costs, prices, quality)
+    remedies_lines = read_lines(inputs.get("remedies_top"))
+    write_lines([answer, *remedies_lines, *top_findings(table)], outputs["top"])
+    if "answer" in outputs:  # the landing page: the table, then what it cannot say
+        landing = answer_table(table, layout_costs, cells, prices)
+        Path(outputs["answer"]).write_text(
+            json.dumps(
+                {
+                    "columns": list(landing.columns),
+                    "rows": landing.to_numpy().tolist(),
+                    "notes": [
+                        *landing_notes(table, layout_costs, prices, quality),
+                        *remedies_lines,
+                    ],
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     return f"[dpscale] {len(table)} findings rows"
 
 
@@ -101,15 +120,6 @@ def post_vs_run(inputs: Files, outputs: Files, params: Files) -> str:
         pst.display_table(table), outputs["html"], params["title"], pst.page_note(reference)
     )
     return f"[dpscale] {len(table)} post-vs-run rows"
-
-
-def interactive_figures(inputs: Files, outputs: Files, params: Files) -> str:
-    """Tables -> interactive (Vega-Lite) throughput and speedup pages, self-contained."""
-    chart = interactive.throughput_chart(read(inputs["cells"]), read(inputs["fits"]))
-    interactive.save_inline(chart, Path(outputs["throughput"]))
-    speedup = interactive.speedup_chart(read(inputs["scaling"]))
-    interactive.save_inline(speedup, Path(outputs["speedup"]))
-    return "[dpscale] interactive figures written"
 
 
 def _both_views(chart: Callable[[View], Any], outputs: Files, name: str) -> None:

@@ -3,8 +3,8 @@ workflow/rules/analysis.smk, report.smk, collectives.smk)."""
 
 from __future__ import annotations
 
+import csv
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,34 @@ from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
 from dpscale.render.html import write_table_html
+from dpscale.render.pages import has_data
 from dpscale.render.startup_plot import startup_figure
 from dpscale.steps.io import figure_path, or_message, read, read_optional, write
 
 Files = Mapping[str, Any]
+# digits the report's copy of a table keeps: more than any interval here resolves (the
+# narrowest are about 0.1% of their value); tables/ keeps every digit
+SIGNIFICANT = 6
+
+
+def _significant(field: str) -> str:
+    """A decimal written with more than SIGNIFICANT digits, shortened; anything else as is."""
+    if "." not in field and "e" not in field.lower():
+        return field
+    try:
+        value = float(field)
+    except ValueError:
+        return field
+    shorter = f"{value:.{SIGNIFICANT}g}"
+    return shorter if len(shorter) < len(field) else field
+
+
+def write_significant(source: Path, target: Path) -> None:
+    """A copy of a CSV with every long decimal at SIGNIFICANT significant digits."""
+    with source.open(newline="", encoding="utf-8") as handle:
+        rows = [[_significant(field) for field in row] for row in csv.reader(handle)]
+    with target.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
 
 
 def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
@@ -224,13 +248,17 @@ def startup(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
-    """Every tidy CSV of the study into one folder, so ``snakemake --report x.zip`` carries
-    the data beside the pages that show it (a CSV outside tables/ is named by its folder)."""
+    """Every tidy CSV of the study with a row into one folder, so ``snakemake --report x.zip``
+    carries the data beside the pages that show it (a CSV outside tables/ is named by its
+    folder), decimals to SIGNIFICANT digits; a CSV with its header only stays in tables/, out
+    of the report."""
     folder = Path(outputs["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    for source in map(Path, inputs["tables"]):
+    copied = [Path(source) for source in inputs["tables"] if has_data(source)]
+    for source in copied:
         name = (
             source.name if source.parent.name == "tables" else f"{source.parent.name}_{source.name}"
         )
-        shutil.copyfile(source, folder / name)
-    return f"[dpscale] {len(inputs['tables'])} tidy tables for the report's data category"
+        write_significant(source, folder / name)
+    left = len(inputs["tables"]) - len(copied)
+    return f"[dpscale] {len(copied)} tidy tables for the report's data category ({left} empty)"

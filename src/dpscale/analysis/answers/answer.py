@@ -263,3 +263,19 @@ def answer_paragraph(
             f"{_cost(row, mine, prices)}; {_accuracy(row, findings)}."
         )
     return " ".join(sentences) + f" {quality}"
+
+
+def landing_notes(
+    findings: pd.DataFrame, costs: pd.DataFrame, prices: Prices | None, quality: str
+) -> list[str]:
+    """What the landing page's answer table cannot say: per model, why that layout (the tie
+    rule's steps where intervals overlap), that money needs prices, how the cells went."""
+    if costs.empty:
+        return [f"No throughput cell was measured, so no layout is chosen. {quality}"]
+    notes = []
+    for model, mine in costs.groupby("model", sort=True):
+        _, choice = _pick(mine, findings)
+        notes.append(f"For {readable_model(model)}, {choice}.")
+    if prices is None:
+        notes.append("Cost is in node-hours: no price given (add a cost section to the config).")
+    return [*notes, quality]

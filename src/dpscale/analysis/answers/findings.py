@@ -1,7 +1,7 @@
 """The answer first: one row per strategy x model x device layout, from the tidy tables.
 
-Every number here is read from a table the analysis already wrote (cells, fits, scaling,
-break-even, accuracy delta, time to accuracy); nothing is extrapolated.  Where a table has no
+Every measured number here is read from a table the analysis already wrote (cells, fits,
+scaling, break-even, accuracy delta, time to accuracy).  Where a table has no
 value for a layout the row says "not measured" (numeric columns stay NaN in the CSV; the
 HTML page and the verdict spell it out).  The two predicted columns are the communication
 model's (predictions.csv, analysis.laws.commmodel), labelled as predictions with their 95%
@@ -271,6 +271,11 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
         numbers[PREDICTED_COLUMNS[0]] = predictions_words(
             more, lambda r: f"{r.devices_per_node} devices"
         )
+        if more.empty:  # more devices as more such nodes, on the what-if networks
+            numbers[PREDICTED_COLUMNS[0]] = predictions_words(
+                most_nodes(mine, devices),
+                lambda r: Layout(int(r.nodes), int(r.devices_per_node)).words(r.network),
+            )
     else:
         more = mine[
             (mine["network"] == row["network"])
@@ -292,6 +297,18 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     if not here.empty and "compression_for_90pct" in here:
         numbers[PREDICTED_COLUMNS[2]] = compression_words(here.iloc[0])
     return numbers
+
+
+def most_nodes(predictions: pd.DataFrame, devices_per_node: int) -> pd.DataFrame:
+    """Per network, the prediction at the most nodes of ``devices_per_node`` devices each
+    (what the answer figure draws furthest right), slowest network first."""
+    several = predictions[
+        (predictions["nodes"] > 1) & (predictions["devices_per_node"] == devices_per_node)
+    ]
+    if several.empty:
+        return several
+    largest = several.loc[several.groupby("network")["nodes"].idxmax()]
+    return largest.sort_values(["bandwidth_Gbit_s", "network"])
 
 
 def lr_rules(deltas: pd.DataFrame) -> list[str]:

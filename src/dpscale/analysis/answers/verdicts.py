@@ -16,7 +16,7 @@ from dpscale.analysis.laws.words import (
     readable_model,
     speedup_words,
 )
-from dpscale.plan.layout import Layout
+from dpscale.plan.layout import Layout, plural
 
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
@@ -37,7 +37,7 @@ def startup_verdict(row: dict[str, Any]) -> str | None:
     if is_known(below) and below > 0:
         steps = below / (row["batch_per_device"] * row["world_size"])
         return (
-            f"{text}; for a run shorter than {below:,.0f} images ({steps:,.0f} steps) "
+            f"{text}; for a run shorter than {plural(below, 'image')} ({plural(steps, 'step')}) "
             f"{reference} finishes first"
         )
     return text

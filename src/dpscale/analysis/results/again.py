@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from dpscale.plan.layout import plural
+
 # better first: a quiet measurement, then a noisy one, then one whose quiet is unknown
 QUALITY_ORDER = ("ok", "noisy", "unknown", "contaminated")
 
@@ -67,7 +69,8 @@ def again_sentence(cells: Any) -> str:
     kept = int((again["kept"] == "again").sum())
     firsts = ", ".join(sorted(set(again["first_quality"].dropna().astype(str))))
     return (
-        f"{len(again)} cell(s) read {firsts} and were measured again after the last cell; "
+        f"{plural(len(again), 'cell')} read {firsts} and {'was' if len(again) == 1 else 'were'} "
+        "measured again after the last cell; "
         f"the tables use the second measurement for {kept} and the first for {len(again) - kept} "
         "(the quieter of the two; both results are kept)."
     )
