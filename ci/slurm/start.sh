@@ -173,7 +173,11 @@ AccountingStoragePass=$MUNGE_SOCK
 # Store sbatch --comment (the plugin puts rule_<name>[_wildcards_...] there).
 AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=10"
+JobAcctGatherFrequency=10
+# A step over its --mem is killed when its usage is sampled, and the job ends
+# OUT_OF_MEMORY, as cgroup enforcement ends it on a real cluster (this machine's
+# container cannot hand slurmd a cgroup: task/none, proctrack/linuxproc).
+JobAcctGatherParams=OverMemoryKill"
 else
     ACCT="AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none"
@@ -212,7 +216,12 @@ SlurmdTimeout=60
 $ACCT
 JobCompType=jobcomp/none
 $NODE_LINES
-PartitionName=$PARTITION Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP
+# Preemption as sites set it up: a job of the urgent partition requeues the jobs of the
+# default one whose CPUs it needs (tests/e2e/test_slurm_faults.py preempts a cell so).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=$PARTITION Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=$PARTITION-urgent Nodes=$NODELIST Default=NO MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 CONF
 chmod 644 "$ETC/slurm.conf"
 export SLURM_CONF=$ETC/slurm.conf

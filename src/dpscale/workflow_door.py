@@ -23,6 +23,9 @@ from dpscale.launch.interpreters import InterpreterError, probe_configured
 from dpscale.launch.interpreters import configured as interpreter_command
 from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
+from dpscale.launch.slurm_faults import record_after_error as record_slurm_failures
+from dpscale.launch.slurm_faults import started as run_started
+from dpscale.launch.slurm_status import survive_status_outages
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
 # the cell id as the rules' wildcards, the study's size told to each cell's launcher, the
@@ -61,6 +64,9 @@ __all__ = [
     "interpreter_command",
     "probe_configured",
     "reap_orphans",
+    "record_slurm_failures",
+    "run_started",
+    "survive_status_outages",
     # imported logs and the report's pages and text
     "check_imports",
     "has_data",

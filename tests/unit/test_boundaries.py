@@ -39,7 +39,14 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # Horovod's rendezvous (launch/horovod_gloo.py) runs in the framework's environment
     "launch": (
         {"plan", "runner", "launch", "registry"},
-        {"numpy", "sklearn", "horovod", "jsonschema", "snakemake"},
+        {
+            "numpy",
+            "sklearn",
+            "horovod",
+            "jsonschema",
+            "snakemake",
+            "snakemake_executor_plugin_slurm",
+        },
     ),
     # results -> tables, laws, findings, predictions
     "analysis": ({"plan", "analysis"}, {"numpy", "scipy", "pandas", "jsonschema"}),

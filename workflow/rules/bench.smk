@@ -33,6 +33,15 @@ rule bench_cell:
         " --out {output} --log {log} 2>> {log}"
 
 
+# A job SLURM ended under its launcher (scancel, time or memory limit, a node down, a
+# preemption not requeued) leaves no result, and the executor removes what it wrote: each
+# such cell of this run gets a failed (or oom) result with SLURM's reason from sacct or
+# scontrol (launch/slurm_faults.py), so `dpscale status` counts it and `rerun-failed`
+# measures it again. Cells with a result are never touched.
+onerror:
+    record_slurm_failures(workflow, CELLS, CELLS_DIR, RUN_STARTED)
+
+
 # After the last cell, with the machine quiet, a cell whose quality was one of measure.again
 # (noisy, contaminated) is measured once more into <cell>.again.json; both results are kept
 # and every reader of cell results uses the better one (dpscale.analysis.results.again).

@@ -28,7 +28,10 @@ from dpscale.workflow_door import (
     plan_study,
     probe_configured,
     reap_orphans,
+    record_slurm_failures,
     run_priorities,
+    run_started,
+    survive_status_outages,
 )
 
 # One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
@@ -48,6 +51,12 @@ config.update(checked)
 # Snakemake re-runs its job selector once a second per finished job while cells wait for the
 # bench slot; one pending re-evaluation at a time keeps its CPU flat (launch/scheduler_fix.py).
 coalesce_reevaluations()
+
+# Snakemake's SLURM executor keeps its jobs while sacct does not answer (slurmdbd down): it
+# asks squeue instead, and stops with one line after a long outage (launch/slurm_status.py).
+survive_status_outages()
+# a cell job SLURM ends in this run without a result is recorded (bench.smk's onerror)
+RUN_STARTED = run_started()
 
 RESULTS = f"{config['results_dir']}/{config['study']}"
 TABLES = f"{RESULTS}/tables"
