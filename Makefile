@@ -23,7 +23,7 @@ study: $(BIN)/.dpscale-installed
 # time, then those that measure one at a time; both always run, and either failing fails.
 test: $(BIN)/.dpscale-installed test-tools
 	@status=0; \
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m side_by_side || status=$$?; \
+	$(BIN)/python -m pytest -n 2 -m side_by_side || status=$$?; \
 	$(BIN)/python -m pytest -m "not side_by_side" || status=$$?; \
 	exit $$status
 

@@ -25,7 +25,14 @@ STUDY = {
     "devices_per_node": [2],
     "nodes": [1],
     "modes": ["synthetic"],
-    "measure": {"warmup_steps": 1, "windows": 2, "steps_per_window": 2, "timeout_s": 300},
+    # again: []: a cell that reads noisy beside other tests is not measured a second time
+    "measure": {
+        "warmup_steps": 1,
+        "windows": 2,
+        "steps_per_window": 2,
+        "timeout_s": 300,
+        "again": [],
+    },
 }
 # stands in for `apptainer exec IMAGE CMD...`: notes each start, says it is a container (as
 # Apptainer does, APPTAINER_CONTAINER) and finds `python` on the container's PATH
