@@ -484,32 +484,22 @@ def test_no_process_of_a_node_failed_job_outlives_it(fault_run):
 def test_status_counts_them_and_rerun_failed_takes_only_them(fault_run):
     _, work, folder, _, _, _, _ = fault_run
     study = work / "slurm_faults.yaml"
-    dpscale = [sys.executable, "-m", "dpscale.cli"]
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    status = subprocess.run(
-        [*dpscale, "status", str(study)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+
+    def dpscale(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "dpscale.cli", *args]
+        return subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    status = dpscale("status", str(study))
     assert status.returncode == 0, status.stderr
     print(status.stdout)
     assert re.search(r"\b3 failed\b", status.stdout) and re.search(r"\b1 oom\b", status.stdout), (
         status.stdout
     )
     assert "NODE_FAIL" in status.stdout and "TIMEOUT" in status.stdout
-    rerun = subprocess.run(
-        [*dpscale, "rerun-failed", str(study), "--dry-run"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    rerun = dpscale("rerun-failed", str(study), "--dry-run")
     assert rerun.returncode == 0, rerun.stderr
     named = set(re.findall(r"cells/(torch-ddp/\S+?)\.json", rerun.stdout))
     wanted = {
