@@ -8,7 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers.processes import GRACE_S, cmdline, marked, wait_for
+
+# side_by_side: the study measures each cell once (again: []) and the test counts results and
+# reruns, never a measured speed or quality (tests/conftest.py)
+pytestmark = pytest.mark.side_by_side
 
 KILLED_STUDY = """\
 study: killed

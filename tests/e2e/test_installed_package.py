@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -34,11 +35,20 @@ STUDY = {
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A fresh venv outside the checkout with ``pip install <checkout>[analysis]``; its bin/."""
+    """A fresh venv outside the checkout with ``pip install --no-deps <checkout>``; its bin/.
+    Its dependencies are the test's own (a .pth names this venv's site-packages, whose own
+    .pth files, the checkout's editable dpscale among them, are not read): installing them
+    again took most of a minute and is what `make` does on every fresh clone anyway."""
     venv = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
+    (purelib / "dpscale-test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    script = Path(sysconfig.get_paths()["scripts"]) / "snakemake"  # pip's, for this venv
+    body = script.read_text().split("\n", 1)[1]
+    (venv / "bin" / "snakemake").write_text(f"#!{venv / 'bin' / 'python'}\n{body}")
+    (venv / "bin" / "snakemake").chmod(0o755)
     started = time.monotonic()
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{REPO}[analysis]"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(REPO)]
     done = subprocess.run(pip, capture_output=True, text=True, timeout=600, env=outside())
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"pip install took {time.monotonic() - started:.0f} s")
