@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from typing import TextIO
 from dpscale.launch import checks, contention, failures, netns, slurm, supervise
 from dpscale.launch.interpreters import Interpreter
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
+from dpscale.launch.ports import free_port
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import import_root
 from dpscale.plan.progress import (
@@ -247,12 +247,6 @@ def _placed(
             yield Placed(placement, nodes.exec_prefix(0))
     else:
         yield None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 def finish_result(

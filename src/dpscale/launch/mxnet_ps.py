@@ -46,6 +46,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from dpscale.launch.ports import free_port
 from dpscale.launch.rank_exits import RankExit, in_causal_order
 
 POLL_S = 0.2
@@ -66,12 +67,6 @@ def die_with_parent() -> None:
 
 def log(message: str) -> None:
     print(f"[dpscale mxnet_ps] {message}", file=sys.stderr, flush=True)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host if host == "127.0.0.1" else "", 0))
-        return sock.getsockname()[1]
 
 
 def role_env(
@@ -105,7 +100,7 @@ class Job:
         self.workers_n, self.servers_n = workers, servers
         self.host, self.worker_command = host, list(worker_command)
         self.server_command = list(server_command)
-        self.port = free_port(host)
+        self.port = free_port(host if host == "127.0.0.1" else "")
         self.infra: list[tuple[str, subprocess.Popen]] = []
         self.workers: list[subprocess.Popen] = []
 
