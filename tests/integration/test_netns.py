@@ -242,7 +242,7 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
 
     shrink = tmp_path / "shrink.yaml"
     shrink.write_text(
-        "batch_sizes: [8, 16]\n"
+        "batch_sizes: [8]\n"
         # the preset adds windows up to 10 (target_ci) and measures noisy cells again: a fixed
         # 2 windows, once, is what this test needs (adaptive windows and again have their own)
         "measure: {warmup_steps: 1, windows: 2, steps_per_window: 2, repeats: 1, timeout_s: 300,"
@@ -278,7 +278,7 @@ def test_a_network_study_runs_two_nodes_over_emulated_links(tmp_path):
     assert (fp16["wire_bytes"] * 2 == fp16["message_bytes"]).all()
     remedies = pd.read_csv(tables / "remedies.csv")
     slow = remedies[(remedies["network"] == "1gbe") & (remedies["comm"] == "fp16")]
-    assert len(slow) == 2 and (slow["fastest_network"] == "10gbe").all()
+    assert len(slow) == 1 and (slow["fastest_network"] == "10gbe").all()
     assert slow["fraction_recovered"].notna().all() and slow["gain_vs_none"].notna().all()
     assert (remedies["wire_ratio"] == 2.0).all()
     assert set(netns.leftover()) == set()

@@ -7,6 +7,7 @@ strategies must end with every rank holding bit-identical parameters.
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -32,8 +33,10 @@ def prefix_for(env: str) -> Path:
     return ensure_env(env)
 
 
-def measure(tmp_path: Path, name: str, devices: int, **fields) -> tuple[str, dict]:
-    cell = Cell("test", name, MODEL, "synthetic", 1, devices, 2, measure=MEASURE, **fields)
+def measure(
+    tmp_path: Path, name: str, devices: int, protocol: Measure = MEASURE, **fields
+) -> tuple[str, dict]:
+    cell = Cell("test", name, MODEL, "synthetic", 1, devices, 2, measure=protocol, **fields)
     out = cell.result_path(tmp_path / "results")
     log = tmp_path / "cell.log"
     status = launcher.launch(cell, out, prefix_for(strategy(name).env), log)
@@ -62,15 +65,22 @@ def check_horovod_timeline(tmp_path: Path, result: dict) -> None:
     assert hvt.timeline_table([result], cells)["steps"].tolist() == [len(steps)]
 
 
+# A target every window meets: the ranks stop together after the first ``windows``
+# (test_several_ranks_measure_adaptively_together has the target no window meets).
+MET_AT_ONCE = replace(MEASURE, target_ci=10.0, max_windows=4)
+
+
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_runner_measures_and_ranks_agree(tmp_path, name):
     devices = 1 if strategy(name).one_process else 2  # one device per process on CPU
     options = KEEP_TIMELINE if name == "horovod-tf" else ()
-    status, result = measure(tmp_path, name, devices, options=options)
+    status, result = measure(tmp_path, name, devices, MET_AT_ONCE, options=options)
     assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
     measurement = result["measurement"]
     assert len(measurement["per_rank_window_seconds"]) == devices
     assert measurement["summary"]["img_s"]["n"] == MEASURE.windows
+    assert measurement["adaptive"]["windows_run"] == MEASURE.windows
+    assert [len(w) for w in measurement["per_rank_window_seconds"]] == [MEASURE.windows] * devices
     checksums = measurement["rank_param_checksums"]
     assert len(checksums) == devices and len(set(checksums)) == 1, checksums
     assert result["framework"] == strategy(name).framework
@@ -79,22 +89,18 @@ def test_runner_measures_and_ranks_agree(tmp_path, name):
         check_horovod_timeline(tmp_path, result)
 
 
-# A target no window meets, and one every window meets: the ranks add windows together
-# (Rank.agree) up to max_windows, or stop together at the first ``windows``.
-ADAPTIVE = {"never met": (1e-9, 4), "met at once": (10.0, 2)}
-
-
-@pytest.mark.parametrize("target", sorted(ADAPTIVE))
 @pytest.mark.parametrize("name", sorted(n for n in STRATEGIES if not strategy(n).one_process))
-def test_several_ranks_measure_adaptively_together(tmp_path, name, target):
-    target_ci, windows_run = ADAPTIVE[target]
+def test_several_ranks_measure_adaptively_together(tmp_path, name):
+    """A target no window meets: the ranks add windows together (Rank.agree) up to
+    max_windows (the target met at once: test_runner_measures_and_ranks_agree)."""
+    windows_run = 4
     adaptive = Measure(
         warmup_steps=1,
         windows=2,
         steps_per_window=1,
         timeout_s=600,
-        target_ci=target_ci,
-        max_windows=4,
+        target_ci=1e-9,
+        max_windows=windows_run,
     )
     cell = Cell("test", name, MODEL, "synthetic", 1, 2, 2, measure=adaptive)
     out = cell.result_path(tmp_path / "results")

@@ -4,6 +4,8 @@ never saw."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 
 import numpy as np
@@ -138,7 +140,10 @@ def test_without_a_timeline_the_bucket_form_is_not_fitted_and_says_why():
     assert "buckets" not in groups[0].fits and "additive" in groups[0].fits
 
 
+@functools.cache
 def fitted_group():
+    """The one fit every test below reads (about 10 s of optimising): callers must not
+    change what it returns."""
     groups, parameters, validation, _ = commmodel.analyse(
         windows(FITTED + MORE_RANKS),
         {"m": PARAMS},
@@ -222,7 +227,7 @@ def test_a_remedys_own_work_delays_the_backward_pass_instead_of_hiding_behind_it
 
 
 def test_the_throughput_figure_curves_follow_the_bucket_form():
-    group, _, _ = fitted_group()
+    group = copy.copy(fitted_group()[0])
     group.chosen = "buckets"
     curves = commmodel.model_curves(group, np.array([2.0, 8.0, 32.0]))
     assert np.isfinite(curves["img_s"]).all() and (curves["img_s"] > 0).all()
