@@ -19,11 +19,12 @@ study: $(BIN)/.dpscale-installed
 	$(BIN)/snakemake $(STUDY_FILE)
 	$(BIN)/snakemake $(STUDY_FILE) --report "$$($(BIN)/dpscale report-path $(STUDY_FILE:--configfile=))"
 
-# Two phases (docs/decisions/tests-side-by-side.md): the tests that measure nothing two at a
-# time, then those that measure one at a time; both always run, and either failing fails.
+# Two phases (docs/decisions/tests-side-by-side.md): the tests that measure nothing three at
+# a time (one worker mostly waits on SLURM), then those that measure one at a time; both
+# always run, and either failing fails.
 test: $(BIN)/.dpscale-installed test-tools
 	@status=0; \
-	$(BIN)/python -m pytest -n 2 -m side_by_side || status=$$?; \
+	$(BIN)/python -m pytest -n 3 -m side_by_side || status=$$?; \
 	$(BIN)/python -m pytest -m "not side_by_side" || status=$$?; \
 	exit $$status
 

@@ -36,7 +36,7 @@ def kind_of(item: pytest.Item) -> str:
 
 
 # make test runs the suite in two phases (docs/decisions/tests-side-by-side.md): first the
-# tests that do not measure, two at a time (pytest -n 2 -m side_by_side), then the rest one
+# tests that do not measure, three at a time (pytest -n 3 -m side_by_side), then the rest one
 # at a time, as a cell measures alone. Unit tests are side by side by their folder; an
 # integration or e2e module says so itself (pytestmark = SIDE_BY_SIDE) when none of its tests
 # asserts a measured quality, uses an emulated network or waits for a quiet machine.
