@@ -121,6 +121,7 @@ def test_beyond_the_logged_sizes_the_fitted_ring_law_answers(ring_curve, size):
     assert time.seconds == pytest.approx(ring_law(size, 8), rel=0.03)
     assert time.basis == "ring law beyond the log's sizes (fitted on the log)"
     assert time.lo <= time.seconds <= time.hi
+    assert type(time.seconds) is float
 
 
 def test_the_fit_recovers_the_law_the_log_was_written_from(ring_curve):

@@ -160,7 +160,8 @@ class CollectiveCurve:
             )
         lo = ring.ring_allreduce_seconds(message_bytes, ranks, fit.beta_hi_bytes_s, fit.alpha_lo)
         hi = ring.ring_allreduce_seconds(message_bytes, ranks, fit.beta_lo_bytes_s, fit.alpha_hi)
-        return CollectiveTime(ring_seconds(message_bytes, ranks, fit), lo, hi, basis)
+        seconds = ring_seconds(message_bytes, ranks, fit)
+        return CollectiveTime(float(seconds), float(lo), float(hi), basis)
 
 
 @dataclass(frozen=True)
