@@ -292,7 +292,7 @@ def test_a_partitioned_network_fails_the_cell_and_removes_the_namespaces(tmp_pat
     from dpscale.plan.result import read_result
 
     before = set(netns.leftover())
-    launcher, out, _ = start_two_node_cell(tmp_path, collective_timeout_s=10)
+    launcher, out, _ = start_two_node_cell(tmp_path, collective_timeout_s=5)
     try:
         hub = next(n for n in set(netns.leftover()) - before if n.endswith("hub"))
         subprocess.run(["ip", "-n", hub, "link", "set", "p1", "down"], check=True, timeout=10)
