@@ -212,3 +212,28 @@ def test_a_batch_the_results_lack_is_one_line(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
     assert str(exit_.value.code).startswith(f"dpscale: {path}: batch_per_device: ")
+
+
+def test_a_log_of_other_ranks_names_inter_node_ranks(tmp_path):
+    inter = {"nccl_tests_log": "slingshot.log", "ranks": 16}
+    path = cluster_file(tmp_path, inter_node=inter)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: inter_node.ranks: ") and "lists 8 ranks" in message
+
+
+def test_one_node_says_the_inter_node_log_stands_in():
+    table = cp.predict(FOUR, DEVICE, cluster(SLOW, (1, 2)), GRADIENT, "test")
+    assert table["collective_basis"].iloc[0].endswith(cp.ONE_NODE)
+    assert cp.ONE_NODE not in table["collective_basis"].iloc[1]
+
+
+def test_gradient_bytes_are_the_buckets_and_checked_against_the_parameters():
+    tables = EVIDENCE / "tables"
+    buckets, cells = pd.read_csv(tables / "bucket_timeline.csv"), pd.read_csv(tables / "cells.csv")
+    total, words = cp.gradient_bytes(buckets, "torch-ddp", MODEL, cells)
+    assert total == 4 * cells["trainable_params"].iloc[0] == 102_228_128
+    assert words.endswith("(= trainable parameters x 4)")
+    other = cells.assign(trainable_params=1000)
+    assert "would be 4,000" in cp.gradient_bytes(buckets, "torch-ddp", MODEL, other)[1]

@@ -61,13 +61,15 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     try:
         log = parse_all_reduce(read_lines(cluster.log), cluster.ranks)
     except LogError as error:
+        field = "inter_node.ranks" if "ranks" in str(error) else "inter_node.nccl_tests_log"
         raise SystemExit(
-            f"dpscale: {where}: inter_node.nccl_tests_log: {cluster.log} {error}"
+            f"dpscale: {where}: {field}: {cluster.log.name} {error} (inter_node.ranks is "
+            f"{cluster.ranks}: the ranks the log ran at)"
         ) from None
     try:
         curve = CollectiveCurve.from_log(log, cluster.ranks, cluster.rate)
         device = cp.one_device(cells, *key, cluster.batch_per_device)
-        total, source = cp.gradient_bytes(buckets, *key)
+        total, source = cp.gradient_bytes(buckets, *key, cells)
         table = cp.predict(
             found[key],
             device,

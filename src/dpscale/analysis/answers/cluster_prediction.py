@@ -27,6 +27,8 @@ from dpscale.analysis.results.rows import no_remedy
 KIND = "extrapolated"
 TARGET_EFFICIENCY = 0.9
 MAX_COMPRESSION = 1000.0
+# one node's devices talk over its own fabric, which the inter-node log did not measure
+ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,12 @@ def one_device(cells: pd.DataFrame, strategy: str, model: str, batch: int) -> On
     return OneDevice(int(batch), batch / img_s, batch / fast, batch / slow)
 
 
-def gradient_bytes(table: pd.DataFrame, strategy: str, model: str) -> tuple[float, str]:
-    """The bytes all-reduced each step: the sum of the one-rank timeline's bucket bytes."""
+def gradient_bytes(
+    table: pd.DataFrame, strategy: str, model: str, cells: pd.DataFrame | None = None
+) -> tuple[float, str]:
+    """The bytes all-reduced each step: the sum of the one-rank timeline's bucket bytes,
+    checked against the cells' trainable parameters x 4 (fp32 gradients) where they have
+    them, and the words say which agreed."""
     rows = table[
         (table["strategy"] == strategy)
         & (table["model"] == model)
@@ -83,7 +89,18 @@ def gradient_bytes(table: pd.DataFrame, strategy: str, model: str) -> tuple[floa
         & no_remedy(table["comm"])
     ]
     total = float(rows.groupby("bucket")["bucket_bytes"].median().sum())
-    return total, "sum of the timeline's bucket bytes"
+    words = "sum of the timeline's bucket bytes"
+    if cells is None or "trainable_params" not in cells:
+        return total, words
+    params = cells.loc[
+        (cells["strategy"] == strategy) & (cells["model"] == model), "trainable_params"
+    ].dropna()
+    if params.empty:
+        return total, words
+    fp32 = float(params.median()) * 4
+    if fp32 == total:
+        return total, f"{words} (= trainable parameters x 4)"
+    return total, f"{words} (trainable parameters x 4 would be {fp32:,.0f})"
 
 
 def _step(timeline: BucketTimeline, batch: int, compute: float, costs: np.ndarray) -> float:
@@ -105,6 +122,8 @@ def _costs(
     if world < 2:
         return point, lo, hi, ("nothing sent (one device)",)
     sent = np.flatnonzero(timeline.share > 0)
+    if not sent.size:
+        return point, lo, hi, ("nothing sent (no gradient bytes)",)
     times = link_costs(curve, timeline.share[sent] * total_bytes / c, world).times
     for index, time in zip(sent, times, strict=True):
         point[index] = time.seconds
@@ -166,6 +185,8 @@ def predict(
     for nodes in cluster.nodes:
         world = nodes * cluster.devices_per_node
         point, lo, hi, basis = _costs(timeline, cluster.curve, total_bytes, world, 1.0)
+        if nodes == 1 and world > 1:
+            basis = (*basis, ONE_NODE)
         step = _step(timeline, device.batch, device.step_s, point)
         speedups, steps = [], []
         for compute, costs in itertools.product((device.lo, device.hi), (lo, hi)):
