@@ -200,6 +200,17 @@ def compare(args: argparse.Namespace) -> None:
     print(f"dpscale: wrote {outputs['html']} and its tables")
 
 
+def predict(args: argparse.Namespace) -> None:
+    """A user's cluster predicted from a study's one-device results and its nccl-tests log."""
+    try:
+        from dpscale.steps.predict import predict as predict_step
+    except ImportError as error:  # pandas: the analysis extra
+        raise SystemExit(
+            f"dpscale: predict needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
+        ) from None
+    print(predict_step(args.results, args.cluster, args.out))
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -293,6 +304,16 @@ def main(argv: list[str] | None = None) -> None:
     both.add_argument("b", type=Path, help="the study compared with it")
     both.add_argument("--out", type=Path, help="where the tables and compare.html go")
     both.set_defaults(func=compare)
+    guess = _command(
+        commands,
+        "predict",
+        "example: dpscale predict --results results/gpu_resnet50 --cluster cluster.yaml",
+        help="predict a cluster's scaling from one device's results and its nccl-tests log",
+    )
+    guess.add_argument("--results", type=Path, required=True, help="results/<study>")
+    guess.add_argument("--cluster", type=Path, required=True, help="the cluster file (YAML)")
+    guess.add_argument("--out", type=Path, help="write the predictions here (CSV)")
+    guess.set_defaults(func=predict)
     state = _command(
         commands,
         "status",

@@ -1,0 +1,239 @@
+"""A user's cluster predicted from one device and the cluster's nccl-tests log (issue 50).
+
+The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
+img_s interval) is the compute T_comp of the bucket model (commmodel.buckets); each gradient
+bucket's all-reduce is the cluster's own log (laws.cluster_link: measured where the log
+covers it, the ring law fitted to it elsewhere). kappa = 0: the devices do not share cores.
+Every number is an extrapolation: nothing was measured on the cluster but its collectives.
+
+Ranges: the step at the ends of the compute interval and of the collective's range (a
+measured time has no range: the log prints one average per size, and the basis says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis.laws.cluster_link import CollectiveCurve
+from dpscale.analysis.laws.cluster_link import bucket_costs as link_costs
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
+from dpscale.analysis.results.rows import no_remedy
+
+KIND = "extrapolated"
+TARGET_EFFICIENCY = 0.9
+MAX_COMPRESSION = 1000.0
+# one node's devices talk over its own fabric, which the inter-node log did not measure
+ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
+
+
+@dataclass(frozen=True)
+class OneDevice:
+    """The one-device step at a per-device batch, seconds, with its 95% interval."""
+
+    batch: int
+    step_s: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the prediction needs of a cluster: its name, inter-node curve and shape."""
+
+    name: str
+    curve: CollectiveCurve
+    devices_per_node: int
+    nodes: tuple[int, ...]
+
+
+def one_device(cells: pd.DataFrame, strategy: str, model: str, batch: int) -> OneDevice:
+    """The one-device step from cells.csv (world_size 1, status ok, no remedy): batch over
+    the mean img_s of its repeats; the interval from the widest repeat's img_s_ci95."""
+    rows = cells[
+        (cells["strategy"] == strategy)
+        & (cells["model"] == model)
+        & (cells["world_size"] == 1)
+        & (cells["batch_per_device"] == batch)
+        & (cells["status"] == "ok")
+        & no_remedy(cells["comm"])
+    ]
+    if rows.empty:
+        found = cells[(cells["world_size"] == 1) & (cells["status"] == "ok")]
+        keys = found[["strategy", "model", "batch_per_device"]].itertuples(index=False)
+        have = sorted({f"{s} {m} b{b}" for s, m, b in keys})
+        raise ValueError(
+            f"batch_per_device: no ok one-device cell of {strategy} {model} at batch {batch}; "
+            f"the results have {have or 'none'}"
+        )
+    img_s = float(rows["img_s_mean"].mean())
+    half = float(rows["img_s_ci95"].fillna(0.0).max())
+    fast, slow = img_s + half, max(img_s - half, 1e-12)
+    return OneDevice(int(batch), batch / img_s, batch / fast, batch / slow)
+
+
+def gradient_bytes(
+    table: pd.DataFrame, strategy: str, model: str, cells: pd.DataFrame | None = None
+) -> tuple[float, str]:
+    """The bytes all-reduced each step: the sum of the one-rank timeline's bucket bytes,
+    checked against the cells' trainable parameters x 4 (fp32 gradients) where they have
+    them, and the words say which agreed."""
+    rows = table[
+        (table["strategy"] == strategy)
+        & (table["model"] == model)
+        & (table["world_size"] == 1)
+        & no_remedy(table["comm"])
+    ]
+    total = float(rows.groupby("bucket")["bucket_bytes"].median().sum())
+    words = "sum of the timeline's bucket bytes"
+    if cells is None or "trainable_params" not in cells:
+        return total, words
+    params = cells.loc[
+        (cells["strategy"] == strategy) & (cells["model"] == model), "trainable_params"
+    ].dropna()
+    if params.empty:
+        return total, words
+    fp32 = float(params.median()) * 4
+    if fp32 == total:
+        return total, f"{words} (= trainable parameters x 4)"
+    return total, f"{words} (trainable parameters x 4 would be {fp32:,.0f})"
+
+
+def _step(timeline: BucketTimeline, batch: int, compute: float, costs: np.ndarray) -> float:
+    rows = timeline_rows(timeline, np.array([math.inf]))
+    one = np.array([1.0])
+    step = bucket_step(
+        rows, np.array([float(batch)]), np.array([compute]), costs[None, :], 0.0, one, one * 0
+    )
+    return float(step[0])
+
+
+def _costs(
+    timeline: BucketTimeline, curve: CollectiveCurve, total_bytes: float, world: int, c: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Each bucket's seconds (point, lo, hi) at ``world`` ranks with its bytes divided by c;
+    a bucket of no bytes costs nothing; at one rank nothing is sent."""
+    k = len(timeline.share)
+    point, lo, hi = np.zeros(k), np.zeros(k), np.zeros(k)
+    if world < 2:
+        return point, lo, hi, ("nothing sent (one device)",)
+    sent = np.flatnonzero(timeline.share > 0)
+    if not sent.size:
+        return point, lo, hi, ("nothing sent (no gradient bytes)",)
+    times = link_costs(curve, timeline.share[sent] * total_bytes / c, world).times
+    for index, time in zip(sent, times, strict=True):
+        point[index] = time.seconds
+        lo[index] = time.lo if math.isfinite(time.lo) else time.seconds
+        hi[index] = time.hi if math.isfinite(time.hi) else time.seconds
+    return point, lo, hi, tuple(dict.fromkeys(t.basis for t in times))
+
+
+def efficiency(
+    timeline: BucketTimeline,
+    device: OneDevice,
+    curve: CollectiveCurve,
+    total_bytes: float,
+    world: int,
+    compression: float = 1.0,
+) -> float:
+    """Speedup over one device divided by ``world``, at the point values."""
+    point = _costs(timeline, curve, total_bytes, world, compression)[0]
+    return device.step_s / _step(timeline, device.batch, device.step_s, point)
+
+
+def compression_for(
+    timeline: BucketTimeline,
+    device: OneDevice,
+    curve: CollectiveCurve,
+    total_bytes: float,
+    world: int,
+    target: float = TARGET_EFFICIENCY,
+) -> tuple[float, str]:
+    """The factor the gradient bytes must shrink by (the latency stays) for ``target``
+    efficiency: 1 where already met; bisection on [1, 1000]; NaN and why where not."""
+
+    def meets(c: float) -> bool:
+        return efficiency(timeline, device, curve, total_bytes, world, c) >= target
+
+    if meets(1.0):
+        return 1.0, "already met uncompressed"
+    if not meets(MAX_COMPRESSION):
+        return math.nan, (
+            f"not reachable by compression up to {MAX_COMPRESSION:.0f}x: the collectives' "
+            "latency alone keeps the efficiency below the target"
+        )
+    low, high = 1.0, MAX_COMPRESSION
+    while high / low > 1.001:
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high, "bisection on the bytes sent (latency kept)"
+
+
+def predict(
+    timeline: BucketTimeline,
+    device: OneDevice,
+    cluster: Cluster,
+    total_bytes: float,
+    bytes_source: str,
+) -> pd.DataFrame:
+    """One row per node count: step, img/s, speedup and efficiency with their ranges."""
+    rows = []
+    for nodes in cluster.nodes:
+        world = nodes * cluster.devices_per_node
+        point, lo, hi, basis = _costs(timeline, cluster.curve, total_bytes, world, 1.0)
+        if nodes == 1 and world > 1:
+            basis = (*basis, ONE_NODE)
+        step = _step(timeline, device.batch, device.step_s, point)
+        speedups, steps = [], []
+        for compute, costs in itertools.product((device.lo, device.hi), (lo, hi)):
+            corner = _step(timeline, device.batch, compute, costs)
+            steps.append(corner)
+            speedups.append(world * compute / corner)
+        speedup = world * device.step_s / step
+        c, c_reason = compression_for(timeline, device, cluster.curve, total_bytes, world)
+        rows.append(
+            {
+                "cluster": cluster.name,
+                "nodes": nodes,
+                "devices_per_node": cluster.devices_per_node,
+                "world_size": world,
+                "batch_per_device": device.batch,
+                "kind": KIND,
+                "step_time_s": step,
+                "step_time_lo_s": min(steps),
+                "step_time_hi_s": max(steps),
+                "img_s": world * device.batch / step,
+                "img_s_lo": world * device.batch / max(steps),
+                "img_s_hi": world * device.batch / min(steps),
+                "speedup": speedup,
+                "speedup_lo": min(speedups),
+                "speedup_hi": max(speedups),
+                "efficiency": speedup / world,
+                "efficiency_lo": min(speedups) / world,
+                "efficiency_hi": max(speedups) / world,
+                "compression_for_90pct": c,
+                "compression_reason": c_reason,
+                "gradient_bytes": total_bytes,
+                "gradient_bytes_source": bytes_source,
+                "collective_basis": "; ".join(basis),
+                "algorithm": cluster.curve.algorithm,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def sentence(table: pd.DataFrame) -> str:
+    """The answer for the largest node count, with its range and the word extrapolated."""
+    row = table.sort_values("world_size").iloc[-1]
+    return (
+        f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
+        f"{row['batch_per_device']} are predicted {row['speedup']:.3g}x the one-device "
+        f"throughput ({row['speedup_lo']:.3g}-{row['speedup_hi']:.3g}), "
+        f"{100 * row['efficiency']:.0f}% efficient "
+        f"({100 * row['efficiency_lo']:.0f}-{100 * row['efficiency_hi']:.0f}%); {KIND} from "
+        f"one device and the cluster's nccl-tests log ({row['collective_basis']})."
+    )
