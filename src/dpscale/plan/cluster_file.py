@@ -8,7 +8,7 @@ name the file, the field and what it allows.
       rate: 200gbit                             # optional: the link's nominal rate (tc style)
     devices_per_node: 4
     nodes: [2, 4, 8]
-    strategy: torch-ddp                         # optional, the default
+    strategy: <a strategy>                      # optional where the results hold one
     model: resnet50-imagenet224-c1000           # as the results name it
     batch_per_device: 256
 """
@@ -24,7 +24,6 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.units import RATE_UNITS
 
-DEFAULT_STRATEGY = "torch-ddp"
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy",)
 INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
@@ -39,7 +38,7 @@ class ClusterFile:
     rate: Link | None
     devices_per_node: int
     nodes: tuple[int, ...]
-    strategy: str
+    strategy: str | None  # None: the results' only strategy timed with this model
     model: str
     batch_per_device: int
 
@@ -112,7 +111,7 @@ def read_cluster(path: str | Path) -> ClusterFile:
         rate=rate,
         devices_per_node=_int(entry["devices_per_node"], where, "devices_per_node", 1),
         nodes=counts,
-        strategy=_text(entry.get("strategy", DEFAULT_STRATEGY), where, "strategy"),
+        strategy=(None if "strategy" not in entry else _text(entry["strategy"], where, "strategy")),
         model=_text(entry["model"], where, "model"),
         batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1),
     )

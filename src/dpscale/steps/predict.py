@@ -41,6 +41,19 @@ def shown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _strategy(named: str | None, model: str, found: dict, where: str) -> str:
+    """The cluster file's strategy, or the only one the results timed ``model`` with."""
+    if named is not None:
+        return named
+    timed = sorted(strategy for strategy, timed_model in found if timed_model == model)
+    if len(timed) != 1:
+        raise SystemExit(
+            f"dpscale: {where}: strategy: the results time {model} with "
+            f"{timed or 'no strategy'}; name one of them"
+        )
+    return timed[0]
+
+
 def predict(results: str | Path, cluster_path: str | Path, out: str | Path | None) -> str:
     """The printed answer; the CSV written to ``out`` where given."""
     where = str(cluster_path)
@@ -51,11 +64,11 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     tables = Path(results) / "tables"
     cells = _table(tables / "cells.csv", "the one-device cells")
     buckets = _table(tables / "bucket_timeline.csv", "the one-rank bucket timeline")
-    key = (cluster.strategy, cluster.model)
     found = timelines(buckets)
+    key = (_strategy(cluster.strategy, cluster.model, found, where), cluster.model)
     if key not in found:
         raise SystemExit(
-            f"dpscale: {where}: model: no bucket timeline of {cluster.strategy} "
+            f"dpscale: {where}: model: no bucket timeline of {key[0]} "
             f"{cluster.model} in {tables}; it has {sorted(' '.join(k) for k in found) or 'none'}"
         )
     try:
@@ -82,7 +95,7 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     if out:
         write(table, out)
     text = [
-        f"{cluster.name}: {cluster.strategy} {cluster.model}, one-device step "
+        f"{cluster.name}: {key[0]} {cluster.model}, one-device step "
         f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
         f"batch {device.batch}; inter-node log {cluster.log.name} at {cluster.ranks} ranks; "
         f"{curve.algorithm}",

@@ -15,8 +15,9 @@ import pandas as pd
 
 from dpscale.analysis.results.collectives import MEASURED
 from dpscale.plan import ring
+from dpscale.plan.columns import NETWORK, SPREAD
 
-GROUP = ["strategy", "network", "comm", "nodes", "devices_per_node", "world_size"]
+GROUP = ["strategy", NETWORK, "comm", *SPREAD]
 HEADER = (
     "#       size         count      type   redop    root     time   algbw   busbw #wrong"
     "     time   algbw   busbw #wrong",
