@@ -211,6 +211,18 @@ def predict(args: argparse.Namespace) -> None:
     print(predict_step(args.results, args.cluster, args.out))
 
 
+def export_nccl(args: argparse.Namespace) -> None:
+    """A study's collectives cells as nccl-tests logs, one per measured layout."""
+    try:
+        from dpscale.steps.export_nccl import export
+    except ImportError as error:  # pandas: the analysis extra
+        raise SystemExit(
+            f"dpscale: export-nccl needs the analysis extra ({error}): "
+            "pip install 'dpscale[analysis]'"
+        ) from None
+    print(export(args.results, args.out))
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -314,6 +326,16 @@ def main(argv: list[str] | None = None) -> None:
     guess.add_argument("--cluster", type=Path, required=True, help="the cluster file (YAML)")
     guess.add_argument("--out", type=Path, help="write the predictions here (CSV)")
     guess.set_defaults(func=predict)
+    logs = _command(
+        commands,
+        "export-nccl",
+        "example: dpscale export-nccl --results results/post003_interconnect_mini --out logs/",
+        help="write a study's collectives cells as nccl-tests all_reduce_perf logs "
+        "(to predict from them as from a cluster's own)",
+    )
+    logs.add_argument("--results", type=Path, required=True, help="results/<study>")
+    logs.add_argument("--out", type=Path, required=True, help="the logs' folder")
+    logs.set_defaults(func=export_nccl)
     state = _command(
         commands,
         "status",

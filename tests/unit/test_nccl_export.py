@@ -44,3 +44,19 @@ def test_imported_rows_and_single_ranks_are_not_exported(tmp_path):
     table.loc[table["world_size"] == 8, "world_size"] = 1
     written = export_logs(table, tmp_path, "s")
     assert [p.name for p in written] == ["torch-ddp_host_none_n1-d2.log"]
+
+
+def test_the_command_writes_the_logs_and_names_a_folder_without_collectives(tmp_path, capsys):
+    from dpscale.cli import main
+
+    tables = tmp_path / "study" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "collectives.csv").write_text(MEASURED.read_text())
+    main(["export-nccl", "--results", str(tmp_path / "study"), "--out", str(tmp_path / "logs")])
+    assert len(list((tmp_path / "logs").glob("*.log"))) == 3
+    assert capsys.readouterr().out.count("dpscale: wrote ") == 3
+    with pytest.raises(SystemExit) as stopped:
+        main(["export-nccl", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "x")])
+    assert str(stopped.value).startswith("dpscale: export-nccl: ") and "\n" not in str(
+        stopped.value
+    )
