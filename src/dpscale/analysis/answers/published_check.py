@@ -83,7 +83,7 @@ AFTER_BACKWARD = (
     "ChainerMN all-reduces all gradients after the backward pass (chainermn/optimizers.py "
     "_MultiNodeOptimizer.update): one bucket of all the bytes, ready at the backward's end"
 )
-SHAPE = "compute shape borrowed from one H100 ResNet-50 torch-ddp timeline (4 buckets)"
+SHAPE = "compute shape borrowed from one H100 ResNet-50 PyTorch DDP timeline (4 buckets)"
 
 
 @dataclass
@@ -255,7 +255,7 @@ def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -
     )
     if "amp" in _text(case.get("precision")):
         assumptions.append(
-            "AMP: gradients taken as fp32 (torch.cuda.amp keeps fp32 parameters, so DDP "
+            "AMP: gradients taken as fp32 (PyTorch's native AMP keeps fp32 parameters, so DDP "
             "reduces fp32 gradients); the case's own note assumes fp16"
         )
     if hidden:
@@ -287,7 +287,7 @@ def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -
         beta, words = intra
         alpha = ALPHA_S["nvlink"]
         link = "NVLink (one node)"
-        assumptions.append(f"ring over {world} devices on {words}, alpha {alpha * 1e6:g} us")
+        assumptions.append(f"ring over {world} devices, {words}, alpha {alpha * 1e6:g} us")
     else:
         return f"one node and no nominal rate assumed for its link ({case.get('intra_node_link')})"
     setup = Setup(batch, img_s, gradient, world, beta, alpha, hidden, link, source)
@@ -304,6 +304,15 @@ def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -
         assumptions.append(f"baseline one node of {setup.base_world} on {words}")
     setup.assumptions = assumptions
     return setup
+
+
+def source_words(origin: Mapping[str, Any]) -> str:
+    """Where the published figure is: its URL, and the repository file at its commit."""
+    parts = [origin.get("url", "")]
+    if origin.get("repository") and origin.get("commit"):
+        path = str(origin.get("path", "")).split(" ")[0]
+        parts.append(f"{origin['repository']}:{path}@{str(origin['commit'])[:12]}")
+    return " ".join(part for part in parts if part)
 
 
 def _mn1_time(timeline: BucketTimeline, setup: Setup) -> float:
@@ -334,11 +343,14 @@ def check(cases: Sequence[Mapping[str, Any]], timeline: BucketTimeline) -> pd.Da
     rows = []
     for case in cases:
         setup = setups[case["id"]]
-        source = case["source"].get("url") or case["source"].get("repository", "")
+        source = source_words(case["source"])
         row: dict[str, Any] = {
             "id": case["id"],
             "model": case["model"],
-            "devices": f"{case['devices_per_node']}x{case['nodes']} {case['gpu']}",
+            "devices": (
+                f"{case['devices_total']} {case['gpu']} "
+                f"({case['devices_per_node']} per node, {case['nodes']} nodes)"
+            ),
             "link": case["inter_node_link"]["name"],
             "metric": "",
             "predicted": math.nan,
