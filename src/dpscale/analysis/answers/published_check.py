@@ -422,8 +422,12 @@ def summary(table: pd.DataFrame) -> dict[str, Any]:
         "median_abs_error_points": float(points["error_points"].abs().median()),
         "max_abs_error_points": float(points["error_points"].abs().max()),
         "max_case": None if worst is None else worst["id"],
+        "median_abs_error_points_primary": float(
+            points.loc[points["status"] == "predicted", "error_points"].abs().median()
+        ),
         "ratio_errors_pct": dict(zip(ratios["id"], ratios["error_pct"].round(1), strict=True)),
         "predicted_cases": len(predicted),
         "not_predicted": len(table) - len(predicted),
+        "links_count": int(predicted["link"].nunique()),
         "links": sorted(predicted["link"].unique()),
     }
