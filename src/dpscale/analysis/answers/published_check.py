@@ -1,0 +1,433 @@
+"""Scale-out predicted for published multi-GPU results (studies/published/cases.yaml, issue
+50 item 4), and the error against what was published.
+
+Each case is predicted with the bucket mechanism (commmodel.buckets): forward, backward with
+the gradient buckets ready at shares of it, the buckets' all-reduces served in order,
+optimizer; a delayed (double-buffered) all-reduce runs behind the next step. Its inputs:
+
+- compute: the one H100 ResNet-50 torch-ddp bucket timeline (evidence/2026-11-26-nvidia-h100)
+  is the only GPU profile, so its shape (forward share, optimizer share, buckets' ready and
+  byte shares) is BORROWED for every case, scaled to the case's one-device step
+  (per-device batch / one-device img/s). A case without a one-device throughput borrows the
+  one its own assumptions name, or is not predicted;
+- gradient bytes: the model's parameters x 4 (fp32), x 2 where the case all-reduces fp16;
+- link: the nominal rate as a ring (plan.ring) over all devices, the inter-node rate as the
+  ring's bandwidth (one NIC per node carries the ring's inter-node hop), a per-step latency
+  per kind of link (ALPHA_S). One-node cases: a nominal NVLink rate (INTRA_NODE).
+
+The ring law is used directly, not a CollectiveCurve (laws.cluster_link): no case published a
+collectives log, and a curve's words speak of one. Every number here is an extrapolation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpscale.analysis.answers.cluster_prediction import KIND
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
+from dpscale.plan import ring
+
+# Trainable parameters (1000 classes). ResNet-50/101: torchvision, as shared/BRIEF.md
+# (ResNet-50 agrees with the H100 timeline's bucket bytes / 4). ResNet-152 60,192,808 and
+# VGG-16 138,357,544: torchvision's model documentation. Inception V3 23,834,568: as the
+# brief gives it (Keras Applications, 1000 classes); not checked against the Keras table here.
+PARAMETERS = {
+    "resnet50": 25_557_032,
+    "resnet101": 44_549_160,
+    "resnet152": 60_192_808,
+    "inception3": 23_834_568,
+    "vgg16": 138_357_544,
+}
+FP32_BYTES, FP16_BYTES = 4, 2
+
+# Per ring step latency (alpha), seconds, by the kind of link; chosen from the physics before
+# any error was looked at, never tuned: RDMA (InfiniBand, RoCE): about 1-2 us of wire and
+# NIC plus NCCL's per-step protocol overhead of a few us -> 5 us. TCP Ethernet: the kernel's
+# socket path costs tens of us per message round -> 30 us. NVLink inside a node: a few us of
+# kernel-to-kernel signalling -> 3 us.
+ALPHA_S = {"rdma": 5e-6, "tcp": 30e-6, "nvlink": 3e-6}
+
+# One node's NVLink, the ring's bandwidth per direction (bytes/s): the links a GPU has times
+# each link's rate, NCCL running one ring per link. Nominal numbers, never measured here.
+INTRA_NODE = {
+    # DGX-1 / p3.16xlarge V100: 6 NVLink 2.0 links x 25 GB/s
+    "V100": (150e9, "NVLink 2.0, 6 links x 25 GB/s = 150 GB/s per direction (DGX-1V nominal)"),
+    # DGX A100: 12 NVLink 3.0 links x 25 GB/s through NVSwitch
+    "A100": (300e9, "NVLink 3.0 via NVSwitch, 12 x 25 GB/s = 300 GB/s per direction (nominal)"),
+    # DGX-1 / Big Basin P100: 4 NVLink 1.0 links x 20 GB/s
+    "P100": (80e9, "NVLink 1.0, 4 links x 20 GB/s = 80 GB/s per direction (DGX-1 P100 nominal)"),
+}
+
+# A case with no one-device throughput of its own borrows the one its assumptions name:
+# case id -> the case whose one-device img/s it takes.
+BORROWED_FROM = {
+    "chainermn-mn1-ibfdr-32": "tf-dgx1-p100-8-resnet50",
+    "chainermn-mn1-10gbe-32": "tf-dgx1-p100-8-resnet50",
+    "chainermn-mn1-10gbe-dbuf-fp16-32": "tf-dgx1-p100-8-resnet50",
+    "chainermn-aws-p3-25g-32": "dle-pyt-dgx1v-fp32-8",
+    "goyal-bigbasin-256-resnet50": "tf-dgx1-p100-8-resnet50",
+}
+# MN-1's recipe: 30 epochs at per-GPU batch 64, then 60 at 128 (the cases' batch note)
+MN1_PHASES = ((30, 64), (60, 128))
+MN1_REFERENCE = "chainermn-mn1-ibfdr-32"
+# ChainerMN's multi-node optimizer all-reduces every gradient after loss.backward() returns
+# (chainer/chainer, chainermn/optimizers.py, _MultiNodeOptimizer.update: backward, then
+# communicator.allreduce_grad(target), then the optimizer): no bucket overlaps the backward.
+AFTER_BACKWARD = (
+    "ChainerMN all-reduces all gradients after the backward pass (chainermn/optimizers.py "
+    "_MultiNodeOptimizer.update): one bucket of all the bytes, ready at the backward's end"
+)
+SHAPE = "compute shape borrowed from one H100 ResNet-50 PyTorch DDP timeline (4 buckets)"
+
+
+@dataclass
+class Setup:
+    """What one case's prediction needs, and every assumption it took, in words."""
+
+    batch: int
+    img_s: float
+    gradient_bytes: float
+    world: int
+    beta: float  # bytes/s of the ring's slowest hop
+    alpha: float
+    hidden: bool
+    link: str
+    compute_source: str
+    base_world: int = 1  # the published baseline's devices (1, or one node)
+    base_beta: float = math.inf
+    base_alpha: float = 0.0
+    after_backward: bool = False  # one all-reduce of all bytes after the backward pass
+    assumptions: list[str] = field(default_factory=list)
+
+
+def step_seconds(
+    timeline: BucketTimeline,
+    batch: int,
+    compute_s: float,
+    gradient_bytes: float,
+    world: int,
+    beta: float,
+    alpha: float,
+    hidden: bool = False,
+) -> float:
+    """One step at ``world`` devices: the bucket model with each bucket's ring all-reduce
+    (its share of the bytes) at nominal ``beta`` bytes/s and ``alpha`` s per ring step."""
+    rows = timeline_rows(timeline, np.array([math.inf]))
+    rows.hidden = np.array([bool(hidden)])
+    costs = np.zeros(len(timeline.share))
+    if world > 1:
+        sent = timeline.share > 0
+        costs[sent] = ring.ring_allreduce_seconds(
+            timeline.share[sent] * gradient_bytes, world, beta, alpha
+        )
+    one = np.array([1.0])
+    step = bucket_step(
+        rows, np.array([float(batch)]), np.array([compute_s]), costs[None, :], 0.0, one, one * 0
+    )
+    return float(step[0])
+
+
+def after_backward(timeline: BucketTimeline) -> BucketTimeline:
+    """The same compute with one bucket of all the bytes, ready at the backward's end."""
+    return replace(timeline, ready=np.array([1.0]), share=np.array([1.0]))
+
+
+def efficiency(timeline: BucketTimeline, setup: Setup, batch: int | None = None) -> float:
+    """Throughput at ``world`` over ``world / base_world`` times the baseline's (weak
+    scaling: the per-device batch fixed)."""
+    batch = batch or setup.batch
+    if setup.after_backward:
+        timeline = after_backward(timeline)
+    compute = batch / setup.img_s
+    step = step_seconds(
+        timeline,
+        batch,
+        compute,
+        setup.gradient_bytes,
+        setup.world,
+        setup.beta,
+        setup.alpha,
+        setup.hidden,
+    )
+    base = step_seconds(
+        timeline,
+        batch,
+        compute,
+        setup.gradient_bytes,
+        setup.base_world,
+        setup.base_beta,
+        setup.base_alpha,
+        setup.hidden,
+    )
+    return base / step
+
+
+def _text(value: Any) -> str:
+    return str(value or "").lower()
+
+
+def _intra(case: Mapping[str, Any]) -> tuple[float, str] | None:
+    gpu = str(case.get("gpu", ""))
+    for name, (rate, words) in INTRA_NODE.items():
+        if name in gpu:
+            return rate, words
+    return None
+
+
+def published_efficiency(case: Mapping[str, Any], img_s: float | None) -> tuple[float, str]:
+    """The published figure as an efficiency (0-1), and how it was read; NaN where none."""
+    published = case["published"]
+    kind, value, n = published["kind"], published["value"], case["devices_total"]
+    if kind == "scaling_efficiency":
+        return value / 100, "published scaling efficiency"
+    if kind == "speedup":
+        return value / n, f"published speed-up {value:g} / {n} devices"
+    if kind == "throughput" and img_s:
+        return value / (n * img_s), f"published {value:g} img/s / ({n} x {img_s:g} img/s)"
+    derived = case.get("derived") or {}
+    if "efficiency_percent_vs_8gpu" in derived:
+        return derived["efficiency_percent_vs_8gpu"] / 100, "derived in cases.yaml (secondary)"
+    return math.nan, "no published efficiency"
+
+
+def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -> Setup | str:
+    """The case's inputs, or the reason it is not predicted."""
+    framework = _text(case.get("framework"))
+    if "local_parameter_device=cpu" in framework:
+        return (
+            "CPU parameter server (variable_update=parameter_server): gradients go to the "
+            "host over PCIe, not a ring all-reduce of buckets; the mechanism does not apply"
+        )
+    model = case["model"]
+    if model not in PARAMETERS:
+        return f"no parameter count for model {model}"
+    assumptions = [SHAPE + ", scaled to this case's one-device step"]
+    single = case.get("single_device") or {}
+    if single.get("img_s"):
+        img_s = float(single["img_s"])
+        if single.get("published_in_same_source"):
+            source = f"one-device {img_s:g} img/s published in the same source; {SHAPE}"
+        else:
+            source = f"one-device {img_s:g} img/s borrowed ({single.get('from', '')}); {SHAPE}"
+    elif case["id"] in BORROWED_FROM:
+        lender = by_id[BORROWED_FROM[case["id"]]]
+        img_s = float(lender["single_device"]["img_s"])
+        source = (
+            f"one-device {img_s:g} img/s borrowed from case {lender['id']} ({lender['gpu']}, "
+            f"{lender['framework'].split(',')[0]}, batch {lender['per_device_batch']}), as "
+            f"this case's assumptions name; {SHAPE}"
+        )
+    else:
+        return (
+            "no one-device throughput: none published for this GPU and model, and the case's "
+            "assumptions name none to borrow"
+        )
+    if model != "resnet50":
+        assumptions.append(
+            f"{model} takes ResNet-50's compute shape (bucket ready and byte shares) with its "
+            "own gradient bytes"
+        )
+    if single.get("img_s") is None or not single.get("published_in_same_source"):
+        assumptions.append(f"one-device throughput borrowed: {img_s:g} img/s (other run)")
+    batch = int(case["per_device_batch"])
+    lender_batch = by_id.get(BORROWED_FROM.get(case["id"], ""), {}).get("per_device_batch")
+    if single.get("img_s") is None and lender_batch not in (None, batch):
+        assumptions.append(
+            f"the borrowed img/s taken at this case's batch {batch} (measured at {lender_batch})"
+        )
+    fp16 = "fp16 all-reduce" in _text(case.get("precision")) or any(
+        words in framework for words in ("fp16 all-reduce", "float16", "fp16 allreduce")
+    )
+    hidden = "double_buffering=true" in framework or (
+        "double buffering" in framework and "no double buffering" not in framework
+    )
+    per_value = FP16_BYTES if fp16 else FP32_BYTES
+    gradient = PARAMETERS[model] * per_value
+    assumptions.append(
+        f"gradient bytes {PARAMETERS[model]:,} parameters x {per_value} "
+        f"({'fp16' if fp16 else 'fp32'} all-reduce) = {gradient / 1e6:.1f} MB"
+    )
+    if "amp" in _text(case.get("precision")):
+        assumptions.append(
+            "AMP: gradients taken as fp32 (PyTorch's native AMP keeps fp32 parameters, so DDP "
+            "reduces fp32 gradients); the case's own note assumes fp16"
+        )
+    if hidden:
+        assumptions.append(
+            "double buffering = the delayed all-reduce behind the next step: "
+            "step = max(compute, sum of the buckets' all-reduces)"
+        )
+    if "distributed_replicated" in framework:
+        assumptions.append(
+            "parameter servers sharded over the worker instances (distributed_replicated): "
+            "each node sends and receives about 2(N-1)/N of the gradient, as a ring does; the "
+            "ring law stands in for it"
+        )
+    world = int(case["devices_total"])
+    intra = _intra(case)
+    if case["nodes"] > 1:
+        inter = case["inter_node_link"]
+        rdma = inter.get("rdma") is True
+        kind = "rdma" if rdma else "tcp"
+        beta = float(inter["nominal_gbit_s"]) * 1e9 / 8
+        alpha = ALPHA_S[kind]
+        link = inter["name"]
+        assumptions.append(
+            f"ring over {world} devices at the nominal {inter['nominal_gbit_s']:g} Gbit/s "
+            f"(one NIC per node carries the inter-node hop), alpha {alpha * 1e6:g} us per "
+            f"ring step ({'RDMA' if rdma else 'TCP, RDMA not stated or absent'})"
+        )
+    elif "nvlink" in _text(case.get("intra_node_link")) and intra:
+        beta, words = intra
+        alpha = ALPHA_S["nvlink"]
+        link = "NVLink (one node)"
+        assumptions.append(f"ring over {world} devices, {words}, alpha {alpha * 1e6:g} us")
+    else:
+        return f"one node and no nominal rate assumed for its link ({case.get('intra_node_link')})"
+    setup = Setup(batch, img_s, gradient, world, beta, alpha, hidden, link, source)
+    if "chainermn" in framework and not hidden:
+        setup.after_backward = True
+        assumptions.append(AFTER_BACKWARD)
+    relative = _text(case["published"].get("relative_to"))
+    if case["nodes"] > 1 and ("8 gpus" in relative or "8-gpu" in relative):
+        if intra is None:
+            return "baseline is one node, and no NVLink rate is assumed for its GPU"
+        setup.base_world = int(case["devices_per_node"])
+        setup.base_beta, words = intra
+        setup.base_alpha = ALPHA_S["nvlink"]
+        assumptions.append(f"baseline one node of {setup.base_world} on {words}")
+    setup.assumptions = assumptions
+    return setup
+
+
+def source_words(origin: Mapping[str, Any]) -> str:
+    """Where the published figure is: its URL, and the repository file at its commit."""
+    parts = [origin.get("url", "")]
+    if origin.get("repository") and origin.get("commit"):
+        path = str(origin.get("path", "")).split(" ")[0]
+        parts.append(f"{origin['repository']}:{path}@{str(origin['commit'])[:12]}")
+    return " ".join(part for part in parts if part)
+
+
+def _mn1_time(timeline: BucketTimeline, setup: Setup) -> float:
+    """MN-1's training time, up to a constant: each phase's epochs x seconds per image."""
+    total = 0.0
+    if setup.after_backward:
+        timeline = after_backward(timeline)
+    for epochs, batch in MN1_PHASES:
+        compute = batch / setup.img_s
+        step = step_seconds(
+            timeline,
+            batch,
+            compute,
+            setup.gradient_bytes,
+            setup.world,
+            setup.beta,
+            setup.alpha,
+            setup.hidden,
+        )
+        total += epochs * step / batch
+    return total
+
+
+def check(cases: Sequence[Mapping[str, Any]], timeline: BucketTimeline) -> pd.DataFrame:
+    """One row per case: predicted and published, the error, and every assumption."""
+    by_id = {case["id"]: case for case in cases}
+    setups = {case["id"]: setup_for(case, by_id) for case in cases}
+    rows = []
+    for case in cases:
+        setup = setups[case["id"]]
+        source = source_words(case["source"])
+        row: dict[str, Any] = {
+            "id": case["id"],
+            "model": case["model"],
+            "devices": (
+                f"{case['devices_total']} {case['gpu']} "
+                f"({case['devices_per_node']} per node, {case['nodes']} nodes)"
+            ),
+            "link": case["inter_node_link"]["name"],
+            "metric": "",
+            "predicted": math.nan,
+            "published": math.nan,
+            "error_points": math.nan,
+            "error_pct": math.nan,
+            "kind": KIND,
+            "compute_source": "",
+            "assumptions": "; ".join(str(a) for a in case.get("assumptions", [])),
+            "status": "not predicted",
+            "reason": "",
+            "source": source,
+        }
+        if isinstance(setup, str):
+            row["reason"] = setup
+            rows.append(row)
+            continue
+        own = " | ".join(setup.assumptions)
+        row.update(
+            link=setup.link,
+            compute_source=setup.compute_source,
+            assumptions=own + " || case: " + row["assumptions"],
+            status="predicted",
+        )
+        if case["id"].startswith("chainermn-mn1"):
+            reference = setups[MN1_REFERENCE]
+            predicted_eff = efficiency(timeline, setup)
+            if case["id"] == MN1_REFERENCE or isinstance(reference, str):
+                row.update(
+                    metric="efficiency vs 32 x 1 GPU (batch 64)",
+                    predicted=100 * predicted_eff,
+                    status="predicted, nothing published to compare (the ratios' reference)",
+                )
+            else:
+                ratio = _mn1_time(timeline, setup) / _mn1_time(timeline, reference)
+                published = case["published"]["value"] / by_id[MN1_REFERENCE]["published"]["value"]
+                row.update(
+                    metric="time ratio over InfiniBand FDR (30 epochs at b64, 60 at b128)",
+                    predicted=ratio,
+                    published=published,
+                    error_pct=100 * (ratio - published) / published,
+                )
+            rows.append(row)
+            continue
+        img_s = (case.get("single_device") or {}).get("img_s")
+        published, how = published_efficiency(case, img_s)
+        predicted = efficiency(timeline, setup)
+        row.update(
+            metric=f"scaling efficiency % ({how})",
+            predicted=100 * predicted,
+            published=100 * published,
+            error_points=100 * (predicted - published),
+        )
+        if case.get("confidence", "").startswith("secondary"):
+            row["status"] = "predicted (published figure from secondary sources)"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> dict[str, Any]:
+    """Median and max absolute error in efficiency points over the predicted efficiency
+    cases; the ratio errors; counts of cases and of links."""
+    points = table.dropna(subset=["error_points"])
+    ratios = table.dropna(subset=["error_pct"])
+    predicted = table[table["status"].str.startswith("predicted")]
+    worst = points.loc[points["error_points"].abs().idxmax()] if len(points) else None
+    return {
+        "efficiency_cases": len(points),
+        "median_abs_error_points": float(points["error_points"].abs().median()),
+        "max_abs_error_points": float(points["error_points"].abs().max()),
+        "max_case": None if worst is None else worst["id"],
+        "median_abs_error_points_primary": float(
+            points.loc[points["status"] == "predicted", "error_points"].abs().median()
+        ),
+        "ratio_errors_pct": dict(zip(ratios["id"], ratios["error_pct"].round(1), strict=True)),
+        "predicted_cases": len(predicted),
+        "not_predicted": len(table) - len(predicted),
+        "links_count": int(predicted["link"].nunique()),
+        "links": sorted(predicted["link"].unique()),
+    }
