@@ -62,7 +62,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
 
+    # xdist would hand out the scopes with the most tests first (a unit module of 900
+    # generated documents before a study of 8 tests); the order of the items is ours
+    config.option.loadscopereorder = False
     return ByWorkUnit(config, log)
+
+
+# Side by side, the modules that take longest start first, so that none starts last and
+# runs alone (their times: docs/measurements/): the SLURM modules, the tiny study, then the
+# runners and faults of every strategy.
+LONGEST_FIRST = (SLURM_MODULES, "test_workflow.py", "test_runners.py", "test_faults.py")
+
+
+def start_rank(item: pytest.Item) -> int:
+    name = Path(item.path).name
+    return next((i for i, p in enumerate(LONGEST_FIRST) if name.startswith(p)), len(LONGEST_FIRST))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,6 +95,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = KINDS
     if os.environ.get("PYTEST_XDIST_WORKER"):
         order = KINDS[::-1]  # the longest first, so no worker is left with one at the end
+        items.sort(key=start_rank)
     # serially unit tests first: they need no environment, so they run while prebuild()
     # installs (side by side, the first tests wait on its locks while the other worker runs)
     items.sort(key=lambda item: order.index(kind_of(item)) if kind_of(item) in KINDS else 0)
