@@ -38,6 +38,9 @@ def _snakemake(cluster, results: Path, nodes: list[int]) -> subprocess.Completed
         sys.executable,
         "-m",
         "snakemake",
+        # the cells and their table: the analysis and report after it run on the launching
+        # host as in any study (tests/e2e/test_workflow.py runs them)
+        str(results / study["study"] / "tables" / "cells.csv"),
         "--profile",
         str(cluster.profile),
         "--workflow-profile",
