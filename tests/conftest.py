@@ -31,6 +31,17 @@ pytest_plugins = ["helpers.slurm_cluster", "helpers.processes"]  # processes: th
 KINDS = ("unit", "integration", "e2e")
 
 
+def built_envs(strategies) -> None:
+    """Build (or wait for) the environments of these strategies before a study's Snakemake
+    starts. Side by side, two studies' Snakemake runs in the checkout would each want to
+    make the same environment (an output of both) and one stops with a LockException; once
+    built, an environment is an input only, which two runs may share."""
+    from dpscale.launch.envs import ensure_env
+
+    for env in dict.fromkeys(STRATEGIES[name].env for name in strategies):
+        ensure_env(env)
+
+
 def kind_of(item: pytest.Item) -> str:
     return Path(item.path).parent.name
 

@@ -65,8 +65,9 @@ def cell_in_flight(mark: str) -> Path | None:
 
 
 def test_snakemake_killed_mid_study_needs_unlock_and_reruns_only_unfinished_cells(tmp_path, mark):
-    from conftest import REPO
+    from conftest import REPO, built_envs
 
+    built_envs(["torch-dp", "torch-ddp"])  # side by side, no other study's Snakemake builds it
     study, results = tmp_path / "killed.yaml", tmp_path / "results"
     study.write_text(KILLED_STUDY)
     cells = results / "killed" / "cells"

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import MULTI_PROCESS, ONE_PROCESS, REPO
+from conftest import MULTI_PROCESS, ONE_PROCESS, REPO, built_envs
 from dpscale.plan.result import read_result
 from helpers.slurm_cluster import timed_out  # the session fixture slurm_cluster: tests/conftest.py
 
@@ -93,6 +93,7 @@ def slurm_study(slurm_cluster, tmp_path_factory):
     )
     nodes = [1, 2] if len(cluster.nodes) >= 2 else [1]
     results = tmp_path_factory.mktemp("slurm-results")
+    built_envs(yaml.safe_load(STUDY.read_text())["strategies"])
     started = time.monotonic()
     run = _snakemake(cluster, results, nodes)
     elapsed = time.monotonic() - started

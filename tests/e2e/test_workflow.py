@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ONE_PROCESS, REPO
+from conftest import ONE_PROCESS, REPO, built_envs
 from dpscale.registry import STRATEGIES
 
 # side_by_side: no test here asserts a measured speed or quality, and the tiny study measures
@@ -51,6 +51,7 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
+    built_envs(NAMES)
     dry = snakemake("-n", results=results)
     run = snakemake(results=results)
     (results / "snakemake.out").write_text(run.stdout + run.stderr)
