@@ -22,20 +22,12 @@ from dpscale.analysis.results.import_logs import parse_all_reduce
 from dpscale.plan import ring
 from dpscale.plan.cluster_file import read_cluster
 from dpscale.plan.errors import ConfigError
+from helpers.timelines import FOUR
 
 EVIDENCE = REPO / "evidence" / "2026-11-26-nvidia-h100" / "gpu_resnet50_bucket_timeline"
 MODEL = "resnet50-imagenet224-c1000"
 GRADIENT = 100e6  # bytes
 DEVICE = cp.OneDevice(batch=64, step_s=0.1, lo=0.099, hi=0.101)
-FOUR = BucketTimeline(
-    forward_share=1 / 3,
-    optimizer_s=0.002,
-    fb_slope=0.1 / 64,
-    fb_intercept=0.0,
-    ready=np.array([0.25, 0.5, 0.75, 1.0]),
-    share=np.array([0.25, 0.25, 0.25, 0.25]),
-    batches=(64,),
-)
 
 
 def curve_of(alpha: float, beta: float) -> CollectiveCurve:

@@ -8,29 +8,20 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import REPO
 from dpscale.analysis.answers import published_check as pc
-from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
+from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.config_files import load_yaml
+from helpers.timelines import FOUR
 
 CASES = load_yaml(REPO / "studies" / "published" / "cases.yaml")["cases"]
 TIMELINE_CSV = (
     REPO / "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv"
 )
 H100 = timelines(pd.read_csv(TIMELINE_CSV))[("torch-ddp", "resnet50-imagenet224-c1000")]
-FOUR = BucketTimeline(
-    forward_share=1 / 3,
-    optimizer_s=0.002,
-    fb_slope=0.1 / 64,
-    fb_intercept=0.0,
-    ready=np.array([0.25, 0.5, 0.75, 1.0]),
-    share=np.array([0.25, 0.25, 0.25, 0.25]),
-    batches=(64,),
-)
 
 
 @pytest.fixture(scope="module")

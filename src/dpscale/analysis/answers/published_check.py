@@ -139,34 +139,31 @@ def after_backward(timeline: BucketTimeline) -> BucketTimeline:
     return replace(timeline, ready=np.array([1.0]), share=np.array([1.0]))
 
 
+def _case_step(timeline: BucketTimeline, setup: Setup, batch: int, baseline: bool = False):
+    """The case's step at ``batch`` over its ring, or over its baseline's (``baseline``);
+    ``timeline`` already in the case's overlap (after_backward where it applies)."""
+    world, beta, alpha = (
+        (setup.base_world, setup.base_beta, setup.base_alpha)
+        if baseline
+        else (setup.world, setup.beta, setup.alpha)
+    )
+    compute = batch / setup.img_s
+    return step_seconds(
+        timeline, batch, compute, setup.gradient_bytes, world, beta, alpha, setup.hidden
+    )
+
+
+def _case_timeline(timeline: BucketTimeline, setup: Setup) -> BucketTimeline:
+    return after_backward(timeline) if setup.after_backward else timeline
+
+
 def efficiency(timeline: BucketTimeline, setup: Setup, batch: int | None = None) -> float:
     """Throughput at ``world`` over ``world / base_world`` times the baseline's (weak
     scaling: the per-device batch fixed)."""
     batch = batch or setup.batch
-    if setup.after_backward:
-        timeline = after_backward(timeline)
-    compute = batch / setup.img_s
-    step = step_seconds(
-        timeline,
-        batch,
-        compute,
-        setup.gradient_bytes,
-        setup.world,
-        setup.beta,
-        setup.alpha,
-        setup.hidden,
-    )
-    base = step_seconds(
-        timeline,
-        batch,
-        compute,
-        setup.gradient_bytes,
-        setup.base_world,
-        setup.base_beta,
-        setup.base_alpha,
-        setup.hidden,
-    )
-    return base / step
+    timeline = _case_timeline(timeline, setup)
+    step = _case_step(timeline, setup, batch)
+    return _case_step(timeline, setup, batch, baseline=True) / step
 
 
 def _text(value: Any) -> str:
@@ -318,23 +315,8 @@ def source_words(origin: Mapping[str, Any]) -> str:
 
 def _mn1_time(timeline: BucketTimeline, setup: Setup) -> float:
     """MN-1's training time, up to a constant: each phase's epochs x seconds per image."""
-    total = 0.0
-    if setup.after_backward:
-        timeline = after_backward(timeline)
-    for epochs, batch in MN1_PHASES:
-        compute = batch / setup.img_s
-        step = step_seconds(
-            timeline,
-            batch,
-            compute,
-            setup.gradient_bytes,
-            setup.world,
-            setup.beta,
-            setup.alpha,
-            setup.hidden,
-        )
-        total += epochs * step / batch
-    return total
+    timeline = _case_timeline(timeline, setup)
+    return sum(epochs * _case_step(timeline, setup, batch) / batch for epochs, batch in MN1_PHASES)
 
 
 def check(cases: Sequence[Mapping[str, Any]], timeline: BucketTimeline) -> pd.DataFrame:
