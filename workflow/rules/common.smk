@@ -318,6 +318,7 @@ config["report_description"] = plain_text(config.get("description") or "")
 config["report_answer"] = report_answer()
 config["report_answer_figure"] = report_figure("answer_speedup.png")
 config["model_validation_lines"] = report_lines("model_validation_top")
+config["published_lines"] = report_lines("published_cases_top")
 
 
 def measures_remedies():
@@ -349,6 +350,8 @@ def final_outputs():
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    # no cell: the published cases and a borrowed profile (published.smk)
+    outputs += list(rules.published_cases.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
     if config["compare_with"]:
