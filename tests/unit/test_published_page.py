@@ -51,8 +51,12 @@ def test_every_predicted_row_is_labelled_extrapolated_and_keeps_its_source(writt
     assert predicted["source"].str.contains("http|@", regex=True).all()
     skipped = table[table["status"] == "not predicted"]
     assert (skipped["basis"] == "not predicted").all() and skipped["reason"].str.len().min() > 10
-    # the profile names itself, with its file in the repository
-    assert predicted["compute_source"].str.contains(published.DEFAULT_PROFILE, regex=False).all()
+    # every row names the profile; the summary names its file in the repository, once
+    shape = "compute shape borrowed from the profile (torch-ddp resnet50-imagenet224-c1000"
+    assert predicted["compute_source"].str.contains(shape, regex=False).all()
+    assert predicted["assumptions"].str.startswith(shape).all()
+    top = json.loads((REPO / written["top"]).read_text(encoding="utf-8"))
+    assert f"compute profile ({published.DEFAULT_PROFILE}) and nominal" in top[0]
 
 
 def test_the_page_leads_with_the_summary_and_the_ratios_beside_their_source(written):
@@ -149,6 +153,15 @@ def test_the_page_shows_efficiencies_ratios_and_their_errors_in_their_units():
         and shown.loc["n", "predicted"] == ""
     )
     assert shown.loc["e", "basis"].startswith("extrapolated")
+    # the page keeps the prediction's own assumptions; the case's notes stay in cases.yaml
+    notes = table.assign(assumptions="ring at the nominal rate || case: no link log published")
+    assumed = display_table(notes).set_index("id")["assumptions (the case's own notes: cases.yaml)"]
+    assert assumed.to_dict() == {
+        "e": "ring at the nominal rate",
+        "r": "ring at the nominal rate",
+    } | {
+        "n": ""  # not predicted: nothing assumed, its status says why
+    }
 
 
 def test_another_profile_is_named_as_what_it_is(tmp_path):
@@ -159,8 +172,7 @@ def test_another_profile_is_named_as_what_it_is(tmp_path):
     published.check_published({"published_cases": {"profile": str(path)}})
     table = check_table(FILES["cases"], path).set_index("id")
     row = table.loc["horovod-512-vgg16"]
-    assert "torch-ddp resnet18-imagenet64-c10 bucket timeline" in row["compute_source"]
-    assert str(path) in row["compute_source"]
+    assert "the profile (torch-ddp resnet18-imagenet64-c10, 4 buckets)" in row["compute_source"]
     assert "vgg16 takes resnet18's compute shape" in row["assumptions"]
 
 

@@ -361,6 +361,8 @@ def final_outputs():
 
 def tidy_tables(wildcards):
     """The study's tidy CSVs (every one final_outputs() or the remedies ask for), for the
-    report's data category."""
+    report's data category; not the published cases', the same in every study (its page
+    has every column but the cases' own notes, and it stays in tables/)."""
     wanted = final_outputs() + list(rules.remedies.output)
-    return sorted({str(path) for path in wanted if str(path).endswith(".csv")})
+    tables = {str(path) for path in wanted if str(path).endswith(".csv")}
+    return sorted(tables - set(map(str, rules.published_cases.output)))

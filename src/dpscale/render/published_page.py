@@ -12,6 +12,10 @@ from dpscale.render.html import table_html
 
 # not "status": the HTML table would make each status a CSS class of its row
 STATUS = "status or reason"
+# the prediction's own assumptions; the case's notes (what its source lacks) stay in
+# cases.yaml and the CSV, out of the page, which every report carries
+ASSUMED = "assumptions (the case's own notes: cases.yaml)"
+CASE_NOTES = " || case: "
 SHOWN = [
     "id",
     "model",
@@ -24,7 +28,8 @@ SHOWN = [
     "basis",
     STATUS,
     "source",
-    "assumptions",
+    "compute",
+    ASSUMED,
 ]
 PAGE_STYLE = (
     "<style>ul.summary li { margin-bottom: 0.4em; max-width: 70em; }"
@@ -64,6 +69,10 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
         f"{status}: {why}" if why else status
         for status, why in zip(shown["status"].astype(str), reason, strict=True)
     ]
+    shown["compute"] = shown["compute_source"]
+    own = shown["assumptions"].fillna("").astype(str).str.split(CASE_NOTES, regex=False).str[0]
+    # a case not predicted took no assumption of its own: its notes are the case's
+    shown[ASSUMED] = own.where(shown["status"].astype(str).str.startswith("predicted"), "")
     return shown[SHOWN].fillna("").astype(str)
 
 

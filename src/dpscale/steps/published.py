@@ -30,8 +30,8 @@ def shown_path(path: str | Path) -> str:
 
 
 def profile(path: str | Path) -> tuple[BucketTimeline, str, str]:
-    """The profile's one timeline, the words naming it (with its file) and its model name
-    as the cases spell one (resnet50)."""
+    """The profile's one timeline, the words naming it in each row (its file is named once,
+    in the summary) and its model name as the cases spell one (resnet50)."""
     found = timelines(read(path))
     if len(found) != 1:
         raise SystemExit(
@@ -41,8 +41,8 @@ def profile(path: str | Path) -> tuple[BucketTimeline, str, str]:
     (strategy, model), timeline = next(iter(found.items()))
     match = MODEL_KEY.fullmatch(model)
     words = (
-        f"compute shape borrowed from the one-rank {strategy} {model} bucket timeline "
-        f"({len(timeline.share)} buckets, {shown_path(path)})"
+        f"compute shape borrowed from the profile ({strategy} {model}, "
+        f"{len(timeline.share)} buckets)"
     )
     return timeline, words, match["name"] if match else model
 
@@ -58,7 +58,7 @@ def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFram
 def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
     """cases file + borrowed profile -> the table, its summary sentences and its page."""
     table = check_table(inputs["cases"], inputs["profile"])
-    lines = published_check.summary_lines(table)
+    lines = published_check.summary_lines(table, shown_path(inputs["profile"]))
     write(table, outputs["table"])
     write_lines(lines, outputs["top"])
     title = f"Published multi-GPU results, predicted ({published_check.KIND})"

@@ -452,9 +452,9 @@ def _row_source(table: pd.DataFrame, case_id: str) -> str:
     return str(table.loc[table["id"] == case_id, "source"].iloc[0])
 
 
-def summary_lines(table: pd.DataFrame) -> list[str]:
+def summary_lines(table: pd.DataFrame, profile: str = "") -> list[str]:
     """The check in sentences, each number beside its source and the target it answers,
-    every one said to be extrapolated."""
+    every one said to be extrapolated; ``profile`` names the borrowed timeline's file."""
     found = summary(table) if len(table) else None
     if found is None:
         return ["No published case to predict."]
@@ -462,8 +462,9 @@ def summary_lines(table: pd.DataFrame) -> list[str]:
     lines = [
         f"Published multi-GPU results: every predicted number is {KIND}, never measured "
         f"on this machine: {found['predicted_cases']} of {len(table)} cases predicted over "
-        f"{found['links_count']} links from a borrowed one-device compute profile and nominal "
-        f"link rates; {found['not_predicted']} not predicted, each with its reason. "
+        f"{found['links_count']} links from a borrowed one-device compute profile"
+        f"{f' ({profile})' if profile else ''} and nominal link rates; "
+        f"{found['not_predicted']} not predicted, each with its reason. "
         f"{compared} cases are compared with a published figure (target at least "
         f"{TARGET_CASES}: {_met(compared >= TARGET_CASES)}), over {found['links_count']} "
         f"links (target at least {TARGET_LINKS}: {_met(found['links_count'] >= TARGET_LINKS)})."
