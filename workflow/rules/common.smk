@@ -20,6 +20,7 @@ from dpscale.workflow_door import (
     check_default_resources,
     check_imports,
     coalesce_reevaluations,
+    end_with_job_shell,
     env_folder_name,
     has_data,
     interpreter_command,
@@ -55,6 +56,10 @@ coalesce_reevaluations()
 # Snakemake's SLURM executor keeps its jobs while sacct does not answer (slurmdbd down): it
 # asks squeue instead, and stops with one line after a long outage (launch/slurm_status.py).
 survive_status_outages()
+# A cell's job on SLURM: its Snakemake process ends with the job's shell, so that none
+# outlives a cancelled, timed-out or preempted job where SLURM tracks processes by parent
+# (launch/slurm_job.py)
+end_with_job_shell(workflow.remote_exec or workflow.subprocess_exec)
 # a cell job SLURM ends in this run without a result is recorded (bench.smk's onerror)
 RUN_STARTED = run_started()
 
