@@ -37,7 +37,7 @@ from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
 from dpscale.analysis.laws.commmodel.validation import FEWEST_RANKS, LEAVE_ONE_NETWORK_OUT
 from dpscale.analysis.results.import_logs import LogError, parse_all_reduce, read_lines
 from dpscale.analysis.results.nccl_export import GROUP, export_logs, file_name
-from dpscale.analysis.results.rows import no_remedy
+from dpscale.analysis.results.rows import no_remedy, with_comm
 from dpscale.plan.columns import NETWORK, NODES, POINT, RUN, SPREAD, WORLD_SIZE
 from dpscale.plan.layout import Layout
 
@@ -134,6 +134,7 @@ def exported_logs(collectives: pd.DataFrame, study: str) -> dict[tuple, Exported
     layouts without a remedy that export_logs writes (measured, two or more ranks)."""
     if collectives.empty:
         return {}
+    collectives = with_comm(collectives)
     plain = collectives[no_remedy(collectives["comm"])]
     groups = {file_name(key): (key, rows) for key, rows in plain.groupby(GROUP, sort=True)}
     found = {}
@@ -415,8 +416,8 @@ def _native(
 def contention_words(parameters: pd.DataFrame, run: tuple) -> str:
     """The native chosen form's fitted sigma and kappa, in words, where comm_model has them."""
     base = (
-        "compute extrapolated from one process: emulated nodes share this machine's cores, "
-        "which the one-process step does not know"
+        "compute extrapolated from one process: where nodes are emulated on one machine "
+        "their ranks share its cores, which the one-process step does not know"
     )
     if parameters.empty:
         return base
