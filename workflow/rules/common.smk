@@ -354,6 +354,8 @@ def final_outputs():
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    # the exported-log path checked end to end (issue 50): a status row where it cannot be
+    outputs += list(rules.exported_log_check.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
     if config["compare_with"]:
