@@ -25,6 +25,7 @@ from dpscale.launch.netns import reap_orphans
 from dpscale.launch.scheduler_fix import coalesce_reevaluations
 from dpscale.launch.slurm_faults import record_after_error as record_slurm_failures
 from dpscale.launch.slurm_faults import started as run_started
+from dpscale.launch.slurm_job import end_with_job_shell
 from dpscale.launch.slurm_status import survive_status_outages
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
@@ -62,6 +63,7 @@ __all__ = [
     "LockError",
     "cell_resource",
     "coalesce_reevaluations",
+    "end_with_job_shell",
     "env_folder_name",
     "interpreter_command",
     "probe_configured",

@@ -67,8 +67,8 @@ SNAKEFILE = textwrap.dedent(
     import json, os, time
     from pathlib import Path
     from dpscale.workflow_door import (
-        CELL_PATTERN, STRATEGIES, plan_study, record_slurm_failures, run_started,
-        survive_status_outages,
+        CELL_PATTERN, STRATEGIES, end_with_job_shell, plan_study, record_slurm_failures,
+        run_started, survive_status_outages,
     )
 
     checked, planned = plan_study(config, STRATEGIES)
@@ -77,6 +77,7 @@ SNAKEFILE = textwrap.dedent(
     CELLS_DIR = f"{{config['results_dir']}}/{{config['study']}}/cells"
     FAULTS = {faults!r}
     survive_status_outages()
+    end_with_job_shell(workflow.remote_exec or workflow.subprocess_exec)
     RUN_STARTED = run_started()
 
     onerror:
@@ -381,10 +382,9 @@ def fault_run(slurm_cluster, tmp_path_factory):
             if job:
                 cluster.run("scancel", job)
     # KillWait (5 s) and then the jobs' processes exit, slower on a busy machine: a process
-    # still there after 30 s outlived its job (the node-failed job's does, and on a busy
-    # machine sometimes a killed job's: the xfails below)
+    # still there after 30 s outlived its job
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and set(_processes_of(work).values()) - {jobs.get("node")}:
+    while time.monotonic() < deadline and _processes_of(work):
         time.sleep(0.5)
     orphans = _processes_of(work)
     for pid in orphans:  # reaped so later tests are unaffected; test_no_process_outlives...
@@ -473,29 +473,13 @@ def test_nothing_is_left_behind(fault_run):
     assert cluster.run("sacctmgr", "-n", "list", "cluster").returncode == 0  # slurmdbd is back
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="SLURM 22.05 with proctrack/linuxproc (no cgroups in this container): a job's "
-    "Snakemake process slow to end on SIGTERM (a busy machine) is reparented to init when its "
-    "batch shell ends, is then not tracked, and SLURM's SIGKILL misses it; seen for the "
-    "preempted and the timed-out job with three test workers, never with the machine quiet",
-)
-def test_no_process_of_a_cancelled_timed_out_preempted_or_memory_killed_job_outlives_it(
-    fault_run,
-):
-    _, _, _, _, jobs, _, orphans = fault_run
-    assert {job for job in orphans.values() if job != jobs["node"]} == set(), orphans
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="SLURM 22.05 with proctrack/linuxproc (no cgroups in this container): when a node "
-    "of a 2-node job goes down, the job's batch step on the surviving node is ended but its "
-    "Snakemake process, reparented to init, is not tracked and keeps running",
-)
-def test_no_process_of_a_node_failed_job_outlives_it(fault_run):
-    _, _, _, _, jobs, _, orphans = fault_run
-    assert jobs["node"] not in orphans.values(), orphans
+def test_no_process_of_a_job_slurm_ended_outlives_it(fault_run):
+    """Cancelled, timed out, preempted, memory-killed, and the surviving node of a job that
+    lost one: under proctrack/linuxproc (no cgroups here) a job's Snakemake process
+    reparented to init when its batch shell ended was untracked, and SLURM's SIGKILL missed
+    it; it now dies with that shell (dpscale.launch.slurm_job)."""
+    _, _, _, _, _, _, orphans = fault_run
+    assert orphans == {}, orphans
 
 
 def test_status_counts_them_and_rerun_failed_takes_only_them(fault_run):

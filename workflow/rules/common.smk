@@ -20,6 +20,7 @@ from dpscale.workflow_door import (
     check_default_resources,
     check_imports,
     coalesce_reevaluations,
+    end_with_job_shell,
     env_folder_name,
     has_data,
     interpreter_command,
@@ -55,6 +56,10 @@ coalesce_reevaluations()
 # Snakemake's SLURM executor keeps its jobs while sacct does not answer (slurmdbd down): it
 # asks squeue instead, and stops with one line after a long outage (launch/slurm_status.py).
 survive_status_outages()
+# A cell's job on SLURM: its Snakemake process ends with the job's shell, so that none
+# outlives a cancelled, timed-out or preempted job where SLURM tracks processes by parent
+# (launch/slurm_job.py)
+end_with_job_shell(workflow.remote_exec or workflow.subprocess_exec)
 # a cell job SLURM ends in this run without a result is recorded (bench.smk's onerror)
 RUN_STARTED = run_started()
 
@@ -350,6 +355,8 @@ def final_outputs():
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    # the exported-log path checked end to end (issue 50): a status row where it cannot be
+    outputs += list(rules.exported_log_check.output)
     # no cell: the published cases and a borrowed profile (published.smk)
     outputs += list(rules.published_cases.output)
     if config["drift"]["probes"]:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from dpscale.analysis.answers import exported_log_check as elc
 from dpscale.analysis.laws.commmodel.study import study_model
 from dpscale.plan.link import links_of
 from dpscale.render import commmodel_plots
@@ -63,3 +64,30 @@ def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
         model.windows, model.groups, figure_path(outputs["throughput_figure"])
     )
     return f"[dpscale] comm model: {' '.join(model.lines)}"
+
+
+def exported_log_check(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells + collectives + bucket timelines (+ the native validation) -> the study's
+    multi-node cells predicted through its own collectives exported as nccl-tests logs
+    (analysis.answers.exported_log_check), per cell and summarised, with their pages."""
+    study = json.loads(params["study"])
+    emulated = [link.name for link in links_of(study["links"]) if link.emulated]
+    table = elc.check_cells(
+        read_optional(inputs["cells"]),
+        read_optional(inputs["collectives"]),
+        read_optional(inputs["timeline"]),
+        str(params["name"]),
+        emulated,
+    )
+    summary = elc.summarise(
+        table,
+        read_optional(inputs["validation"]),
+        read_optional(inputs["summary"]),
+        read_optional(inputs["parameters"]),
+    )
+    write(table, outputs["table"])
+    write(summary, outputs["summary"])
+    title = "Exported nccl-tests logs, end to end"
+    write_table_html(summary, outputs["summary_html"], f"{title}: summary", elc.PAGE_NOTE)
+    write_table_html(table, outputs["table_html"], f"{title}: per cell", elc.PAGE_NOTE)
+    return f"[dpscale] exported-log check: {elc.headline(summary)}"
