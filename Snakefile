@@ -23,6 +23,7 @@ include: "workflow/rules/collectives.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/published.smk"
 
 
 rule all:

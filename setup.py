@@ -24,6 +24,8 @@ WORKFLOW_FILES = (
     "profiles",
     "studies",
     "slurm",
+    # the bucket timeline the published cases borrow (dpscale.plan.published.DEFAULT_PROFILE)
+    "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv",
 )
 INSTALLED_WORKFLOW = "_workflow"  # dpscale.plan.paths.INSTALLED_WORKFLOW
 
@@ -43,7 +45,7 @@ class BuildWithWorkflow(build_py):
             if source.is_dir():
                 shutil.copytree(source, target / name, ignore=ignore)
             else:
-                target.mkdir(parents=True, exist_ok=True)
+                (target / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target / name)
 
 

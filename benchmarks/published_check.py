@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from dpscale.analysis.answers import published_check
-from dpscale.analysis.laws.commmodel.buckets import timelines
-from dpscale.plan.config_files import load_yaml
+from dpscale.plan.published import published_files
+from dpscale.steps.published import check_table
 
-REPO = Path(__file__).resolve().parents[1]
-CASES = REPO / "studies" / "published" / "cases.yaml"
-TIMELINE = (
-    REPO / "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv"
-)
-KEY = ("torch-ddp", "resnet50-imagenet224-c1000")
+# the workflow's defaults (config published_cases): studies/published/cases.yaml and the
+# H100 ResNet-50 timeline under evidence/, as the rule published_cases reads them
+FILES = published_files({})
 
 
 def main() -> int:
-    timeline = timelines(pd.read_csv(TIMELINE))[KEY]
-    table = published_check.check(load_yaml(CASES)["cases"], timeline)
+    table = check_table(FILES["cases"], FILES["profile"])
     columns = ["id", "link", "predicted", "published", "error_points", "error_pct", "status"]
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(table[columns].round(2).to_string(index=False))

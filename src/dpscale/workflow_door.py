@@ -37,6 +37,7 @@ from dpscale.plan.link import model_inputs
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.profile import check_default_resources
 from dpscale.plan.progress import STUDY_CELLS_ENV
+from dpscale.plan.published import published_files
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
@@ -54,6 +55,7 @@ __all__ = [
     "check_default_resources",
     "model_inputs",
     "plan_study",
+    "published_files",
     "run_priorities",
     # launching
     "READY_MARKER",

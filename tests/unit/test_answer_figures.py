@@ -96,6 +96,13 @@ def test_speedup_points_label_measured_and_predicted_with_intervals(predictions,
     assert not (points["speedup"].isna()).any()  # "not predicted" rows are left out
 
 
+def test_both_views_label_the_predictions_at_unmeasured_layouts_extrapolated(predictions, scaling):
+    """The figure that draws 16 devices says, in its own legend, that those are extrapolated."""
+    for view in ("static", "interactive"):
+        text = json.dumps(answer_speedup.speedup_chart(predictions, scaling, view).to_dict())
+        assert "predicted, not measured (extrapolated)" in text, view
+
+
 def test_one_node_points_start_every_network_line(predictions, scaling):
     points = answer_speedup.speedup_points(predictions, scaling)
     one = points[points["one_node"]]

@@ -18,6 +18,7 @@ from dpscale.analysis.laws.commmodel.fitting import choose_parameters
 from dpscale.analysis.laws.commmodel.inputs import observations
 from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
 from dpscale.plan.link import configured_links
+from dpscale.render import commmodel_plots
 
 PARAMS = 11_000_000
 MESSAGE = 4 * PARAMS
@@ -235,6 +236,24 @@ def test_the_throughput_figure_curves_follow_the_bucket_form():
     measured = curves[eight & (curves["batch_per_device"] == 8.0)]
     truth = 8 * 8 / true_step(8, 1, "slow", 8.0)
     assert measured["img_s"].iloc[0] == pytest.approx(truth, rel=1e-3)
+
+
+def test_the_throughput_figure_shades_the_batches_no_cell_measured_as_extrapolated(
+    tmp_path, monkeypatch
+):
+    group = copy.copy(fitted_group()[0])
+    kept = []
+    monkeypatch.setattr(commmodel_plots.plt, "close", kept.append)
+    measured = windows(FITTED)
+    measured["img_s"] = (
+        measured["world_size"] * measured["batch_per_device"] / measured["step_time_s"]
+    )
+    commmodel_plots.throughput_figure(measured, [group], tmp_path / "t.png")
+    for axis in kept[0].axes:
+        labels = [text.get_text() for text in axis.get_legend().get_texts()]
+        assert commmodel_plots.MODEL_EXTRAPOLATED in labels
+        assert "shaded: not measured" in axis.get_xlabel()
+    commmodel_plots.plt.close(kept[0])
 
 
 def test_an_extra_latency_per_hop_is_fitted_only_where_an_all_reduce_outlasts_a_step():

@@ -103,7 +103,10 @@ def test_findings_one_row_per_layout_with_break_even_verdict(tables):
     speedup = f"{ddp['speedup']:.2f}x (±{ddp['speedup_ci95']:.2f}) as fast as 1 device at batch 32"
     assert speedup in ddp["verdict"]
     assert f"(efficiency {100 * ddp['efficiency']:.0f}% ±" in ddp["verdict"]
-    assert ddp["predicted_speedup_more_devices"] == "not predicted"  # no predictions.csv
+    # no predictions.csv: not predicted, and why
+    assert ddp["predicted_speedup_more_devices"] == (
+        "not predicted (the communication model made no prediction)"
+    )
 
 
 def test_unmeasured_layout_says_not_measured_never_a_number(tables):
@@ -292,11 +295,25 @@ def test_no_fitted_model_means_not_predicted():
     row = {"strategy": "torch-ddp", "model": "resnet18", "network": "host", "nodes": 1}
     row |= {"devices_per_node": 2, "batch_per_device": 32.0}
     empty = findings.predicted_numbers(row, pd.DataFrame())
-    assert empty["predicted_speedup_more_devices"] == "not predicted"
+    assert empty["predicted_speedup_more_devices"].startswith("not predicted (the communication")
     assert empty["predicted_speedup_other_networks"].startswith("one node: no network")
     failed = pd.DataFrame([{**prediction(4, 1, "1gbe", 3.0), "status": "not fitted"}])
     two_nodes = {**row, "network": "1gbe", "nodes": 2, "devices_per_node": 1}
-    assert set(findings.predicted_numbers(two_nodes, failed).values()) == {"not predicted"}
+    words = set(findings.predicted_numbers(two_nodes, failed).values())
+    assert words == {"not predicted (no prediction for this strategy and model at this batch)"}
+
+
+def test_a_column_the_model_left_empty_says_why_it_is_not_predicted():
+    """Only the more-devices column has a prediction: the other two say why they have none."""
+    row = {"strategy": "torch-ddp", "model": "resnet18", "network": "1gbe", "nodes": 2}
+    row |= {"devices_per_node": 1, "batch_per_device": 32.0}
+    more = pd.DataFrame([prediction(4, 1, "1gbe", 3.0)])
+    numbers = findings.predicted_numbers(row, more)
+    assert numbers["predicted_speedup_more_devices"].startswith("4 nodes")
+    assert numbers["predicted_speedup_other_networks"] == (
+        "not predicted (no other network at this layout among the predictions)"
+    )
+    assert numbers["compression_for_90pct"].startswith("not predicted (")
 
 
 def test_the_landing_page_gives_the_quality_and_a_finding_lost_to_contamination_says_so(

@@ -323,6 +323,7 @@ config["report_description"] = plain_text(config.get("description") or "")
 config["report_answer"] = report_answer()
 config["report_answer_figure"] = report_figure("answer_speedup.png")
 config["model_validation_lines"] = report_lines("model_validation_top")
+config["published_lines"] = report_lines("published_cases_top")
 
 
 def measures_remedies():
@@ -356,6 +357,8 @@ def final_outputs():
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     # the exported-log path checked end to end (issue 50): a status row where it cannot be
     outputs += list(rules.exported_log_check.output)
+    # no cell: the published cases and a borrowed profile (published.smk)
+    outputs += list(rules.published_cases.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
     if config["compare_with"]:
@@ -365,6 +368,8 @@ def final_outputs():
 
 def tidy_tables(wildcards):
     """The study's tidy CSVs (every one final_outputs() or the remedies ask for), for the
-    report's data category."""
+    report's data category; not the published cases', the same in every study (its page
+    has every column but the cases' own notes, and it stays in tables/)."""
     wanted = final_outputs() + list(rules.remedies.output)
-    return sorted({str(path) for path in wanted if str(path).endswith(".csv")})
+    tables = {str(path) for path in wanted if str(path).endswith(".csv")}
+    return sorted(tables - set(map(str, rules.published_cases.output)))

@@ -34,6 +34,7 @@ from dpscale.plan.config_rules import (
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.paths import SCHEMA_DIR
+from dpscale.plan.published import check_published
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.yaml_shape import check_shape, field_name
 
@@ -128,6 +129,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     check_combinations(filled)
     check_paths(filled)
+    check_published(filled)
     check_imports(filled["imports"])
     check_train_layouts(filled)
     check_cost(filled)

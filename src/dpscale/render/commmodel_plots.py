@@ -17,9 +17,10 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from dpscale.analysis.laws import commmodel  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
-from dpscale.render.plots import empty_figure  # noqa: E402
+from dpscale.render.plots import OUTSIDE, empty_figure  # noqa: E402
 
 SCHEMES = (commmodel.LEAVE_ONE_CELL_OUT, commmodel.LEAVE_ONE_NETWORK_OUT, commmodel.FEWEST_RANKS)
+MODEL_EXTRAPOLATED = "model beyond the measured batches (extrapolated)"
 
 
 def _network_colours(names: list[str]) -> dict[str, tuple]:
@@ -128,6 +129,7 @@ def throughput_figure(
         )
         curves = commmodel.model_curves(group, batches)
         for axis, panel in zip(row, panels, strict=True):
+            _shade_unmeasured(axis, batches, mine["batch_per_device"])
             _throughput_panel(axis, mine, curves, panel)
             axis.set_title(
                 f"{group.strategy} {group.model}\n"
@@ -138,6 +140,14 @@ def throughput_figure(
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _shade_unmeasured(axis, drawn: np.ndarray, measured: pd.Series) -> None:
+    """The batches the curves reach but no cell measured, shaded and labelled extrapolated
+    (as the throughput figure marks its fitted laws)."""
+    low, high = float(measured.min()), float(measured.max())
+    axis.axvspan(drawn.min(), low, color=OUTSIDE, zorder=0, label=MODEL_EXTRAPOLATED)
+    axis.axvspan(high, drawn.max(), color=OUTSIDE, zorder=0)
 
 
 def _throughput_panel(axis, points: pd.DataFrame, curves: pd.DataFrame, panel: str) -> None:
@@ -175,5 +185,7 @@ def _throughput_panel(axis, points: pd.DataFrame, curves: pd.DataFrame, panel: s
             ms=5,
             label=Layout(nodes, devices).model_legend(),
         )
-    axis.set(xscale="log", xlabel="per-device batch", ylabel="img/s (all ranks)")
+    axis.set(
+        xscale="log", xlabel="per-device batch (shaded: not measured)", ylabel="img/s (all ranks)"
+    )
     axis.legend(fontsize=8)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.render.png import compact_png
-from dpscale.steps import compare, findings, imports, model, tables
+from dpscale.steps import compare, findings, imports, model, published, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
@@ -43,6 +43,7 @@ STEPS: dict[str, Step] = {
     "comm_model": model.comm_model,
     "exported_log_check": model.exported_log_check,
     "compare": compare.compare,
+    "published_cases": published.published_cases,
 }
 
 

@@ -5,8 +5,8 @@ scaling, break-even, accuracy delta, time to accuracy).  Where a table has no
 value for a layout the row says "not measured" (numeric columns stay NaN in the CSV; the
 HTML page and the verdict spell it out).  The two predicted columns are the communication
 model's (predictions.csv, analysis.laws.commmodel), labelled as predictions with their 95%
-intervals, or "not predicted" where the model was not fitted. The verdicts' words are
-analysis.answers.verdicts.
+intervals and whether they interpolate or extrapolate, or "not predicted" with the reason. The
+verdicts' words are analysis.answers.verdicts.
 """
 
 from __future__ import annotations
@@ -245,15 +245,39 @@ def cost_numbers(
     return numbers
 
 
+# why a column stays "not predicted" when the model predicted this strategy and model
+WHY_NONE = dict(
+    zip(
+        PREDICTED_COLUMNS,
+        [
+            "no layout with more devices among the predictions",
+            "no other network at this layout among the predictions",
+            "the model gives no compression at this layout",
+        ],
+        strict=True,
+    )
+)
+
+
+def not_predicted(numbers: dict[str, str], reason: str) -> dict[str, str]:
+    """Every column still "not predicted", with the reason (so it never reads as a
+    contradiction of a figure that draws the model's predictions elsewhere)."""
+    return {
+        k: f"{NOT_PREDICTED} ({reason})" if v == NOT_PREDICTED else v for k, v in numbers.items()
+    }
+
+
 def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[str, str]:
     """The model's speedups (vs 1 device, 95% intervals) at this layout's largest measured
     per-device batch: with more devices (same network, more nodes; or more devices on one
-    node), and with this layout on the config's what-if networks (``predict.networks``)."""
+    node), and with this layout on the config's what-if networks (``predict.networks``);
+    each labelled as the model's (interpolates, or extrapolates in what), or not predicted
+    with the reason."""
     numbers = dict.fromkeys(PREDICTED_COLUMNS, NOT_PREDICTED)
     if row["nodes"] == 1:
         numbers[PREDICTED_COLUMNS[1]] = "one node: no network between its devices"
     if predictions.empty or "speedup" not in predictions.columns:
-        return numbers
+        return not_predicted(numbers, "the communication model made no prediction")
     batch = row.get("batch_per_device")
     mine = predictions[
         (predictions["strategy"] == row["strategy"])
@@ -263,7 +287,8 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     if is_known(batch):
         mine = mine[mine["batch_per_device"] == batch]
     if mine.empty:
-        return numbers
+        why = " at this batch" if is_known(batch) else "; no throughput measured for this layout"
+        return not_predicted(numbers, f"no prediction for this strategy and model{why}")
     nodes, devices = row["nodes"], row["devices_per_node"]
     if nodes == 1:
         more = mine[(mine["nodes"] == 1) & (mine["devices_per_node"] > devices)]
@@ -296,7 +321,7 @@ def predicted_numbers(row: dict[str, Any], predictions: pd.DataFrame) -> dict[st
     ]
     if not here.empty and "compression_for_90pct" in here:
         numbers[PREDICTED_COLUMNS[2]] = compression_words(here.iloc[0])
-    return numbers
+    return {k: not_predicted({k: v}, WHY_NONE[k])[k] for k, v in numbers.items()}
 
 
 def most_nodes(predictions: pd.DataFrame, devices_per_node: int) -> pd.DataFrame:

@@ -194,8 +194,14 @@ def published_efficiency(case: Mapping[str, Any], img_s: float | None) -> tuple[
     return math.nan, "no published efficiency"
 
 
-def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -> Setup | str:
-    """The case's inputs, or the reason it is not predicted."""
+def setup_for(
+    case: Mapping[str, Any],
+    by_id: Mapping[str, Mapping[str, Any]],
+    shape: str = SHAPE,
+    shape_model: str = "resnet50",
+) -> Setup | str:
+    """The case's inputs, or the reason it is not predicted; ``shape`` names the borrowed
+    timeline, ``shape_model`` the model it timed."""
     framework = _text(case.get("framework"))
     if "local_parameter_device=cpu" in framework:
         return (
@@ -205,31 +211,31 @@ def setup_for(case: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -
     model = case["model"]
     if model not in PARAMETERS:
         return f"no parameter count for model {model}"
-    assumptions = [SHAPE + ", scaled to this case's one-device step"]
+    assumptions = [shape + ", scaled to this case's one-device step"]
     single = case.get("single_device") or {}
     if single.get("img_s"):
         img_s = float(single["img_s"])
         if single.get("published_in_same_source"):
-            source = f"one-device {img_s:g} img/s published in the same source; {SHAPE}"
+            source = f"one-device {img_s:g} img/s published in the same source; {shape}"
         else:
-            source = f"one-device {img_s:g} img/s borrowed ({single.get('from', '')}); {SHAPE}"
+            source = f"one-device {img_s:g} img/s borrowed ({single.get('from', '')}); {shape}"
     elif case["id"] in BORROWED_FROM:
         lender = by_id[BORROWED_FROM[case["id"]]]
         img_s = float(lender["single_device"]["img_s"])
         source = (
             f"one-device {img_s:g} img/s borrowed from case {lender['id']} ({lender['gpu']}, "
             f"{lender['framework'].split(',')[0]}, batch {lender['per_device_batch']}), as "
-            f"this case's assumptions name; {SHAPE}"
+            f"this case's assumptions name; {shape}"
         )
     else:
         return (
             "no one-device throughput: none published for this GPU and model, and the case's "
             "assumptions name none to borrow"
         )
-    if model != "resnet50":
+    if model != shape_model:
         assumptions.append(
-            f"{model} takes ResNet-50's compute shape (bucket ready and byte shares) with its "
-            "own gradient bytes"
+            f"{model} takes {shape_model}'s compute shape (bucket ready and byte shares) with "
+            "its own gradient bytes"
         )
     if single.get("img_s") is None or not single.get("published_in_same_source"):
         assumptions.append(f"one-device throughput borrowed: {img_s:g} img/s (other run)")
@@ -319,10 +325,25 @@ def _mn1_time(timeline: BucketTimeline, setup: Setup) -> float:
     return sum(epochs * _case_step(timeline, setup, batch) / batch for epochs, batch in MN1_PHASES)
 
 
-def check(cases: Sequence[Mapping[str, Any]], timeline: BucketTimeline) -> pd.DataFrame:
-    """One row per case: predicted and published, the error, and every assumption."""
+def basis(setup: Setup | str) -> str:
+    """What a row's predicted number rests on, in words that say it is extrapolated."""
+    if isinstance(setup, str):
+        return "not predicted"
+    own = "published in the same source" in setup.compute_source
+    throughput = "" if own else " and one-device img/s"
+    return f"{KIND}: borrowed compute profile{throughput}, nominal link"
+
+
+def check(
+    cases: Sequence[Mapping[str, Any]],
+    timeline: BucketTimeline,
+    shape: str = SHAPE,
+    shape_model: str = "resnet50",
+) -> pd.DataFrame:
+    """One row per case: predicted and published, the error, what the prediction rests on
+    (``basis``) and every assumption; ``shape`` names the borrowed timeline."""
     by_id = {case["id"]: case for case in cases}
-    setups = {case["id"]: setup_for(case, by_id) for case in cases}
+    setups = {case["id"]: setup_for(case, by_id, shape, shape_model) for case in cases}
     rows = []
     for case in cases:
         setup = setups[case["id"]]
@@ -341,6 +362,7 @@ def check(cases: Sequence[Mapping[str, Any]], timeline: BucketTimeline) -> pd.Da
             "error_points": math.nan,
             "error_pct": math.nan,
             "kind": KIND,
+            "basis": basis(setup),
             "compute_source": "",
             "assumptions": "; ".join(str(a) for a in case.get("assumptions", [])),
             "status": "not predicted",
@@ -414,3 +436,55 @@ def summary(table: pd.DataFrame) -> dict[str, Any]:
         "links_count": int(predicted["link"].nunique()),
         "links": sorted(predicted["link"].unique()),
     }
+
+
+# Issue 50's targets for the published check: the median and the largest absolute error in
+# efficiency points, each time ratio's error in %, and how many cases over how many links.
+TARGET_MEDIAN_POINTS, TARGET_MAX_POINTS, TARGET_RATIO_PCT = 10.0, 20.0, 15.0
+TARGET_CASES, TARGET_LINKS = 8, 3
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def _row_source(table: pd.DataFrame, case_id: str) -> str:
+    return str(table.loc[table["id"] == case_id, "source"].iloc[0])
+
+
+def summary_lines(table: pd.DataFrame, profile: str = "") -> list[str]:
+    """The check in sentences, each number beside its source and the target it answers,
+    every one said to be extrapolated; ``profile`` names the borrowed timeline's file."""
+    found = summary(table) if len(table) else None
+    if found is None:
+        return ["No published case to predict."]
+    compared = found["efficiency_cases"] + len(found["ratio_errors_pct"])
+    lines = [
+        f"Published multi-GPU results: every predicted number is {KIND}, never measured "
+        f"on this machine: {found['predicted_cases']} of {len(table)} cases predicted over "
+        f"{found['links_count']} links from a borrowed one-device compute profile"
+        f"{f' ({profile})' if profile else ''} and nominal link rates; "
+        f"{found['not_predicted']} not predicted, each with its reason. "
+        f"{compared} cases are compared with a published figure (target at least "
+        f"{TARGET_CASES}: {_met(compared >= TARGET_CASES)}), over {found['links_count']} "
+        f"links (target at least {TARGET_LINKS}: {_met(found['links_count'] >= TARGET_LINKS)})."
+    ]
+    if found["efficiency_cases"]:
+        median, worst = found["median_abs_error_points"], found["max_abs_error_points"]
+        lines += [
+            f"Median absolute error in scaling efficiency: {median:.1f} points over "
+            f"{found['efficiency_cases']} cases (each listed with its source in "
+            f"tables/published_cases.csv; "
+            f"{found['median_abs_error_points_primary']:.1f} over the primary sources alone); "
+            f"target at most {TARGET_MEDIAN_POINTS:g}: {_met(median <= TARGET_MEDIAN_POINTS)}.",
+            f"Largest: {worst:.1f} points, {found['max_case']} "
+            f"({_row_source(table, found['max_case'])}); target none above "
+            f"{TARGET_MAX_POINTS:g}: {_met(worst <= TARGET_MAX_POINTS)}.",
+        ]
+    for row in table.dropna(subset=["error_pct"]).itertuples(index=False):
+        lines.append(
+            f"{row.id}, {row.metric}: predicted {row.predicted:.2f} ({KIND}) against "
+            f"published {row.published:.4g} ({row.source}), {row.error_pct:+.1f}%; target "
+            f"within {TARGET_RATIO_PCT:g}%: {_met(abs(row.error_pct) <= TARGET_RATIO_PCT)}."
+        )
+    return lines

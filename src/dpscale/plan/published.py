@@ -1,0 +1,116 @@
+"""The published multi-GPU cases a study's report predicts (config ``published_cases``, rule
+published_cases): which cases file and which borrowed bucket timeline, and their checks.
+
+Both defaults live in the repository beside the workflow, not in the Python package: the
+workflow's folder (the checkout, or an installed package's copy of it,
+docs/decisions/published-cases-inputs.md). A path the config gives is taken from the folder
+Snakemake runs in, as an import's log is.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dpscale.plan.config_files import load_yaml
+from dpscale.plan.errors import ConfigError
+from dpscale.plan.paths import WORKFLOW_ROOT
+
+KEY = "published_cases"
+# relative to the workflow's folder; setup.py and MANIFEST.in ship both with an install
+DEFAULT_CASES = "studies/published/cases.yaml"
+DEFAULT_PROFILE = (
+    "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv"
+)
+DEFAULTS = {"cases": DEFAULT_CASES, "profile": DEFAULT_PROFILE}
+# what analysis.laws.commmodel.buckets.timelines reads from a bucket timeline
+PROFILE_COLUMNS = (
+    "cell_id",
+    "strategy",
+    "model",
+    "world_size",
+    "comm",
+    "batch_per_device",
+    "forward_s",
+    "backward_s",
+    "optimizer_s",
+    "bucket",
+    "ready_s",
+    "bucket_bytes",
+)
+
+
+def published_files(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> dict[str, str]:
+    """``{"cases": path, "profile": path}``: the config's, else the workflow's own."""
+    given = config.get(KEY) or {}
+    return {name: given.get(name) or str(root / default) for name, default in DEFAULTS.items()}
+
+
+def check_published(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> None:
+    """Each file exists, the cases file holds a list of cases with ids, the profile holds
+    one one-rank bucket timeline; one line naming the field otherwise."""
+    files = published_files(config, root)
+    for name, path in files.items():
+        if not _is_file(Path(path)):
+            raise ConfigError(
+                f"{KEY}.{name}: {path[:80]!r} is not a file; allowed: a path from the folder "
+                f"Snakemake runs in, or empty (the workflow's {DEFAULTS[name]})"
+            )
+    _checked(_check_cases, files["cases"], _stamp(files["cases"]))
+    _checked(_check_profile, files["profile"], _stamp(files["profile"]))
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    """What tells one version of a file from another: its size and modification time."""
+    status = Path(path).stat()
+    return status.st_size, status.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=16)
+def _checked(check: Callable[[str], None], path: str, stamp: tuple[int, int]) -> None:
+    """``check(path)`` once per version of the file: the workflow plans a study many times
+    (every Snakemake job, every `dpscale check`), and reading the cases costs tens of ms."""
+    check(path)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system
+        return False
+
+
+def _check_cases(path: str) -> None:
+    where = f"{KEY}.cases: {path[:80]!r}"
+    try:
+        cases = load_yaml(Path(path)).get("cases")
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    if not isinstance(cases, list) or not cases:
+        raise ConfigError(f"{where} has no list of cases; allowed: a file like {DEFAULT_CASES}")
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict) or not case.get("id"):
+            raise ConfigError(f"{where}: cases[{index}] has no id; every case needs one")
+
+
+def _check_profile(path: str) -> None:
+    where = f"{KEY}.profile: {path[:80]!r}"
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ConfigError(f"{where} cannot be read as CSV ({error})") from None
+    missing = [c for c in PROFILE_COLUMNS if not rows or c not in rows[0]]
+    if missing:
+        raise ConfigError(
+            f"{where} lacks column {missing[0]!r}; allowed: a study's tables/bucket_timeline.csv"
+        )
+    runs = sorted({(r["strategy"], r["model"]) for r in rows if r["world_size"] == "1"})
+    if len(runs) != 1:
+        raise ConfigError(
+            f"{where} holds {len(runs)} one-rank timelines {runs[:4]}; allowed: exactly one "
+            "(strategy, model)"
+        )

@@ -1,0 +1,84 @@
+"""The published cases page: the check's summary as sentences above one row per case,
+predicted beside published with the error, its basis (extrapolated), status and source."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import pandas as pd
+
+from dpscale.render.html import table_html
+
+# not "status": the HTML table would make each status a CSS class of its row
+STATUS = "status or reason"
+# the prediction's own assumptions; the case's notes (what its source lacks) stay in
+# cases.yaml and the CSV, out of the page, which every report carries
+ASSUMED = "assumptions (the case's own notes: cases.yaml)"
+CASE_NOTES = " || case: "
+SHOWN = [
+    "id",
+    "model",
+    "devices",
+    "link",
+    "metric",
+    "predicted",
+    "published",
+    "error",
+    "basis",
+    STATUS,
+    "source",
+    "compute",
+    ASSUMED,
+]
+PAGE_STYLE = (
+    "<style>ul.summary li { margin-bottom: 0.4em; max-width: 70em; }"
+    " td:last-child { min-width: 40em; font-size: 11px; }</style>"
+)
+
+
+def _is_ratio(metric: str) -> bool:
+    return "ratio" in metric
+
+
+def _value(value: float, metric: str) -> str:
+    """An efficiency as a percent, a ratio as a number, nothing where there is none."""
+    if not isinstance(value, float | int) or math.isnan(value):
+        return ""
+    return f"{value:.2f}" if _is_ratio(metric) else f"{value:.1f}%"
+
+
+def _error(row: pd.Series) -> str:
+    """'+7.3 pts' (efficiency), '-58.1%' (a ratio), '' where nothing was compared."""
+    if pd.notna(row["error_points"]):
+        return f"{row['error_points']:+.1f} pts"
+    if pd.notna(row["error_pct"]):
+        return f"{row['error_pct']:+.1f}%"
+    return ""
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The check as text, one row per case; a case not predicted keeps its reason in status."""
+    shown = table.copy()
+    metric = shown["metric"].fillna("").astype(str)
+    shown["predicted"] = [_value(v, m) for v, m in zip(shown["predicted"], metric, strict=True)]
+    shown["published"] = [_value(v, m) for v, m in zip(shown["published"], metric, strict=True)]
+    shown["error"] = shown.apply(_error, axis=1) if len(shown) else []
+    reason = shown["reason"].fillna("").astype(str)
+    shown[STATUS] = [
+        f"{status}: {why}" if why else status
+        for status, why in zip(shown["status"].astype(str), reason, strict=True)
+    ]
+    shown["compute"] = shown["compute_source"]
+    own = shown["assumptions"].fillna("").astype(str).str.split(CASE_NOTES, regex=False).str[0]
+    # a case not predicted took no assumption of its own: its notes are the case's
+    shown[ASSUMED] = own.where(shown["status"].astype(str).str.startswith("predicted"), "")
+    return shown[SHOWN].fillna("").astype(str)
+
+
+def published_html(table: pd.DataFrame, lines: list[str], title: str) -> str:
+    """A self-contained page: the summary's sentences, then every case."""
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    page = table_html(display_table(table), title)
+    page = page.replace("</head>", f"{PAGE_STYLE}</head>", 1)
+    return page.replace("<table>", f"<ul class='summary'>{items}</ul><table>", 1)

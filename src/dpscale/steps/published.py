@@ -1,0 +1,66 @@
+"""Published multi-GPU results predicted from a borrowed one-device profile (issue 50 item 4,
+rule published_cases): the cases file and the bucket timeline -> tables/published_cases.csv,
+its summary and its report page. Nothing is measured."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dpscale.analysis.answers import published_check
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
+from dpscale.plan.cell import MODEL_KEY
+from dpscale.plan.config_files import load_yaml
+from dpscale.plan.paths import WORKFLOW_ROOT
+from dpscale.render.published_page import published_html
+from dpscale.steps.io import read, write, write_lines
+
+Files = Mapping[str, Any]
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a reader finds it: from the workflow's folder where it lies inside it."""
+    resolved = Path(path).resolve()
+    if resolved.is_relative_to(WORKFLOW_ROOT.resolve()):
+        return resolved.relative_to(WORKFLOW_ROOT.resolve()).as_posix()
+    return str(path)
+
+
+def profile(path: str | Path) -> tuple[BucketTimeline, str, str]:
+    """The profile's one timeline, the words naming it in each row (its file is named once,
+    in the summary) and its model name as the cases spell one (resnet50)."""
+    found = timelines(read(path))
+    if len(found) != 1:
+        raise SystemExit(
+            f"dpscale: published_cases.profile: {path} holds {len(found)} one-rank timelines "
+            "without a remedy; it needs exactly one"
+        )
+    (strategy, model), timeline = next(iter(found.items()))
+    match = MODEL_KEY.fullmatch(model)
+    words = (
+        f"compute shape borrowed from the profile ({strategy} {model}, "
+        f"{len(timeline.share)} buckets)"
+    )
+    return timeline, words, match["name"] if match else model
+
+
+def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFrame:
+    """Every case of the cases file, predicted over the profile (what the rule and
+    benchmarks/published_check.py print)."""
+    timeline, words, model = profile(profile_path)
+    cases = load_yaml(Path(cases_path))["cases"]
+    return published_check.check(cases, timeline, words, model)
+
+
+def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
+    """cases file + borrowed profile -> the table, its summary sentences and its page."""
+    table = check_table(inputs["cases"], inputs["profile"])
+    lines = published_check.summary_lines(table, shown_path(inputs["profile"]))
+    write(table, outputs["table"])
+    write_lines(lines, outputs["top"])
+    title = f"Published multi-GPU results, predicted ({published_check.KIND})"
+    Path(outputs["html"]).write_text(published_html(table, lines, title), encoding="utf-8")
+    return f"[dpscale] published cases: {' '.join(lines)}"

@@ -1,0 +1,270 @@
+"""The published cases as a rule (issue 50 item 4): its step writes the table, the summary
+and a page where every predicted number is labelled extrapolated and keeps its source; its
+inputs are the workflow's own files unless the config names others, checked with one line
+naming the field; the landing page says what is extrapolated. The errors themselves are
+what the check measures, not asserted here."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import shutil
+
+import jinja2
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from dpscale.analysis.answers import published_check as pc
+from dpscale.plan import published
+from dpscale.plan.errors import ConfigError
+from dpscale.plan.study import plan_study
+from dpscale.registry import STRATEGIES
+from dpscale.render.published_page import display_table
+from dpscale.steps import STEPS
+from dpscale.steps.published import check_table
+
+FILES = published.published_files({})
+CHAINERMN = "https://chainer.org/general/2018/05/25/chainermn-v1-3.html"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> dict[str, str]:
+    """The rule's step run once on the workflow's own files."""
+    folder = tmp_path_factory.mktemp("published")
+    outputs = {
+        "table": str(folder / "published_cases.csv"),
+        "top": str(folder / "published_cases_top.json"),
+        "html": str(folder / "published_cases.html"),
+    }
+    STEPS["published_cases"](FILES, outputs, {})
+    return outputs
+
+
+def test_every_predicted_row_is_labelled_extrapolated_and_keeps_its_source(written):
+    table = pd.read_csv(written["table"])
+    predicted = table[table["status"].str.startswith("predicted")]
+    assert len(predicted) >= 8
+    assert predicted["basis"].str.startswith("extrapolated: borrowed compute profile").all()
+    assert (predicted["kind"] == "extrapolated").all()
+    assert predicted["source"].str.contains("http|@", regex=True).all()
+    skipped = table[table["status"] == "not predicted"]
+    assert (skipped["basis"] == "not predicted").all() and skipped["reason"].str.len().min() > 10
+    # every row names the profile; the summary names its file in the repository, once
+    shape = "compute shape borrowed from the profile (torch-ddp resnet50-imagenet224-c1000"
+    assert predicted["compute_source"].str.contains(shape, regex=False).all()
+    assert predicted["assumptions"].str.startswith(shape).all()
+    top = json.loads((REPO / written["top"]).read_text(encoding="utf-8"))
+    assert f"compute profile ({published.DEFAULT_PROFILE}) and nominal" in top[0]
+
+
+def test_the_page_leads_with_the_summary_and_the_ratios_beside_their_source(written):
+    page = (REPO / written["html"]).read_text(encoding="utf-8")
+    lines = json.loads((REPO / written["top"]).read_text(encoding="utf-8"))
+    assert "class='status-" not in page  # a row's status is text, not a CSS class
+    assert "<ul class='summary'>" in page and page.index("summary") < page.index("<table>")
+    assert lines[0].startswith(
+        "Published multi-GPU results: every predicted number is extrapolated"
+    )
+    assert any(line.startswith("Median absolute error in scaling efficiency") for line in lines)
+    assert any(line.startswith("Largest: ") and "http" in line for line in lines)
+    ratios = [line for line in lines if line.startswith("chainermn-mn1-10gbe")]
+    assert len(ratios) == 2
+    for line in ratios:
+        assert "(extrapolated) against published" in line and CHAINERMN in line
+        assert "target within 15%: " in line
+    assert all(line.replace("&", "&amp;").replace("'", "&#x27;") in page for line in lines)
+
+
+def test_the_benchmark_and_the_rule_compute_the_same_table(written):
+    from_rule = pd.read_csv(written["table"])
+    direct = check_table(FILES["cases"], FILES["profile"])
+    assert list(from_rule["id"]) == list(direct["id"])
+    pd.testing.assert_series_equal(from_rule["predicted"], direct["predicted"], check_dtype=False)
+
+
+def table_of(rows: list[dict]) -> pd.DataFrame:
+    base = {
+        "model": "resnet50",
+        "devices": "",
+        "link": "l",
+        "metric": "scaling efficiency %",
+        "published": math.nan,
+        "error_points": math.nan,
+        "error_pct": math.nan,
+        "kind": "extrapolated",
+        "basis": "extrapolated: borrowed compute profile, nominal link",
+        "compute_source": "",
+        "assumptions": "a",
+        "status": "predicted",
+        "reason": "",
+    }
+    return pd.DataFrame([{**base, **row} for row in rows])
+
+
+def test_the_summary_says_which_targets_are_met_and_which_not():
+    table = table_of(
+        [
+            {"id": "a", "predicted": 90.0, "published": 85.0, "error_points": 5.0, "source": "s1"},
+            {"id": "b", "predicted": 90.0, "published": 65.0, "error_points": 25.0, "source": "s2"},
+            {"id": "c", "predicted": 90.0, "published": 88.0, "error_points": 2.0, "source": "s3"},
+            {"id": "r", "metric": "time ratio", "predicted": 1.3, "published": 3.0}
+            | {"error_pct": -56.7, "source": "s4"},
+            {"id": "n", "predicted": math.nan, "status": "not predicted", "reason": "no input"}
+            | {"basis": "not predicted", "source": "s5"},
+        ]
+    )
+    lines = pc.summary_lines(table)
+    assert "4 of 5 cases predicted over 1 links" in lines[0]
+    assert "4 cases are compared with a published figure (target at least 8: not met)" in lines[0]
+    assert lines[1].startswith("Median absolute error in scaling efficiency: 5.0 points over 3")
+    assert lines[1].endswith("target at most 10: met.")
+    assert lines[2] == "Largest: 25.0 points, b (s2); target none above 20: not met."
+    assert lines[3] == (
+        "r, time ratio: predicted 1.30 (extrapolated) against published 3 (s4), -56.7%; "
+        "target within 15%: not met."
+    )
+
+
+def test_the_page_shows_efficiencies_ratios_and_their_errors_in_their_units():
+    table = table_of(
+        [
+            {"id": "e", "predicted": 91.08, "published": 90.0, "error_points": 1.08, "source": "s"},
+            {"id": "r", "metric": "time ratio", "predicted": 1.284, "published": 3.06}
+            | {"error_pct": -58.1, "source": "s"},
+            {"id": "n", "predicted": math.nan, "status": "not predicted", "reason": "no input"}
+            | {"basis": "not predicted", "source": "s"},
+        ]
+    )
+    shown = display_table(table).set_index("id")
+    assert shown.loc["e", ["predicted", "published", "error"]].tolist() == [
+        "91.1%",
+        "90.0%",
+        "+1.1 pts",
+    ]
+    assert shown.loc["r", ["predicted", "published", "error"]].tolist() == [
+        "1.28",
+        "3.06",
+        "-58.1%",
+    ]
+    assert (
+        shown.loc["n", "status or reason"] == "not predicted: no input"
+        and shown.loc["n", "predicted"] == ""
+    )
+    assert shown.loc["e", "basis"].startswith("extrapolated")
+    # the page keeps the prediction's own assumptions; the case's notes stay in cases.yaml
+    notes = table.assign(assumptions="ring at the nominal rate || case: no link log published")
+    assumed = display_table(notes).set_index("id")["assumptions (the case's own notes: cases.yaml)"]
+    assert assumed.to_dict() == {
+        "e": "ring at the nominal rate",
+        "r": "ring at the nominal rate",
+    } | {
+        "n": ""  # not predicted: nothing assumed, its status says why
+    }
+
+
+def test_another_profile_is_named_as_what_it_is(tmp_path):
+    profile = pd.read_csv(FILES["profile"])
+    profile["model"] = "resnet18-imagenet64-c10"
+    path = tmp_path / "bucket_timeline.csv"
+    profile.to_csv(path, index=False)
+    published.check_published({"published_cases": {"profile": str(path)}})
+    table = check_table(FILES["cases"], path).set_index("id")
+    row = table.loc["horovod-512-vgg16"]
+    assert "the profile (torch-ddp resnet18-imagenet64-c10, 4 buckets)" in row["compute_source"]
+    assert "vgg16 takes resnet18's compute shape" in row["assumptions"]
+
+
+def test_the_defaults_are_the_workflows_files_and_an_install_ships_them():
+    expected = {name: str(REPO / path) for name, path in published.DEFAULTS.items()}
+    assert published.published_files({}) == expected
+    published.check_published({})
+    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+    shipped = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "WORKFLOW_FILES"
+    )
+    manifest = (REPO / "MANIFEST.in").read_text(encoding="utf-8").split()
+    for default in (published.DEFAULT_CASES, published.DEFAULT_PROFILE):
+        assert any(default == name or default.startswith(f"{name}/") for name in shipped)
+        assert default in manifest or default.split("/")[0] in manifest
+
+
+def two_timelines(tmp_path) -> str:
+    profile = pd.read_csv(FILES["profile"])
+    other = profile.assign(strategy="another-strategy")
+    path = tmp_path / "two.csv"
+    pd.concat([profile, other]).to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("cases", "missing.yaml", "published_cases.cases: 'missing.yaml' is not a file"),
+        ("cases", "{tmp}", "is not a file"),
+        ("cases", "{tmp}/no_cases.yaml", "has no list of cases"),
+        ("cases", "{tmp}/no_id.yaml", "cases[0] has no id"),
+        ("cases", "{tmp}/broken.yaml", "YAML syntax error"),
+        ("profile", "missing.csv", "published_cases.profile: 'missing.csv' is not a file"),
+        ("profile", published.DEFAULT_CASES, "lacks column 'cell_id'"),
+        ("profile", "{two}", "holds 2 one-rank timelines"),
+    ],
+)
+def test_a_bad_file_is_one_line_naming_the_field(tmp_path, key, value, expected):
+    (tmp_path / "no_cases.yaml").write_text("other: 1\n")
+    (tmp_path / "no_id.yaml").write_text("cases:\n  - {model: resnet50}\n")
+    (tmp_path / "broken.yaml").write_text("cases: [\n")
+    value = value.format(tmp=tmp_path, two=two_timelines(tmp_path))
+    with pytest.raises(ConfigError) as error:
+        published.check_published({"published_cases": {key: value}})
+    message = str(error.value)
+    assert message.startswith(f"published_cases.{key}: ") and "\n" not in message
+    assert expected in message
+
+
+def test_the_study_config_checks_the_key(default_config, tmp_path):
+    default_config["published_cases"] = {"cases": str(tmp_path / "none.yaml")}
+    with pytest.raises(ConfigError, match=r"^published_cases\.cases: "):
+        plan_study(default_config, STRATEGIES)
+    default_config["published_cases"] = {"profile": 3}
+    with pytest.raises(ConfigError, match="published_cases.profile"):
+        plan_study(default_config, STRATEGIES)
+    copy = tmp_path / "cases.yaml"
+    shutil.copy(FILES["cases"], copy)
+    default_config["published_cases"] = {"cases": str(copy)}
+    checked = plan_study(default_config, STRATEGIES)[0]
+    assert published.published_files(checked)["cases"] == str(copy)
+
+
+def render(template: str, config: dict) -> str:
+    text = (REPO / "report" / template).read_text(encoding="utf-8")
+    return jinja2.Template(text).render(snakemake={"config": config})
+
+
+def test_the_landing_page_says_what_is_extrapolated_and_shows_the_published_lines():
+    lines = ["Published multi-GPU results: every predicted number is extrapolated, ...", "Median x"]
+    config = {
+        "study": "s",
+        "report_description": "",
+        "report_answer": {"columns": [], "rows": [], "notes": []},
+        "report_answer_figure": [],
+        "published_lines": lines,
+        "strategies": ["a"],
+        "models": [{"name": "resnet18", "image_size": 64, "classes": 10}],
+        "batch_sizes": [4],
+        "devices_per_node": [1],
+        "nodes": [1],
+        "accelerator": "cpu",
+        "precision": "fp32",
+        "measure": {"warmup_steps": 1, "steps_per_window": 1},
+    }
+    landing = render("workflow.rst", config)
+    assert "**Measured or extrapolated.**" in landing
+    assert "the published multi-GPU results predicted from a borrowed one-device" in landing
+    assert all(f"- {line}" in landing for line in lines)
+    assert "\n\n**What was run.**" in render("workflow.rst", {**config, "published_lines": []})
+    caption = render("published_cases.rst", {"published_lines": lines})
+    assert "every predicted number is extrapolated" in caption and f"- {lines[1]}" in caption
