@@ -182,11 +182,15 @@ def test_a_cluster_the_study_cannot_predict_says_why_and_adds_no_row(tmp_path):
         (tmp_path / name).mkdir()
     other = cluster_file(tmp_path / "other", name="other", batch_per_device=32)
     elsewhere = cluster_file(tmp_path / "no-model", name="no-model", model=TINY)
-    table, top, page = run_step(folder / "tables", [good, other, elsewhere], tmp_path)
+    (tmp_path / "no-run").mkdir()
+    no_run = cluster_file(tmp_path / "no-run", name="no-run", model=TINY, strategy=RUN)
+    paths = [good, other, elsewhere, no_run]
+    table, top, page = run_step(folder / "tables", paths, tmp_path)
     assert set(table["cluster"]) == {"gh200-slingshot"}
     assert top[1].startswith(f"On other, nothing is predicted from this study ({other}: ")
     assert "batch_per_device: no ok one-device cell" in top[1]
     assert f"strategy: the results time {TINY} with no strategy" in top[2]
+    assert f"model: no bucket timeline of {RUN} {TINY} in this study; it has [" in top[3]
     assert all("\n" not in line for line in top) and "nothing is predicted" in page
 
 

@@ -160,10 +160,9 @@ def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
     """cells + bucket timeline + the config's cluster files -> every cluster predicted
     (extrapolated) in one table, a sentence each for the landing page, and the page."""
     cells, buckets = read_optional(inputs["cells"]), read_optional(inputs["timeline"])
-    where = str(Path(inputs["cells"]).parent)
     tables, lines = [], []
     for path in json.loads(params["clusters"]):
-        table, line = _predicted(cells, buckets, str(path), where)
+        table, line = _predicted(cells, buckets, str(path), "this study")
         lines.append(line)
         if table is not None:
             tables.append(table)
