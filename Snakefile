@@ -24,6 +24,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 include: "workflow/rules/model.smk"
 include: "workflow/rules/published.smk"
+include: "workflow/rules/clusters.smk"
 
 
 rule all:

@@ -30,8 +30,9 @@ from dpscale.launch.slurm_status import survive_status_outages
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
 # the cell id as the rules' wildcards, the study's size told to each cell's launcher, the
-# links the communication model reads (parsed once, here)
+# links the communication model reads (parsed once, here), the clusters' files
 from dpscale.plan.cell import CELL_PATTERN
+from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import model_inputs
 from dpscale.plan.matrix import run_priorities
@@ -53,6 +54,8 @@ __all__ = [
     "STUDY_CELLS_ENV",
     "ConfigError",
     "check_default_resources",
+    "cluster_inputs",
+    "cluster_paths",
     "model_inputs",
     "plan_study",
     "published_files",

@@ -324,6 +324,7 @@ config["report_answer"] = report_answer()
 config["report_answer_figure"] = report_figure("answer_speedup.png")
 config["model_validation_lines"] = report_lines("model_validation_top")
 config["published_lines"] = report_lines("published_cases_top")
+config["cluster_lines"] = report_lines("cluster_predictions_top")
 
 
 def measures_remedies():
@@ -359,6 +360,9 @@ def final_outputs():
     outputs += list(rules.exported_log_check.output)
     # no cell: the published cases and a borrowed profile (published.smk)
     outputs += list(rules.published_cases.output)
+    # the config's clusters, from the one-device cells (clusters.smk): none by default
+    if config["clusters"]:
+        outputs += list(rules.cluster_predictions.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
     if config["compare_with"]:

@@ -11,10 +11,15 @@ name the file, the field and what it allows.
     strategy: <a strategy>                      # optional where the results hold one
     model: resnet50-imagenet224-c1000           # as the results name it
     batch_per_device: 256
+
+A study lists such files under its config key ``clusters`` (rule cluster_predictions):
+checked here before any job, each error one line naming ``clusters[i]``, the file and field.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,3 +120,68 @@ def read_cluster(path: str | Path) -> ClusterFile:
         model=_text(entry["model"], where, "model"),
         batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1),
     )
+
+
+# -- the study config's clusters (rule cluster_predictions) ---------------------------------
+
+KEY = "clusters"
+
+
+def cluster_paths(config: Mapping[str, Any]) -> list[str]:
+    """The config's cluster files, as given (from the folder Snakemake runs in)."""
+    return [str(path) for path in config.get(KEY) or []]
+
+
+def check_clusters(config: Mapping[str, Any]) -> list[ClusterFile]:
+    """Every cluster file of the config read and checked, before any job; a ConfigError of
+    one line ``clusters[i]: <file>: <field>: <problem>`` otherwise."""
+    checked = []
+    for index, path in enumerate(cluster_paths(config)):
+        where = f"{KEY}[{index}]"
+        if not _is_file(Path(path)):
+            raise ConfigError(
+                f"{where}: {path[:80]!r} is not a file; allowed: a cluster file (name, "
+                "inter_node, devices_per_node, nodes, model, batch_per_device) from the folder "
+                "Snakemake runs in"
+            )
+        try:
+            cluster = _read_once(path, _stamp(Path(path)))
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+        names = [c.name for c in checked]
+        if cluster.name in names:
+            first = f"{KEY}[{names.index(cluster.name)}]"
+            raise ConfigError(
+                f"{where}: {path}: name: {cluster.name!r} is also {first}'s; "
+                "each cluster needs its own name (the report names it)"
+            )
+        checked.append(cluster)
+    return checked
+
+
+def cluster_inputs(config: Mapping[str, Any]) -> list[str]:
+    """What rule cluster_predictions reads besides the study's tables: each cluster file
+    and its inter-node log (a changed log predicts again)."""
+    files = check_clusters(config)
+    paths = cluster_paths(config)
+    return [*paths, *sorted({str(cluster.log) for cluster in files})]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """What tells one version of a file from another: its size and modification time."""
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=32)
+def _read_once(path: str, stamp: tuple[int, int]) -> ClusterFile:
+    """read_cluster once per version of the file: the workflow plans a study many times
+    (every Snakemake job, every `dpscale check`)."""
+    return read_cluster(path)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system
+        return False

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dpscale.plan.cluster_file import check_clusters
 from dpscale.plan.config_rules import (
     check_combinations,
     check_comm,
@@ -130,6 +131,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     check_combinations(filled)
     check_paths(filled)
     check_published(filled)
+    check_clusters(filled)
     check_imports(filled["imports"])
     check_train_layouts(filled)
     check_cost(filled)

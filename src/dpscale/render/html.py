@@ -55,3 +55,10 @@ def table_html(frame: pd.DataFrame, title: str, note: str = "") -> str:
 
 def write_table_html(frame: pd.DataFrame, path: str | Path, title: str, note: str = "") -> None:
     Path(path).write_text(table_html(frame, title, note), encoding="utf-8")
+
+
+def table_with_lines(frame: pd.DataFrame, title: str, lines: list[str]) -> str:
+    """A table page led by sentences, one list item each (a summary above its rows)."""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    page = table_html(frame, title)
+    return page.replace("<table>", f"<ul class='summary'>{items}</ul><table>", 1)

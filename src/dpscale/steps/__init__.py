@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.render.png import compact_png
-from dpscale.steps import compare, findings, imports, model, published, tables
+from dpscale.steps import compare, findings, imports, model, predict, published, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
@@ -44,6 +44,7 @@ STEPS: dict[str, Step] = {
     "exported_log_check": model.exported_log_check,
     "compare": compare.compare,
     "published_cases": published.published_cases,
+    "cluster_predictions": predict.cluster_predictions,
 }
 
 

@@ -1,19 +1,41 @@
 """A study's one-device results and a cluster file -> the cluster's predicted scaling
-(analysis.answers.cluster_prediction). Run by ``dpscale predict``."""
+(analysis.answers.cluster_prediction). Run by ``dpscale predict`` and, for the config's
+``clusters``, by rule cluster_predictions: one function answers both."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from dpscale.analysis.answers import cluster_prediction as cp
 from dpscale.analysis.laws.cluster_link import CollectiveCurve
 from dpscale.analysis.laws.commmodel.buckets import timelines
-from dpscale.analysis.results.import_logs import LogError, parse_all_reduce, read_lines
-from dpscale.plan.cluster_file import read_cluster
+from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
+from dpscale.plan.cluster_file import ClusterFile, read_cluster
 from dpscale.plan.errors import ConfigError
-from dpscale.steps.io import read, write
+from dpscale.render.html import table_with_lines
+from dpscale.steps.io import read, read_optional, write, write_lines
+
+Files = Mapping[str, Any]
+
+
+class NotPredicted(Exception):
+    """Why these results cannot predict the cluster: one line ``<field>: <why>``."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cluster's prediction and what it stands on."""
+
+    key: tuple[str, str]  # (strategy, model)
+    device: cp.OneDevice
+    curve: CollectiveCurve
+    table: pd.DataFrame
 
 
 def _table(path: Path, what: str) -> pd.DataFrame:
@@ -41,17 +63,52 @@ def shown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _strategy(named: str | None, model: str, found: dict, where: str) -> str:
+def _strategy(named: str | None, model: str, found: dict) -> str:
     """The cluster file's strategy, or the only one the results timed ``model`` with."""
     if named is not None:
         return named
     timed = sorted(strategy for strategy, timed_model in found if timed_model == model)
     if len(timed) != 1:
-        raise SystemExit(
-            f"dpscale: {where}: strategy: the results time {model} with "
-            f"{timed or 'no strategy'}; name one of them"
+        raise NotPredicted(
+            f"strategy: the results time {model} with {timed or 'no strategy'}; name one of them"
         )
     return timed[0]
+
+
+def _curve(cluster: ClusterFile) -> CollectiveCurve:
+    """The inter-node log as a collective curve; a log of other ranks names inter_node.ranks."""
+    try:
+        log = parse_all_reduce(read_lines(cluster.log), cluster.ranks)
+        return CollectiveCurve.from_log(log, cluster.ranks, cluster.rate)
+    except ValueError as error:  # LogError too
+        field = "inter_node.ranks" if "ranks" in str(error) else "inter_node.nccl_tests_log"
+        raise NotPredicted(
+            f"{field}: {cluster.log.name} {error} (inter_node.ranks is {cluster.ranks}: the "
+            "ranks the log ran at)"
+        ) from None
+
+
+def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, where: str) -> Answer:
+    """The cluster predicted from a study's cells.csv and bucket_timeline.csv (what
+    ``dpscale predict`` and rule cluster_predictions both run); NotPredicted says why not."""
+    found = timelines(buckets)
+    key = (_strategy(cluster.strategy, cluster.model, found), cluster.model)
+    if key not in found:
+        have = sorted(" ".join(k) for k in found) or "none"
+        raise NotPredicted(
+            f"model: no bucket timeline of {key[0]} {cluster.model} in {where}; it has {have}"
+        )
+    if cells.empty:
+        raise NotPredicted("batch_per_device: the results have no one-device cell")
+    curve = _curve(cluster)
+    try:
+        device = cp.one_device(cells, *key, cluster.batch_per_device)
+        total, source = cp.gradient_bytes(buckets, *key, cells)
+        shape = cp.Cluster(cluster.name, curve, cluster.devices_per_node, cluster.nodes)
+        table = cp.predict(found[key], device, shape, total, source)
+    except ValueError as error:
+        raise NotPredicted(str(error)) from None
+    return Answer(key, device, curve, table)
 
 
 def predict(results: str | Path, cluster_path: str | Path, out: str | Path | None) -> str:
@@ -64,44 +121,54 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     tables = Path(results) / "tables"
     cells = _table(tables / "cells.csv", "the one-device cells")
     buckets = _table(tables / "bucket_timeline.csv", "the one-rank bucket timeline")
-    found = timelines(buckets)
-    key = (_strategy(cluster.strategy, cluster.model, found, where), cluster.model)
-    if key not in found:
-        raise SystemExit(
-            f"dpscale: {where}: model: no bucket timeline of {key[0]} "
-            f"{cluster.model} in {tables}; it has {sorted(' '.join(k) for k in found) or 'none'}"
-        )
     try:
-        log = parse_all_reduce(read_lines(cluster.log), cluster.ranks)
-    except LogError as error:
-        field = "inter_node.ranks" if "ranks" in str(error) else "inter_node.nccl_tests_log"
-        raise SystemExit(
-            f"dpscale: {where}: {field}: {cluster.log.name} {error} (inter_node.ranks is "
-            f"{cluster.ranks}: the ranks the log ran at)"
-        ) from None
-    try:
-        curve = CollectiveCurve.from_log(log, cluster.ranks, cluster.rate)
-        device = cp.one_device(cells, *key, cluster.batch_per_device)
-        total, source = cp.gradient_bytes(buckets, *key, cells)
-        table = cp.predict(
-            found[key],
-            device,
-            cp.Cluster(cluster.name, curve, cluster.devices_per_node, cluster.nodes),
-            total,
-            source,
-        )
-    except ValueError as error:
+        found = answer(cells, buckets, cluster, str(tables))
+    except NotPredicted as error:
         raise SystemExit(f"dpscale: {where}: {error}") from None
+    device, table = found.device, found.table
     if out:
         write(table, out)
     text = [
-        f"{cluster.name}: {key[0]} {cluster.model}, one-device step "
+        f"{cluster.name}: {found.key[0]} {cluster.model}, one-device step "
         f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
         f"batch {device.batch}; inter-node log {cluster.log.name} at {cluster.ranks} ranks; "
-        f"{curve.algorithm}",
+        f"{found.curve.algorithm}",
         shown(table),
         cp.sentence(table),
     ]
     if out:
         text.append(f"dpscale: wrote {out}")
     return "\n".join(text)
+
+
+# -- rule cluster_predictions: the config's clusters ----------------------------------------
+
+
+def _predicted(
+    cells: pd.DataFrame, buckets: pd.DataFrame, path: str, where: str
+) -> tuple[pd.DataFrame | None, str]:
+    """One cluster file's table (None where not predicted) and its landing sentence."""
+    cluster = read_cluster(path)  # checked at plan time (plan.cluster_file.check_clusters)
+    try:
+        found = answer(cells, buckets, cluster, where)
+    except NotPredicted as error:
+        return None, cp.why_not(cluster.name, path, str(error))
+    return found.table, cp.study_sentence(found.table, *found.key)
+
+
+def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells + bucket timeline + the config's cluster files -> every cluster predicted
+    (extrapolated) in one table, a sentence each for the landing page, and the page."""
+    cells, buckets = read_optional(inputs["cells"]), read_optional(inputs["timeline"])
+    tables, lines = [], []
+    for path in json.loads(params["clusters"]):
+        table, line = _predicted(cells, buckets, str(path), "this study")
+        lines.append(line)
+        if table is not None:
+            tables.append(table)
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=cp.COLUMNS)
+    write(table, outputs["table"])
+    write_lines(lines, outputs["top"])
+    title = f"Your clusters, predicted ({cp.KIND})"
+    Path(outputs["html"]).write_text(table_with_lines(table, title, lines), encoding="utf-8")
+    return f"[dpscale] clusters: {' '.join(lines)}"

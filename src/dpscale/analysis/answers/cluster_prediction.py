@@ -23,12 +23,38 @@ from dpscale.analysis.laws.cluster_link import CollectiveCurve
 from dpscale.analysis.laws.cluster_link import bucket_costs as link_costs
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
 from dpscale.analysis.results.rows import no_remedy
+from dpscale.plan.columns import SPREAD
 
 KIND = "extrapolated"
 TARGET_EFFICIENCY = 0.9
 MAX_COMPRESSION = 1000.0
 # one node's devices talk over its own fabric, which the inter-node log did not measure
 ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
+# predict()'s table, in its order (a table of no cluster keeps them)
+COLUMNS = (
+    "cluster",
+    *SPREAD,
+    "batch_per_device",
+    "kind",
+    "step_time_s",
+    "step_time_lo_s",
+    "step_time_hi_s",
+    "img_s",
+    "img_s_lo",
+    "img_s_hi",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "efficiency",
+    "efficiency_lo",
+    "efficiency_hi",
+    "compression_for_90pct",
+    "compression_reason",
+    "gradient_bytes",
+    "gradient_bytes_source",
+    "collective_basis",
+    "algorithm",
+)
 
 
 @dataclass(frozen=True)
@@ -223,7 +249,7 @@ def predict(
                 "algorithm": cluster.curve.algorithm,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 def sentence(table: pd.DataFrame) -> str:
@@ -237,3 +263,14 @@ def sentence(table: pd.DataFrame) -> str:
         f"({100 * row['efficiency_lo']:.0f}-{100 * row['efficiency_hi']:.0f}%); {KIND} from "
         f"one device and the cluster's nccl-tests log ({row['collective_basis']})."
     )
+
+
+def study_sentence(table: pd.DataFrame, strategy: str, model: str) -> str:
+    """The answer sentence as a study's landing page gives it, with the run whose one
+    device it stands on."""
+    return f"{sentence(table)} One device: this study's {strategy} {model} cells."
+
+
+def why_not(name: str, source: str, reason: str) -> str:
+    """The landing page's line for a cluster this study cannot predict, and why."""
+    return f"On {name}, nothing is predicted from this study ({source}: {reason})."
