@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan.config_files import load_yaml
+from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.units import RATE_UNITS
@@ -138,14 +138,14 @@ def check_clusters(config: Mapping[str, Any]) -> list[ClusterFile]:
     checked = []
     for index, path in enumerate(cluster_paths(config)):
         where = f"{KEY}[{index}]"
-        if not _is_file(Path(path)):
+        if not is_file(Path(path)):
             raise ConfigError(
                 f"{where}: {path[:80]!r} is not a file; allowed: a cluster file (name, "
                 "inter_node, devices_per_node, nodes, model, batch_per_device) from the folder "
                 "Snakemake runs in"
             )
         try:
-            cluster = _read_once(path, _stamp(Path(path)))
+            cluster = _read_once(path, file_version(path))
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
         names = [c.name for c in checked]
@@ -167,21 +167,8 @@ def cluster_inputs(config: Mapping[str, Any]) -> list[str]:
     return [*paths, *sorted({str(cluster.log) for cluster in files})]
 
 
-def _stamp(path: Path) -> tuple[int, int]:
-    """What tells one version of a file from another: its size and modification time."""
-    status = path.stat()
-    return status.st_size, status.st_mtime_ns
-
-
 @functools.lru_cache(maxsize=32)
 def _read_once(path: str, stamp: tuple[int, int]) -> ClusterFile:
     """read_cluster once per version of the file: the workflow plans a study many times
     (every Snakemake job, every `dpscale check`)."""
     return read_cluster(path)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system
-        return False

@@ -49,3 +49,18 @@ def study_config(files: Iterable[Path]) -> dict[str, Any]:
     for path in [WORKFLOW_ROOT / "config.yaml", *files]:
         config = merged(config, load_yaml(path))
     return config
+
+
+def file_version(path: str | Path) -> tuple[int, int]:
+    """What tells one version of a file from another: its size and modification time (a
+    cache key for files read at every plan: every Snakemake job plans the study again)."""
+    status = Path(path).stat()
+    return status.st_size, status.st_mtime_ns
+
+
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the file system refuses (too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False

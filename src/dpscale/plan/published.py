@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpscale.plan.config_files import load_yaml
+from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import WORKFLOW_ROOT
 
@@ -54,19 +54,13 @@ def check_published(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> No
     one one-rank bucket timeline; one line naming the field otherwise."""
     files = published_files(config, root)
     for name, path in files.items():
-        if not _is_file(Path(path)):
+        if not is_file(Path(path)):
             raise ConfigError(
                 f"{KEY}.{name}: {path[:80]!r} is not a file; allowed: a path from the folder "
                 f"Snakemake runs in, or empty (the workflow's {DEFAULTS[name]})"
             )
-    _checked(_check_cases, files["cases"], _stamp(files["cases"]))
-    _checked(_check_profile, files["profile"], _stamp(files["profile"]))
-
-
-def _stamp(path: str) -> tuple[int, int]:
-    """What tells one version of a file from another: its size and modification time."""
-    status = Path(path).stat()
-    return status.st_size, status.st_mtime_ns
+    _checked(_check_cases, files["cases"], file_version(files["cases"]))
+    _checked(_check_profile, files["profile"], file_version(files["profile"]))
 
 
 @functools.lru_cache(maxsize=16)
@@ -74,13 +68,6 @@ def _checked(check: Callable[[str], None], path: str, stamp: tuple[int, int]) ->
     """``check(path)`` once per version of the file: the workflow plans a study many times
     (every Snakemake job, every `dpscale check`), and reading the cases costs tens of ms."""
     check(path)
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system
-        return False
 
 
 def _check_cases(path: str) -> None:
