@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jinja2
 import pandas as pd
 import pytest
 import yaml
@@ -30,6 +29,7 @@ from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.steps import STEPS
+from helpers.report_text import LANDING, render
 
 RUN = "a-strategy"
 TINY = "resnet18-imagenet32-c10"
@@ -202,28 +202,6 @@ def test_no_cluster_predicted_keeps_the_header(tmp_path):
 
 
 # -- the landing page and the workflow ---------------------------------------------------------
-
-
-def render(template: str, config: dict) -> str:
-    text = (REPO / "report" / template).read_text(encoding="utf-8")
-    return jinja2.Template(text).render(snakemake={"config": config})
-
-
-LANDING = {
-    "study": "s",
-    "report_description": "",
-    "report_answer": {"columns": [], "rows": [], "notes": []},
-    "report_answer_figure": [],
-    "published_lines": [],
-    "strategies": ["a"],
-    "models": [{"name": "resnet18", "image_size": 64, "classes": 10}],
-    "batch_sizes": [4],
-    "devices_per_node": [1],
-    "nodes": [1],
-    "accelerator": "cpu",
-    "precision": "fp32",
-    "measure": {"warmup_steps": 1, "steps_per_window": 1},
-}
 
 
 def test_the_landing_page_gives_each_cluster_its_extrapolated_sentence(tmp_path):

@@ -11,7 +11,6 @@ import json
 import math
 import shutil
 
-import jinja2
 import pandas as pd
 import pytest
 
@@ -24,6 +23,7 @@ from dpscale.registry import STRATEGIES
 from dpscale.render.published_page import display_table
 from dpscale.steps import STEPS
 from dpscale.steps.published import check_table
+from helpers.report_text import LANDING, render
 
 FILES = published.published_files({})
 CHAINERMN = "https://chainer.org/general/2018/05/25/chainermn-v1-3.html"
@@ -239,28 +239,9 @@ def test_the_study_config_checks_the_key(default_config, tmp_path):
     assert published.published_files(checked)["cases"] == str(copy)
 
 
-def render(template: str, config: dict) -> str:
-    text = (REPO / "report" / template).read_text(encoding="utf-8")
-    return jinja2.Template(text).render(snakemake={"config": config})
-
-
 def test_the_landing_page_says_what_is_extrapolated_and_shows_the_published_lines():
     lines = ["Published multi-GPU results: every predicted number is extrapolated, ...", "Median x"]
-    config = {
-        "study": "s",
-        "report_description": "",
-        "report_answer": {"columns": [], "rows": [], "notes": []},
-        "report_answer_figure": [],
-        "published_lines": lines,
-        "strategies": ["a"],
-        "models": [{"name": "resnet18", "image_size": 64, "classes": 10}],
-        "batch_sizes": [4],
-        "devices_per_node": [1],
-        "nodes": [1],
-        "accelerator": "cpu",
-        "precision": "fp32",
-        "measure": {"warmup_steps": 1, "steps_per_window": 1},
-    }
+    config = {**LANDING, "published_lines": lines}
     landing = render("workflow.rst", config)
     assert "**Measured or extrapolated.**" in landing
     assert "the published multi-GPU results predicted from a borrowed one-device" in landing
