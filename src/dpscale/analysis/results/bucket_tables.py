@@ -14,8 +14,11 @@ from dpscale.analysis.results.tables import cell_row
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, PLACEMENT, RUN, WORLD_SIZE
 
 # One row per (cell, gradient bucket) of a bucket timeline (result measurement.bucket_timeline):
-# the step's parts and the bucket's ready time, medians over the timeline's steps
+# the step's parts and the bucket's ready time, medians over the timeline's steps; the
+# precision and the device (``gpus``, empty on CPU) last, so a profile table made of several
+# studies' timelines (config published_cases.profile) says what each one timed
 TIMELINE_CELL = ["cell_id", *RUN, *PLACEMENT, "batch_per_device", "comm"]
+TIMELINE_DEVICE = ["precision", "gpus"]
 TIMELINE_COLUMNS = [
     *TIMELINE_CELL,
     "steps",
@@ -30,6 +33,7 @@ TIMELINE_COLUMNS = [
     "ready_hi_s",
     "last_ready_s",
     "exposed_s",
+    *TIMELINE_DEVICE,
 ]
 
 
@@ -54,7 +58,7 @@ def _timeline_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     if result["status"] != "ok" or not timeline:
         return []
     row = cell_row(result)
-    base = {k: row[k] for k in TIMELINE_CELL}
+    base = {k: row[k] for k in (*TIMELINE_CELL, *TIMELINE_DEVICE)}
     steps = _timeline_step_columns(timeline)
     return [
         {
