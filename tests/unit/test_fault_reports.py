@@ -100,7 +100,29 @@ def test_the_failed_rank_is_the_reason_unless_memory_ran_out():
     oom = "RuntimeError: DefaultCPUAllocator: can't allocate memory\n" + TORCHRUN
     assert failures.failure_reason(cell, 1, oom) == (
         "oom",
-        "ran out of memory at batch 64 per device (global 128) (see log_tail)",
+        "ran out of memory at batch 64 per device (global 128): "
+        "RuntimeError: DefaultCPUAllocator: can't allocate memory",
+    )
+
+
+# what torch 2.11 printed when ResNet-101 at batch 4096 ran out of an H200's memory
+# (evidence/2026-11-27-nvidia-h200/gpu_oom_then_next)
+CUDA_OOM = (
+    "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.25 GiB. GPU 0 "
+    "has a total capacity of 139.80 GiB of which 4.28 GiB is free. Including non-PyTorch "
+    "memory, this process has 135.51 GiB memory in use. If reserved but unallocated memory is "
+    "large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+)
+
+
+def test_a_cuda_oom_reason_says_what_was_asked_and_what_the_gpu_had_not_the_advice():
+    cell = make_cell(strategy="torch-ddp", devices=1, batch=4096)
+    status, reason = failures.failure_reason(cell, 1, "warming up\n" + CUDA_OOM + TORCHRUN)
+    assert status == "oom"
+    assert reason == (
+        "ran out of memory at batch 4096 per device (global 4096): torch.OutOfMemoryError: "
+        "CUDA out of memory. Tried to allocate 12.25 GiB. GPU 0 has a total capacity of "
+        "139.80 GiB of which 4.28 GiB is free"
     )
 
 

@@ -39,6 +39,7 @@ STALLED = re.compile(
     r"|every rank entered step \d+; it did not end within \d+ s"
 )
 LOG_TAIL_CHARS = 4000  # kept in a failed result
+OOM_WORDS_CHARS = 240  # of the framework's out-of-memory line, in the reason
 # read to tell why a cell failed: a rank's exception can precede pages of launcher output
 CLASSIFY_CHARS = 1_000_000
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S")
@@ -70,14 +71,24 @@ def classify_failure(
 ) -> tuple[str, str]:
     """``oom`` when the log says memory ran out (the runtimes' words and ``oom_patterns``),
     else ``failed`` with the first exception a rank raised (``rank_prefix`` stripped)."""
-    if re.search("|".join((*OOM_PATTERNS, *oom_patterns)), log_text, re.IGNORECASE):
-        return "oom", "ran out of memory (see log_tail)"
     prefix = re.compile(f"^(?:{rank_prefix})") if rank_prefix else None
     lines = [(prefix.sub("", line) if prefix else line).strip() for line in log_text.splitlines()]
+    oom = re.compile("|".join((*OOM_PATTERNS, *oom_patterns)), re.IGNORECASE)
+    said = next((line for line in lines if oom.search(line)), None)
+    if said is not None:
+        return "oom", f"ran out of memory: {oom_words(said)}"
     lines = [line for line in lines if line]
     errors = [line for line in lines if EXCEPTION_LINE.match(line)]
     detail = (errors or lines or ["no output"])[0 if errors else -1][:300]
     return "failed", f"runner exited with code {returncode}: {detail}"
+
+
+def oom_words(line: str) -> str:
+    """The framework's out-of-memory line, up to its second sentence: what it tried to
+    allocate and what the device had ("CUDA out of memory. Tried to allocate 12.25 GiB. GPU
+    0 has a total capacity of 139.80 GiB of which 4.28 GiB is free"), not its advice."""
+    sentences = re.split(r"(?<=[.;])\s+", line.strip())
+    return " ".join(sentences[:3])[:OOM_WORDS_CHARS].rstrip(" .;")
 
 
 def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str]:
@@ -94,7 +105,7 @@ def failure_reason(cell: Cell, returncode: int, log_text: str) -> tuple[str, str
     if status == "oom":
         return status, (
             f"ran out of memory at batch {cell.batch_per_device} per device "
-            f"(global {cell.global_batch}) (see log_tail)"
+            f"(global {cell.global_batch}): {reason.removeprefix('ran out of memory: ')}"
         )
     missed = COLLECTIVE_TIMEOUT.search(log_text)
     if missed:
