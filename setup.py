@@ -24,8 +24,8 @@ WORKFLOW_FILES = (
     "profiles",
     "studies",
     "slurm",
-    # the bucket timeline the published cases borrow (dpscale.plan.published.DEFAULT_PROFILE)
-    "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv",
+    # the bucket timelines the published cases borrow (dpscale.plan.published.DEFAULT_PROFILE)
+    "evidence/2026-11-27-nvidia-h200/bucket_profiles.csv",
 )
 INSTALLED_WORKFLOW = "_workflow"  # dpscale.plan.paths.INSTALLED_WORKFLOW
 

@@ -16,7 +16,7 @@ from dpscale.plan.published import published_files
 from dpscale.steps.published import check_table
 
 # the workflow's defaults (config published_cases): studies/published/cases.yaml and the
-# H100 ResNet-50 timeline under evidence/, as the rule published_cases reads them
+# H200 profile table under evidence/, as the rule published_cases reads them
 FILES = published_files({})
 
 

@@ -13,33 +13,68 @@ import pytest
 
 from conftest import REPO
 from dpscale.analysis.answers import published_check as pc
-from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.config_files import load_yaml
+from dpscale.plan.published import DEFAULT_PROFILE
+from dpscale.steps.published import profiles
 from helpers.timelines import FOUR
 
 CASES = load_yaml(REPO / "studies" / "published" / "cases.yaml")["cases"]
-TIMELINE_CSV = (
-    REPO / "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv"
-)
-H100 = timelines(pd.read_csv(TIMELINE_CSV))[("torch-ddp", "resnet50-imagenet224-c1000")]
+PROFILE_CSV = REPO / DEFAULT_PROFILE
+PROFILES = profiles(PROFILE_CSV)
+H200_RESNET50_FP32 = next(p for p in PROFILES if (p.model, p.precision) == ("resnet50", "fp32"))
+KNOWN = pc.Profile(FOUR, "compute shape borrowed from four equal buckets", "resnet50")
 
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    return pc.check(CASES, H100)
+    return pc.check(CASES, PROFILES)
 
 
 def by_id(case_id: str) -> dict:
     return copy.deepcopy(next(case for case in CASES if case["id"] == case_id))
 
 
-def test_the_h100_timeline_holds_resnet50s_fp32_gradient():
-    timeline = pd.read_csv(TIMELINE_CSV)
-    assert (
-        timeline.groupby("bucket")["bucket_bytes"].median().sum()
-        == pc.PARAMETERS["resnet50"] * pc.FP32_BYTES
+def test_each_profile_holds_its_models_fp32_gradient():
+    timeline = pd.read_csv(PROFILE_CSV)
+    per_cell = timeline.groupby(["cell_id", "precision"])["bucket_bytes"].sum()
+    for (cell_id, _), total in per_cell.items():
+        name = cell_id.split("/")[1].split("-")[0]
+        assert total == pc.PARAMETERS[name] * pc.FP32_BYTES, cell_id
+    assert {(p.model, p.precision) for p in PROFILES} == {
+        (model, precision)
+        for model in ("resnet18", "resnet50", "resnet101")
+        for precision in ("amp_bf16", "fp32")
+    }
+    assert all(p.timeline.share.sum() == pytest.approx(1.0) for p in PROFILES)
+    assert all(p.timeline.batches == (64, 256) for p in PROFILES)
+
+
+def test_a_case_borrows_its_own_model_at_its_precision_else_the_nearest():
+    def chosen(model: str, precision: str) -> tuple[str, str]:
+        found = pc.choose_profile(PROFILES, {"model": model, "precision": precision})
+        return found.model, found.precision
+
+    assert chosen("resnet101", "fp32") == ("resnet101", "fp32")
+    assert chosen("resnet50", "mixed (AMP)") == ("resnet50", "amp_bf16")
+    assert chosen("resnet50", "tf32") == ("resnet50", "fp32")
+    assert chosen("resnet50", "fp32 compute, fp16 all-reduce") == ("resnet50", "fp32")
+    assert chosen("resnet152", "fp32") == ("resnet101", "fp32")
+    assert chosen("vgg16", "fp32") == ("resnet50", "fp32")
+    only_bf16 = [p for p in PROFILES if p.precision == "amp_bf16"]
+    assert pc.choose_profile(only_bf16, {"model": "resnet50", "precision": "fp32"}).precision == (
+        "amp_bf16"
     )
-    assert H100.share.sum() == pytest.approx(1.0)
+
+
+def test_a_borrowed_shape_of_another_model_or_precision_is_said(table):
+    rows = table.set_index("id")
+    assert (
+        "resnet152 takes resnet101's compute shape"
+        in rows.loc["tf-p2-k80-64-resnet152", "assumptions"]
+    )
+    amp = rows.loc["dle-pyt-dgx1v-amp-8"]
+    assert "resnet50 amp_bf16" in amp["compute_source"]
+    assert "the profile timed" not in rows.loc["horovod-128-resnet101", "assumptions"]
 
 
 def test_real_cases_give_eight_predictions_over_three_links_with_sources(table):
@@ -73,10 +108,10 @@ def test_summary_counts_what_it_summarises(table):
 def test_an_infinitely_fast_link_scales_perfectly():
     case = by_id("horovod-512-vgg16")
     case["inter_node_link"]["nominal_gbit_s"] = math.inf
-    setup = pc.setup_for(case, {c["id"]: c for c in CASES})
+    setup = pc.setup_for(case, {c["id"]: c for c in CASES}, KNOWN)
     setup.alpha = 0.0
     assert pc.efficiency(FOUR, setup) == pytest.approx(1.0)
-    assert pc.efficiency(H100, setup) == pytest.approx(1.0)
+    assert pc.efficiency(H200_RESNET50_FP32.timeline, setup) == pytest.approx(1.0)
 
 
 def test_a_slow_link_costs_and_the_known_answer_is_met():
@@ -99,8 +134,8 @@ def test_a_hidden_all_reduce_is_never_slower():
 
 def test_fp16_all_reduce_halves_the_bytes():
     lookup = {c["id"]: c for c in CASES}
-    fp32 = pc.setup_for(lookup["chainermn-mn1-10gbe-32"], lookup)
-    fp16 = pc.setup_for(lookup["chainermn-mn1-10gbe-dbuf-fp16-32"], lookup)
+    fp32 = pc.setup_for(lookup["chainermn-mn1-10gbe-32"], lookup, KNOWN)
+    fp16 = pc.setup_for(lookup["chainermn-mn1-10gbe-dbuf-fp16-32"], lookup, KNOWN)
     assert fp16.gradient_bytes * 2 == fp32.gradient_bytes == pc.PARAMETERS["resnet50"] * 4
     assert fp16.hidden and not fp32.hidden
 
@@ -108,12 +143,12 @@ def test_fp16_all_reduce_halves_the_bytes():
 def test_a_case_without_any_one_device_throughput_is_not_predicted():
     case = by_id("horovod-512-vgg16")
     case["single_device"] = {"img_s": None, "published_in_same_source": False}
-    reason = pc.setup_for(case, {})
+    reason = pc.setup_for(case, {}, KNOWN)
     assert isinstance(reason, str) and "one-device throughput" in reason
 
 
 def test_relative_to_one_node_uses_the_node_as_baseline():
     lookup = {c["id"]: c for c in CASES}
-    setup = pc.setup_for(lookup["chainermn-aws-p3-25g-32"], lookup)
+    setup = pc.setup_for(lookup["chainermn-aws-p3-25g-32"], lookup, KNOWN)
     assert setup.base_world == 8 and setup.world == 32
     assert setup.base_beta == pc.INTRA_NODE["V100"][0]

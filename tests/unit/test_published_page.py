@@ -51,10 +51,14 @@ def test_every_predicted_row_is_labelled_extrapolated_and_keeps_its_source(writt
     assert predicted["source"].str.contains("http|@", regex=True).all()
     skipped = table[table["status"] == "not predicted"]
     assert (skipped["basis"] == "not predicted").all() and skipped["reason"].str.len().min() > 10
-    # every row names the profile; the summary names its file in the repository, once
-    shape = "compute shape borrowed from the profile (torch-ddp resnet50-imagenet224-c1000"
-    assert predicted["compute_source"].str.contains(shape, regex=False).all()
-    assert predicted["assumptions"].str.startswith(shape).all()
+    # every row names the timeline it borrowed: the H200's, of its own model where timed;
+    # the summary names the table's file in the repository, once
+    shape = r"compute shape borrowed from one NVIDIA H200 (resnet\d+) (amp_bf16|fp32) torch-ddp"
+    named = predicted["compute_source"].str.extract(shape)
+    assert named.notna().all().all(), predicted["compute_source"].tolist()
+    own = predicted["model"].isin(["resnet50", "resnet101"])
+    assert (named[0][own] == predicted["model"][own]).all()
+    assert predicted["assumptions"].str.startswith("compute shape borrowed from one").all()
     top = json.loads((REPO / written["top"]).read_text(encoding="utf-8"))
     assert f"compute profile ({published.DEFAULT_PROFILE}) and nominal" in top[0]
 
@@ -165,14 +169,21 @@ def test_the_page_shows_efficiencies_ratios_and_their_errors_in_their_units():
 
 
 def test_another_profile_is_named_as_what_it_is(tmp_path):
-    profile = pd.read_csv(FILES["profile"])
+    """A study's own bucket_timeline.csv, from before it named its precision, serves every
+    case as the one shape there is, named by its model."""
+    profile = pd.read_csv(FILES["profile"]).drop(columns=["precision", "gpus"])
+    profile = profile[profile["cell_id"].str.contains("resnet50.*b256")]
+    profile = profile[profile["cell_id"] == profile["cell_id"].iloc[0]]
     profile["model"] = "resnet18-imagenet64-c10"
     path = tmp_path / "bucket_timeline.csv"
     profile.to_csv(path, index=False)
     published.check_published({"published_cases": {"profile": str(path)}})
     table = check_table(FILES["cases"], path).set_index("id")
     row = table.loc["horovod-512-vgg16"]
-    assert "the profile (torch-ddp resnet18-imagenet64-c10, 4 buckets)" in row["compute_source"]
+    assert (
+        "one device resnet18 (precision not recorded) torch-ddp timeline (4 buckets, batch 256)"
+        in row["compute_source"]
+    )
     assert "vgg16 takes resnet18's compute shape" in row["assumptions"]
 
 
@@ -210,14 +221,17 @@ def two_timelines(tmp_path) -> str:
         ("cases", "{tmp}/broken.yaml", "YAML syntax error"),
         ("profile", "missing.csv", "published_cases.profile: 'missing.csv' is not a file"),
         ("profile", published.DEFAULT_CASES, "lacks column 'cell_id'"),
-        ("profile", "{two}", "holds 2 one-rank timelines"),
+        ("profile", "{two}", "holds 2 strategies' timelines of ('resnet101-imagenet224-c1000'"),
+        ("profile", "{none}", "holds no one-rank timeline"),
     ],
 )
 def test_a_bad_file_is_one_line_naming_the_field(tmp_path, key, value, expected):
     (tmp_path / "no_cases.yaml").write_text("other: 1\n")
     (tmp_path / "no_id.yaml").write_text("cases:\n  - {model: resnet50}\n")
     (tmp_path / "broken.yaml").write_text("cases: [\n")
-    value = value.format(tmp=tmp_path, two=two_timelines(tmp_path))
+    none = tmp_path / "none.csv"
+    pd.read_csv(FILES["profile"]).assign(world_size=2).to_csv(none, index=False)
+    value = value.format(tmp=tmp_path, two=two_timelines(tmp_path), none=none)
     with pytest.raises(ConfigError) as error:
         published.check_published({"published_cases": {key: value}})
     message = str(error.value)

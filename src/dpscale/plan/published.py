@@ -22,9 +22,8 @@ from dpscale.plan.paths import WORKFLOW_ROOT
 KEY = "published_cases"
 # relative to the workflow's folder; setup.py and MANIFEST.in ship both with an install
 DEFAULT_CASES = "studies/published/cases.yaml"
-DEFAULT_PROFILE = (
-    "evidence/2026-11-26-nvidia-h100/gpu_resnet50_bucket_timeline/tables/bucket_timeline.csv"
-)
+# one H200's torch-ddp timelines of ResNet-18/50/101 at amp_bf16 and fp32 (issue 51)
+DEFAULT_PROFILE = "evidence/2026-11-27-nvidia-h200/bucket_profiles.csv"
 DEFAULTS = {"cases": DEFAULT_CASES, "profile": DEFAULT_PROFILE}
 # what analysis.laws.commmodel.buckets.timelines reads from a bucket timeline
 PROFILE_COLUMNS = (
@@ -51,7 +50,8 @@ def published_files(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> di
 
 def check_published(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> None:
     """Each file exists, the cases file holds a list of cases with ids, the profile holds
-    one one-rank bucket timeline; one line naming the field otherwise."""
+    one-rank bucket timelines, one strategy per (model, precision); one line naming the
+    field otherwise."""
     files = published_files(config, root)
     for name, path in files.items():
         if not is_file(Path(path)):
@@ -95,9 +95,19 @@ def _check_profile(path: str) -> None:
         raise ConfigError(
             f"{where} lacks column {missing[0]!r}; allowed: a study's tables/bucket_timeline.csv"
         )
-    runs = sorted({(r["strategy"], r["model"]) for r in rows if r["world_size"] == "1"})
-    if len(runs) != 1:
+    runs: dict[tuple[str, str], set[str]] = {}
+    for row in rows:
+        if row["world_size"] == "1":
+            timed = (row["model"], row.get("precision") or "")
+            runs.setdefault(timed, set()).add(row["strategy"])
+    if not runs:
         raise ConfigError(
-            f"{where} holds {len(runs)} one-rank timelines {runs[:4]}; allowed: exactly one "
-            "(strategy, model)"
+            f"{where} holds no one-rank timeline; allowed: one or more, one strategy per "
+            "(model, precision)"
+        )
+    doubled = sorted(timed for timed, strategies in runs.items() if len(strategies) > 1)
+    if doubled:
+        raise ConfigError(
+            f"{where} holds {len(runs[doubled[0]])} strategies' timelines of {doubled[0]}; "
+            "allowed: one strategy per (model, precision)"
         )

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.answers import published_check
-from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
+from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.cell import MODEL_KEY
 from dpscale.plan.config_files import load_yaml
 from dpscale.plan.paths import WORKFLOW_ROOT
@@ -29,30 +29,36 @@ def shown_path(path: str | Path) -> str:
     return str(path)
 
 
-def profile(path: str | Path) -> tuple[BucketTimeline, str, str]:
-    """The profile's one timeline, the words naming it in each row (its file is named once,
-    in the summary) and its model name as the cases spell one (resnet50)."""
-    found = timelines(read(path))
-    if len(found) != 1:
-        raise SystemExit(
-            f"dpscale: published_cases.profile: {path} holds {len(found)} one-rank timelines "
-            "without a remedy; it needs exactly one"
-        )
-    (strategy, model), timeline = next(iter(found.items()))
-    match = MODEL_KEY.fullmatch(model)
-    words = (
-        f"compute shape borrowed from the profile ({strategy} {model}, "
-        f"{len(timeline.share)} buckets)"
-    )
-    return timeline, words, match["name"] if match else model
+def profiles(path: str | Path) -> list[published_check.Profile]:
+    """The profile table's one-rank timelines, one per (model, precision), each with the
+    words naming it in a row (its file is named once, in the summary)."""
+    table = read(path)
+    for column, unknown in (("precision", ""), ("gpus", "")):
+        if column not in table:
+            table[column] = unknown  # a study's bucket_timeline.csv from before they existed
+    table[["precision", "gpus"]] = table[["precision", "gpus"]].fillna("").astype(str)
+    found = []
+    for (precision, gpus), rows in table.groupby(["precision", "gpus"], sort=True):
+        for (strategy, model), timeline in timelines(rows).items():
+            match = MODEL_KEY.fullmatch(model)
+            name = match["name"] if match else model
+            batches = ", ".join(f"{batch:g}" for batch in timeline.batches)
+            words = (
+                f"compute shape borrowed from one {gpus or 'device'} {name} "
+                f"{precision or '(precision not recorded)'} {strategy} timeline "
+                f"({len(timeline.share)} buckets, batch {batches})"
+            )
+            found.append(published_check.Profile(timeline, words, name, precision))
+    if not found:
+        raise SystemExit(f"dpscale: published_cases.profile: {path} holds no one-rank timeline")
+    return found
 
 
 def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFrame:
-    """Every case of the cases file, predicted over the profile (what the rule and
+    """Every case of the cases file, predicted over the profile table (what the rule and
     benchmarks/published_check.py print)."""
-    timeline, words, model = profile(profile_path)
     cases = load_yaml(Path(cases_path))["cases"]
-    return published_check.check(cases, timeline, words, model)
+    return published_check.check(cases, profiles(profile_path))
 
 
 def published_cases(inputs: Files, outputs: Files, params: Files) -> str:

@@ -5,11 +5,13 @@ Each case is predicted with the bucket mechanism (commmodel.buckets): forward, b
 the gradient buckets ready at shares of it, the buckets' all-reduces served in order,
 optimizer; a delayed (double-buffered) all-reduce runs behind the next step. Its inputs:
 
-- compute: the one H100 ResNet-50 torch-ddp bucket timeline (evidence/2026-11-26-nvidia-h100)
-  is the only GPU profile, so its shape (forward share, optimizer share, buckets' ready and
-  byte shares) is BORROWED for every case, scaled to the case's one-device step
-  (per-device batch / one-device img/s). A case without a one-device throughput borrows the
-  one its own assumptions name, or is not predicted;
+- compute: the shape (forward share, optimizer share, buckets' ready and byte shares) of a
+  one-GPU torch-ddp bucket timeline (the profile table, config published_cases.profile: one
+  timeline per model and precision), BORROWED for every case, scaled to the case's
+  one-device step (per-device batch / one-device img/s): the case's own model where the
+  table has it, else the nearest one timed (choose_profile), at its precision where timed.
+  A case without a one-device throughput borrows the one its own assumptions name, or is
+  not predicted;
 - gradient bytes: the model's parameters x 4 (fp32), x 2 where the case all-reduces fp16;
 - link: the nominal rate as a ring (plan.ring) over all devices, the inter-node rate as the
   ring's bandwidth (one NIC per node carries the ring's inter-node hop), a per-step latency
@@ -33,12 +35,13 @@ from dpscale.analysis.answers.cluster_prediction import KIND
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
 from dpscale.plan import ring
 
-# Trainable parameters (1000 classes). ResNet-50/101: torchvision, as shared/BRIEF.md
-# (ResNet-50 agrees with the H100 timeline's bucket bytes / 4). ResNet-152 60,192,808 and
+# Trainable parameters (1000 classes). ResNet-18/50/101: torchvision, as shared/BRIEF.md
+# (each agrees with the H200 profiles' bucket bytes / 4). ResNet-152 60,192,808 and
 # VGG-16 138,357,544: torchvision's model documentation. Inception V3: 23.9 M, the Keras
 # Applications table (keras.io/api/applications, "Parameters" column, rounded there to 0.1 M;
 # the rounding moves its gradient bytes by under 0.5%).
 PARAMETERS = {
+    "resnet18": 11_689_512,
     "resnet50": 25_557_032,
     "resnet101": 44_549_160,
     "resnet152": 60_192_808,
@@ -84,7 +87,45 @@ AFTER_BACKWARD = (
     "ChainerMN all-reduces all gradients after the backward pass (chainermn/optimizers.py "
     "_MultiNodeOptimizer.update): one bucket of all the bytes, ready at the backward's end"
 )
-SHAPE = "compute shape borrowed from one H100 ResNet-50 PyTorch DDP timeline (4 buckets)"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One timeline of the profile table: its shape, the words naming it in each row, the
+    model it timed (as the cases spell one: resnet50) and its precision ('' unknown)."""
+
+    timeline: BucketTimeline
+    words: str
+    model: str
+    precision: str = ""
+
+
+# A model the profile table did not time borrows the shape of the nearest one it did: the
+# same family first (ResNet-152's bottleneck stages are ResNet-101's, deeper), else ResNet-50.
+NEAREST_MODELS = {"resnet152": ("resnet101", "resnet50"), "resnet101": ("resnet50",)}
+FALLBACK_MODEL = "resnet50"
+
+
+def case_precision(case: Mapping[str, Any]) -> str:
+    """The precision a case trains in, as the profile table names one: mixed precision
+    (AMP) as amp_bf16, the nearest a one-GPU bf16 profile comes to it; else fp32 (TF32 and
+    'fp32 compute, fp16 all-reduce' compute in fp32)."""
+    words = _text(case.get("precision"))
+    return "amp_bf16" if "amp" in words or "mixed" in words else "fp32"
+
+
+def choose_profile(profiles: Sequence[Profile], case: Mapping[str, Any]) -> Profile:
+    """The case's model at its precision; else that model at another precision; else the
+    nearest model timed (NEAREST_MODELS, then ResNet-50, then the table's first)."""
+    if not profiles:
+        raise ValueError("no profile to borrow a compute shape from")
+    order = [case["model"], *NEAREST_MODELS.get(case["model"], ()), FALLBACK_MODEL]
+    for model in order:
+        timed = [profile for profile in profiles if profile.model == model]
+        if timed:
+            wanted = case_precision(case)
+            return next((p for p in timed if p.precision == wanted), timed[0])
+    return profiles[0]
 
 
 @dataclass
@@ -197,11 +238,11 @@ def published_efficiency(case: Mapping[str, Any], img_s: float | None) -> tuple[
 def setup_for(
     case: Mapping[str, Any],
     by_id: Mapping[str, Mapping[str, Any]],
-    shape: str = SHAPE,
-    shape_model: str = "resnet50",
+    profile: Profile,
 ) -> Setup | str:
-    """The case's inputs, or the reason it is not predicted; ``shape`` names the borrowed
-    timeline, ``shape_model`` the model it timed."""
+    """The case's inputs, or the reason it is not predicted; ``profile`` is the timeline it
+    borrows (choose_profile)."""
+    shape, shape_model = profile.words, profile.model
     framework = _text(case.get("framework"))
     if "local_parameter_device=cpu" in framework:
         return (
@@ -236,6 +277,10 @@ def setup_for(
         assumptions.append(
             f"{model} takes {shape_model}'s compute shape (bucket ready and byte shares) with "
             "its own gradient bytes"
+        )
+    if profile.precision and profile.precision != case_precision(case):
+        assumptions.append(
+            f"the case trains in {case.get('precision')}; the profile timed {profile.precision}"
         )
     if single.get("img_s") is None or not single.get("published_in_same_source"):
         assumptions.append(f"one-device throughput borrowed: {img_s:g} img/s (other run)")
@@ -334,19 +379,16 @@ def basis(setup: Setup | str) -> str:
     return f"{KIND}: borrowed compute profile{throughput}, nominal link"
 
 
-def check(
-    cases: Sequence[Mapping[str, Any]],
-    timeline: BucketTimeline,
-    shape: str = SHAPE,
-    shape_model: str = "resnet50",
-) -> pd.DataFrame:
+def check(cases: Sequence[Mapping[str, Any]], profiles: Sequence[Profile]) -> pd.DataFrame:
     """One row per case: predicted and published, the error, what the prediction rests on
-    (``basis``) and every assumption; ``shape`` names the borrowed timeline."""
+    (``basis``) and every assumption; each case borrows its profile (choose_profile)."""
     by_id = {case["id"]: case for case in cases}
-    setups = {case["id"]: setup_for(case, by_id, shape, shape_model) for case in cases}
+    chosen = {case["id"]: choose_profile(profiles, case) for case in cases}
+    setups = {case["id"]: setup_for(case, by_id, chosen[case["id"]]) for case in cases}
     rows = []
     for case in cases:
         setup = setups[case["id"]]
+        timeline = chosen[case["id"]].timeline
         source = source_words(case["source"])
         row: dict[str, Any] = {
             "id": case["id"],
