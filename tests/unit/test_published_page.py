@@ -122,6 +122,7 @@ def test_the_summary_says_which_targets_are_met_and_which_not():
     lines = pc.summary_lines(table)
     assert "4 of 5 cases predicted over 1 links" in lines[0]
     assert "4 cases are compared with a published figure (target at least 8: not met)" in lines[0]
+    assert "No number here has an interval: the published figures" in lines[0]
     assert lines[1].startswith("Median absolute error in scaling efficiency: 5.0 points over 3")
     assert lines[1].endswith("target at most 10: met.")
     assert lines[2] == "Largest: 25.0 points, b (s2); target none above 20: not met."
