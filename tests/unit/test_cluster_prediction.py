@@ -229,3 +229,95 @@ def test_gradient_bytes_are_the_buckets_and_checked_against_the_parameters():
     assert words.endswith("(= trainable parameters x 4)")
     other = cells.assign(trainable_params=1000)
     assert "would be 4,000" in cp.gradient_bytes(buckets, "torch-ddp", MODEL, other)[1]
+
+
+# -- the intra-node log (one node's own fabric) ------------------------------------------------
+
+NVLINK_ALPHA, NVLINK_BETA = 1e-6, 200e9  # a fast fabric: 1 us a step, 200 GB/s
+
+
+def nvlink_law(size: float, ranks: int) -> float:
+    return ring.ring_allreduce_seconds(size, ranks, NVLINK_BETA, NVLINK_ALPHA)
+
+
+def intra_curve(ranks: int = 4) -> CollectiveCurve:
+    """The curve of a log inside one node of 4 devices that followed the fast law."""
+    return CollectiveCurve.from_log(parse_all_reduce(nccl_log(nvlink_law, ranks), ranks), ranks)
+
+
+def test_one_node_with_a_fast_intra_node_log_is_faster_and_names_it():
+    """One bucket ready when the backward pass ends, at a size both logs list: the one-node
+    step is compute + the intra-node log's own time, faster than with the inter-node log."""
+    one = BucketTimeline(1 / 3, 0.002, 0.1 / 64, 0.0, np.array([1.0]), np.array([1.0]), (64,))
+    size = 8 * 2**20
+    rows = parse_all_reduce(nccl_log(nvlink_law, 4), 4).rows
+    logged = {r.message_bytes: r.time_us * 1e-6 for r in rows}[size]
+    alone = cp.predict(one, DEVICE, cluster(SLOW, (1, 2)), size, "test")
+    shape = cp.Cluster("test", SLOW, 4, (1, 2), intra_curve(), "nvlink_1x4.log")
+    given = cp.predict(one, DEVICE, shape, size, "test")
+    row = given.iloc[0]
+    assert row["nodes"] == 1 and row["step_time_s"] == pytest.approx(0.1 + logged, rel=1e-12)
+    assert row["step_time_s"] < alone["step_time_s"].iloc[0]
+    assert row["efficiency"] > alone["efficiency"].iloc[0]
+    assert row["collective_basis"] == f"{MEASURED}; one node: intra-node log (nvlink_1x4.log)"
+    assert cp.ONE_NODE not in row["collective_basis"] and row["kind"] == cp.KIND
+    # two nodes: the inter-node log, as without the intra-node one
+    pd.testing.assert_series_equal(given.iloc[1], alone.iloc[1])
+
+
+def test_an_intra_node_log_at_fewer_ranks_is_extended_to_the_node_by_its_ring_law():
+    shape = cp.Cluster("test", SLOW, 4, (1,), intra_curve(2), "nvlink_1x2.log")
+    basis = cp.predict(FOUR, DEVICE, shape, GRADIENT, "test")["collective_basis"].iloc[0]
+    assert "ring law at 4 ranks (log measured 2)" in basis
+    assert basis.endswith("one node: intra-node log (nvlink_1x2.log)")
+
+
+INTRA = {"nccl_tests_log": "nvlink.log", "ranks": 4}
+
+
+def intra_file(tmp_path, **changes) -> str:
+    """The GH200 cluster file with nodes 1 and 2 and a fast 4-rank intra-node log."""
+    (tmp_path / "nvlink.log").write_text("\n".join(nccl_log(nvlink_law, 4)), encoding="utf-8")
+    return cluster_file(tmp_path, **{"nodes": [1, 2], "intra_node": INTRA, **changes})
+
+
+def test_an_intra_node_entry_reads(tmp_path):
+    read = read_cluster(intra_file(tmp_path))
+    assert read.intra.log == (tmp_path / "nvlink.log").resolve() and read.intra.ranks == 4
+    assert read_cluster(cluster_file(tmp_path)).intra is None
+
+
+@pytest.mark.parametrize(
+    ("intra", "field"),
+    [
+        ({"nccl_tests_log": "nvlink.log"}, "intra_node.ranks: missing"),
+        ({"nccl_tests_log": "nowhere.log", "ranks": 4}, "intra_node.nccl_tests_log: nowhere"),
+        ({**INTRA, "rate": "900gbit"}, "intra_node.rate: unknown key"),
+        ({"nccl_tests_log": "nvlink.log", "ranks": 8}, "intra_node.ranks: 8 is more than"),
+        ({"nccl_tests_log": "nvlink.log", "ranks": 1}, "intra_node.ranks: 1 is not an integer"),
+        ("nvlink.log", "intra_node: not a mapping"),
+    ],
+)
+def test_a_bad_intra_node_entry_is_one_line_naming_the_field(tmp_path, intra, field):
+    path = intra_file(tmp_path, intra_node=intra)
+    with pytest.raises(ConfigError) as error:
+        read_cluster(path)
+    assert field in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: ") and field in message
+    assert "\n" not in message
+
+
+def test_an_intra_node_log_on_nodes_of_one_device_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"intra_node: devices_per_node is 1; .*allowed"):
+        read_cluster(intra_file(tmp_path, devices_per_node=1))
+
+
+def test_an_intra_node_log_of_other_ranks_names_intra_node_ranks(tmp_path):
+    path = intra_file(tmp_path, intra_node={"nccl_tests_log": "nvlink.log", "ranks": 2})
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: intra_node.ranks: ") and "lists 4" in message

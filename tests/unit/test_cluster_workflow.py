@@ -15,14 +15,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from test_cluster_link import SLINGSHOT, logged_seconds
-from test_cluster_prediction import EVIDENCE, GOOD, MODEL, cluster_file, results
+from test_cluster_link import SLINGSHOT, logged_seconds, nccl_log
+from test_cluster_prediction import (
+    EVIDENCE,
+    GOOD,
+    INTRA,
+    MODEL,
+    cluster_file,
+    nvlink_law,
+    results,
+)
 
 from conftest import REPO
 from dpscale import cli
 from dpscale.analysis.answers import cluster_prediction as cp
 from dpscale.analysis.laws.cluster_link import MEASURED
-from dpscale.analysis.results.import_logs import read_lines
+from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan import cluster_file as cf
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.remedies import NO_REMEDY
@@ -237,3 +245,53 @@ def test_a_study_with_clusters_plans_the_rule(tmp_path):
 
 def test_the_evidence_tables_name_the_model_the_cluster_file_asks_for():
     assert MODEL in set(pd.read_csv(EVIDENCE / "tables" / "cells.csv")["model"])
+
+
+# -- the intra-node log ------------------------------------------------------------------------
+
+
+def test_predict_with_and_without_an_intra_node_log(tmp_path, capsys):
+    """The synthetic study (one 8 MiB bucket ready at the end of the backward pass): one
+    node's step adds the intra-node log's own time where the file gives one, the GH200
+    log's fitted ring law at 4 ranks where not; two nodes are the same either way."""
+    folder = tmp_path / "study"
+    synthetic_tables(folder)
+    tables = {}
+    for name in ("without", "with"):
+        (tmp_path / name).mkdir()
+        given = {"intra_node": INTRA} if name == "with" else {}
+        if given:
+            (tmp_path / name / "nvlink.log").write_text("\n".join(nccl_log(nvlink_law, 4)))
+        shape = {"model": TINY, "batch_per_device": 64, "nodes": [1, 2], **given}
+        path = cluster_file(tmp_path / name, **shape)
+        out = tmp_path / f"{name}.csv"
+        cli.main(["predict", "--results", str(folder), "--cluster", path, "--out", str(out)])
+        tables[name] = pd.read_csv(out)
+    printed = capsys.readouterr().out
+    assert printed.count("one-node rows: intra-node log nvlink.log at 4 ranks") == 1
+    without, with_ = tables["without"], tables["with"]
+    logged = {
+        r.message_bytes: r.time_us * 1e-6 for r in parse_all_reduce(nccl_log(nvlink_law, 4), 4).rows
+    }
+    assert with_["step_time_s"].iloc[0] == pytest.approx(0.1 + logged[BUCKET], rel=1e-9)
+    assert with_["step_time_s"].iloc[0] < without["step_time_s"].iloc[0]
+    assert with_["collective_basis"].iloc[0] == f"{MEASURED}; one node: intra-node log (nvlink.log)"
+    assert without["collective_basis"].iloc[0].endswith(cp.ONE_NODE)
+    assert (with_["kind"] == cp.KIND).all() and (without["kind"] == cp.KIND).all()
+    pd.testing.assert_series_equal(with_.iloc[1], without.iloc[1])
+
+
+def test_the_step_names_the_intra_node_log_and_the_rule_reads_it(tmp_path):
+    tables = synthetic_tables(tmp_path / "study")
+    (tmp_path / "nvlink.log").write_text("\n".join(nccl_log(nvlink_law, 4)), encoding="utf-8")
+    shape = {"model": TINY, "batch_per_device": 64, "nodes": [1], "intra_node": INTRA}
+    path = cluster_file(tmp_path, **shape)
+    _, top, page = run_step(tables, [path], tmp_path)
+    assert top[0].startswith("On gh200-slingshot, 4 devices at per-device batch 64")
+    assert "one node: intra-node log (nvlink.log)" in top[0] and "extrapolated" in top[0]
+    assert "intra-node log (nvlink.log)" in page
+    assert cf.cluster_inputs({"clusters": [path]}) == [
+        path,
+        str((tmp_path / "nvlink.log").resolve()),
+        str((tmp_path / "slingshot.log").resolve()),
+    ]

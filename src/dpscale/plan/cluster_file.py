@@ -6,11 +6,18 @@ name the file, the field and what it allows.
       nccl_tests_log: logs/all_reduce_2x4.log   # relative to this file
       ranks: 8                                  # the ranks the log ran at
       rate: 200gbit                             # optional: the link's nominal rate (tc style)
+    intra_node:                                 # optional: the node's own fabric (NVLink, PCIe)
+      nccl_tests_log: logs/all_reduce_1x4.log   # relative to this file
+      ranks: 4                                  # 2 to devices_per_node, all on one node
     devices_per_node: 4
     nodes: [2, 4, 8]
     strategy: <a strategy>                      # optional where the results hold one
     model: resnet50-imagenet224-c1000           # as the results name it
     batch_per_device: 256
+
+One-node rows (nodes: 1) take their all-reduce from ``intra_node`` where given (a log at
+fewer ranks than devices_per_node is extended by the ring law fitted to it); without it the
+inter-node log stands in. Rows of two or more nodes always take the inter-node log.
 
 A study lists such files under its config key ``clusters`` (rule cluster_predictions):
 checked here before any job, each error one line naming ``clusters[i]``, the file and field.
@@ -30,9 +37,18 @@ from dpscale.plan.link import Link
 from dpscale.plan.units import RATE_UNITS
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
-OPTIONAL = ("strategy",)
+OPTIONAL = ("strategy", "intra_node")
 INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
 INTER_NODE_OPTIONAL = ("rate",)
+INTRA_NODE_REQUIRED = ("nccl_tests_log", "ranks")
+
+
+@dataclass(frozen=True)
+class IntraNode:
+    """The node's own fabric: an all_reduce_perf log run inside one node, and its ranks."""
+
+    log: Path
+    ranks: int
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,7 @@ class ClusterFile:
     strategy: str | None  # None: the results' only strategy timed with this model
     model: str
     batch_per_device: int
+    intra: IntraNode | None = None  # None: the inter-node log stands in at one node
 
 
 def _keys(entry: dict[str, Any], required: tuple, optional: tuple, where: str, prefix: str):
@@ -70,55 +87,96 @@ def _text(value: Any, where: str, field: str) -> str:
     return value
 
 
+def _mapping(value: Any, where: str, field: str, required: tuple, optional: tuple) -> dict:
+    """A sub-entry (inter_node, intra_node) that is a mapping of its allowed keys."""
+    if not isinstance(value, dict):
+        also = f" (and optionally {list(optional)})" if optional else ""
+        raise ConfigError(f"{where}: {field}: not a mapping; give {list(required)}{also}")
+    _keys(value, required, optional, where, f"{field}.")
+    return value
+
+
+def _log(entry: dict[str, Any], path: Path, field: str) -> Path:
+    """The sub-entry's nccl_tests_log, relative to the cluster file, that must be a file."""
+    where = str(path)
+    log_name = _text(entry["nccl_tests_log"], where, f"{field}.nccl_tests_log")
+    log = (path.parent / log_name).resolve()
+    if not log.is_file():
+        raise ConfigError(
+            f"{where}: {field}.nccl_tests_log: {log_name} is not a file "
+            f"(looked for {log}; paths are relative to the cluster file)"
+        )
+    return log
+
+
+def _rate(inter: dict[str, Any], where: str) -> Link | None:
+    """inter_node.rate as a Link; None where not given."""
+    if inter.get("rate") is None:
+        return None
+    text = str(inter["rate"]).strip()
+    if not any(text.endswith(unit) for unit in RATE_UNITS):
+        raise ConfigError(
+            f"{where}: inter_node.rate: {text!r} is not a rate; allowed: a number with "
+            f"one of {sorted(RATE_UNITS)} (e.g. 200gbit)"
+        )
+    try:
+        return Link.from_rate(
+            "inter_node", text, field="inter_node", emulated=False, source="cluster file"
+        )
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNode | None:
+    """intra_node, where given: a log run inside one node at 2 to devices_per_node ranks (a
+    node holds no more; fewer are extended to the node by the ring law fitted to the log)."""
+    if entry.get("intra_node") is None:
+        return None
+    where = str(path)
+    intra = _mapping(entry["intra_node"], where, "intra_node", INTRA_NODE_REQUIRED, ())
+    log = _log(intra, path, "intra_node")
+    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2)
+    if devices_per_node < 2:
+        raise ConfigError(
+            f"{where}: intra_node: devices_per_node is {devices_per_node}; a node of one device "
+            "has no intra-node link (allowed: intra_node only where devices_per_node >= 2)"
+        )
+    if ranks > devices_per_node:
+        raise ConfigError(
+            f"{where}: intra_node.ranks: {ranks} is more than devices_per_node "
+            f"({devices_per_node}); allowed: 2 to {devices_per_node} (the log ran inside one node)"
+        )
+    return IntraNode(log, ranks)
+
+
 def read_cluster(path: str | Path) -> ClusterFile:
     """The checked cluster file; a ConfigError of one line ``<file>: <field>: <problem>``."""
     path = Path(path)
     where = str(path)
     entry = load_yaml(path)
     _keys(entry, REQUIRED, OPTIONAL, where, "")
-    inter = entry["inter_node"]
-    if not isinstance(inter, dict):
-        raise ConfigError(
-            f"{where}: inter_node: not a mapping; give {list(INTER_NODE_REQUIRED)} "
-            f"(and optionally {list(INTER_NODE_OPTIONAL)})"
-        )
-    _keys(inter, INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL, where, "inter_node.")
-    log_name = _text(inter["nccl_tests_log"], where, "inter_node.nccl_tests_log")
-    log = (path.parent / log_name).resolve()
-    if not log.is_file():
-        raise ConfigError(
-            f"{where}: inter_node.nccl_tests_log: {log_name} is not a file "
-            f"(looked for {log}; paths are relative to the cluster file)"
-        )
+    inter = _mapping(
+        entry["inter_node"], where, "inter_node", INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
+    )
+    log = _log(inter, path, "inter_node")
     ranks = _int(inter["ranks"], where, "inter_node.ranks", 2)
-    rate = None
-    if inter.get("rate") is not None:
-        text = str(inter["rate"]).strip()
-        if not any(text.endswith(unit) for unit in RATE_UNITS):
-            raise ConfigError(
-                f"{where}: inter_node.rate: {text!r} is not a rate; allowed: a number with "
-                f"one of {sorted(RATE_UNITS)} (e.g. 200gbit)"
-            )
-        try:
-            rate = Link.from_rate(
-                "inter_node", text, field="inter_node", emulated=False, source="cluster file"
-            )
-        except ValueError as error:
-            raise ConfigError(f"{where}: {error}") from None
+    rate = _rate(inter, where)
     nodes = entry["nodes"]
     if not isinstance(nodes, list) or not nodes:
         raise ConfigError(f"{where}: nodes: {nodes!r} is not a non-empty list of integers >= 1")
     counts = tuple(sorted({_int(n, where, f"nodes[{i}]", 1) for i, n in enumerate(nodes)}))
+    devices_per_node = _int(entry["devices_per_node"], where, "devices_per_node", 1)
     return ClusterFile(
         name=_text(entry["name"], where, "name"),
         log=log,
         ranks=ranks,
         rate=rate,
-        devices_per_node=_int(entry["devices_per_node"], where, "devices_per_node", 1),
+        devices_per_node=devices_per_node,
         nodes=counts,
         strategy=(None if "strategy" not in entry else _text(entry["strategy"], where, "strategy")),
         model=_text(entry["model"], where, "model"),
         batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1),
+        intra=_intra(entry, path, devices_per_node),
     )
 
 
@@ -161,10 +219,12 @@ def check_clusters(config: Mapping[str, Any]) -> list[ClusterFile]:
 
 def cluster_inputs(config: Mapping[str, Any]) -> list[str]:
     """What rule cluster_predictions reads besides the study's tables: each cluster file
-    and its inter-node log (a changed log predicts again)."""
+    and its inter-node and intra-node logs (a changed log predicts again)."""
     files = check_clusters(config)
     paths = cluster_paths(config)
-    return [*paths, *sorted({str(cluster.log) for cluster in files})]
+    logs = {str(cluster.log) for cluster in files}
+    logs |= {str(cluster.intra.log) for cluster in files if cluster.intra is not None}
+    return [*paths, *sorted(logs)]
 
 
 @functools.lru_cache(maxsize=32)

@@ -18,6 +18,7 @@ from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.link import Link
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read, read_optional, write, write_lines
 
@@ -75,17 +76,28 @@ def _strategy(named: str | None, model: str, found: dict) -> str:
     return timed[0]
 
 
-def _curve(cluster: ClusterFile) -> CollectiveCurve:
-    """The inter-node log as a collective curve; a log of other ranks names inter_node.ranks."""
+def _curve(log_path: Path, ranks: int, rate: Link | None, field: str) -> CollectiveCurve:
+    """A log (``field``: inter_node or intra_node) as a collective curve; a log of other
+    ranks names ``<field>.ranks``, another fault ``<field>.nccl_tests_log``."""
     try:
-        log = parse_all_reduce(read_lines(cluster.log), cluster.ranks)
-        return CollectiveCurve.from_log(log, cluster.ranks, cluster.rate)
+        log = parse_all_reduce(read_lines(log_path), ranks)
+        return CollectiveCurve.from_log(log, ranks, rate)
     except ValueError as error:  # LogError too
-        field = "inter_node.ranks" if "ranks" in str(error) else "inter_node.nccl_tests_log"
+        name = f"{field}.ranks" if "ranks" in str(error) else f"{field}.nccl_tests_log"
         raise NotPredicted(
-            f"{field}: {cluster.log.name} {error} (inter_node.ranks is {cluster.ranks}: the "
-            "ranks the log ran at)"
+            f"{name}: {log_path.name} {error} ({field}.ranks is {ranks}: the ranks the log ran at)"
         ) from None
+
+
+def _shape(cluster: ClusterFile, curve: CollectiveCurve) -> cp.Cluster:
+    """The cluster as the prediction takes it, with its intra-node curve where given."""
+    intra, intra_log = None, ""
+    if cluster.intra is not None:
+        intra = _curve(cluster.intra.log, cluster.intra.ranks, None, "intra_node")
+        intra_log = cluster.intra.log.name
+    return cp.Cluster(
+        cluster.name, curve, cluster.devices_per_node, cluster.nodes, intra, intra_log
+    )
 
 
 def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, where: str) -> Answer:
@@ -100,15 +112,23 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
         )
     if cells.empty:
         raise NotPredicted("batch_per_device: the results have no one-device cell")
-    curve = _curve(cluster)
+    curve = _curve(cluster.log, cluster.ranks, cluster.rate, "inter_node")
+    shape = _shape(cluster, curve)
     try:
         device = cp.one_device(cells, *key, cluster.batch_per_device)
         total, source = cp.gradient_bytes(buckets, *key, cells)
-        shape = cp.Cluster(cluster.name, curve, cluster.devices_per_node, cluster.nodes)
         table = cp.predict(found[key], device, shape, total, source)
     except ValueError as error:
         raise NotPredicted(str(error)) from None
     return Answer(key, device, curve, table)
+
+
+def _intra_words(cluster: ClusterFile) -> str:
+    """The printed header's words for the intra-node log, where the file gives one."""
+    if cluster.intra is None:
+        return ""
+    intra = cluster.intra
+    return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
 
 
 def predict(results: str | Path, cluster_path: str | Path, out: str | Path | None) -> str:
@@ -132,7 +152,7 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
         f"{cluster.name}: {found.key[0]} {cluster.model}, one-device step "
         f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
         f"batch {device.batch}; inter-node log {cluster.log.name} at {cluster.ranks} ranks; "
-        f"{found.curve.algorithm}",
+        f"{found.curve.algorithm}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
     ]

@@ -3,7 +3,9 @@
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
 img_s interval) is the compute T_comp of the bucket model (commmodel.buckets); each gradient
 bucket's all-reduce is the cluster's own log (laws.cluster_link: measured where the log
-covers it, the ring law fitted to it elsewhere). kappa = 0: the devices do not share cores.
+covers it, the ring law fitted to it elsewhere). One node's rows take the cluster's intra-node
+log (NVLink, PCIe) where it gives one, else the inter-node log stands in; rows of two or more
+nodes take the inter-node log. kappa = 0: the devices do not share cores.
 Every number is an extrapolation: nothing was measured on the cluster but its collectives.
 
 Ranges: the step at the ends of the compute interval and of the collective's range (a
@@ -30,6 +32,8 @@ TARGET_EFFICIENCY = 0.9
 MAX_COMPRESSION = 1000.0
 # one node's devices talk over its own fabric, which the inter-node log did not measure
 ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
+# ... unless the cluster gave a log of that fabric: then the basis names it
+INTRA_NODE = "one node: intra-node log ({log})"
 # predict()'s table, in its order (a table of no cluster keeps them)
 COLUMNS = (
     "cluster",
@@ -69,12 +73,26 @@ class OneDevice:
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the prediction needs of a cluster: its name, inter-node curve and shape."""
+    """What the prediction needs of a cluster: its name, inter-node curve and shape, and
+    the intra-node curve and its log's name where the cluster gave one."""
 
     name: str
     curve: CollectiveCurve
     devices_per_node: int
     nodes: tuple[int, ...]
+    intra: CollectiveCurve | None = None
+    intra_log: str = ""
+
+    def link(self, nodes: int) -> tuple[CollectiveCurve, str | None]:
+        """The curve for ``nodes`` nodes and the words the basis adds (None: nothing).
+        Two or more nodes: the inter-node log, always: a flat ring over all ranks is bounded
+        by its slowest hop, the inter-node one, which that log (run across nodes) measured.
+        One node: its own fabric's log where given, else the inter-node log stands in."""
+        if nodes != 1 or self.devices_per_node < 2:
+            return self.curve, None
+        if self.intra is None:
+            return self.curve, ONE_NODE
+        return self.intra, INTRA_NODE.format(log=self.intra_log or "unnamed")
 
 
 def one_device(cells: pd.DataFrame, strategy: str, model: str, batch: int) -> OneDevice:
@@ -210,9 +228,10 @@ def predict(
     rows = []
     for nodes in cluster.nodes:
         world = nodes * cluster.devices_per_node
-        point, lo, hi, basis = _costs(timeline, cluster.curve, total_bytes, world, 1.0)
-        if nodes == 1 and world > 1:
-            basis = (*basis, ONE_NODE)
+        curve, words = cluster.link(nodes)
+        point, lo, hi, basis = _costs(timeline, curve, total_bytes, world, 1.0)
+        if words is not None:
+            basis = (*basis, words)
         step = _step(timeline, device.batch, device.step_s, point)
         speedups, steps = [], []
         for compute, costs in itertools.product((device.lo, device.hi), (lo, hi)):
@@ -220,7 +239,7 @@ def predict(
             steps.append(corner)
             speedups.append(world * compute / corner)
         speedup = world * device.step_s / step
-        c, c_reason = compression_for(timeline, device, cluster.curve, total_bytes, world)
+        c, c_reason = compression_for(timeline, device, curve, total_bytes, world)
         rows.append(
             {
                 "cluster": cluster.name,
@@ -246,7 +265,7 @@ def predict(
                 "gradient_bytes": total_bytes,
                 "gradient_bytes_source": bytes_source,
                 "collective_basis": "; ".join(basis),
-                "algorithm": cluster.curve.algorithm,
+                "algorithm": curve.algorithm,
             }
         )
     return pd.DataFrame(rows, columns=list(COLUMNS))
