@@ -321,3 +321,7 @@ def test_an_intra_node_log_of_other_ranks_names_intra_node_ranks(tmp_path):
         cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
     message = str(exit_.value.code)
     assert message.startswith(f"dpscale: {path}: intra_node.ranks: ") and "lists 4" in message
+
+
+def test_a_speedup_and_its_range_are_shown_to_the_same_decimals():
+    assert [cp.times(v) for v in (32.0, 31.94, 9.876, 1.0)] == ["32.0", "31.9", "9.88", "1.00"]

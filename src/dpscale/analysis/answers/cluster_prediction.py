@@ -271,13 +271,19 @@ def predict(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def times(value: float) -> str:
+    """A speed-up with the same decimals at every size, so a value and its range read alike
+    ("32.0x (31.9-32.0)", not "32x (31.9-32)")."""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
 def sentence(table: pd.DataFrame) -> str:
     """The answer for the largest node count, with its range and the word extrapolated."""
     row = table.sort_values("world_size").iloc[-1]
     return (
         f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
-        f"{row['batch_per_device']} are predicted {row['speedup']:.3g}x the one-device "
-        f"throughput ({row['speedup_lo']:.3g}-{row['speedup_hi']:.3g}), "
+        f"{row['batch_per_device']} are predicted {times(row['speedup'])}x the one-device "
+        f"throughput ({times(row['speedup_lo'])}-{times(row['speedup_hi'])}), "
         f"{100 * row['efficiency']:.0f}% efficient "
         f"({100 * row['efficiency_lo']:.0f}-{100 * row['efficiency_hi']:.0f}%); {KIND} from "
         f"one device and the cluster's nccl-tests log ({row['collective_basis']})."
