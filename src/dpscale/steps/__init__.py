@@ -41,7 +41,6 @@ STEPS: dict[str, Step] = {
     "remedies_figure": findings.remedies_figure,
     "mfu_figure": findings.mfu_figure,
     "comm_model": model.comm_model,
-    "exported_log_check": model.exported_log_check,
     "compare": compare.compare,
     "published_cases": published.published_cases,
     "cluster_predictions": predict.cluster_predictions,

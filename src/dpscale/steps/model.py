@@ -1,5 +1,6 @@
-"""The communication model's step: fitted, validated on held-out cells, used for predictions
-(rule comm_model in workflow/rules/model.smk)."""
+"""The communication model's step: fitted, validated on held-out cells, used for predictions,
+and the study's multi-node cells predicted through its own exported collectives logs (rule
+comm_model in workflow/rules/model.smk: one job, so one Python start per study for both)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,23 @@ def study_links(study: dict[str, Any]) -> dict[str, Any]:
 
 
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
+    """The model (:func:`fit_comm_model`), then the exported-log check over the model's
+    tables as written (:func:`exported_log_check`, its outputs named ``exported_*``)."""
+    lines = [fit_comm_model(inputs, outputs, params)]
+    check_inputs = {
+        **{name: inputs[name] for name in ("cells", "collectives", "timeline")},
+        **{name: outputs[name] for name in ("validation", "summary", "parameters")},
+    }
+    check_outputs = {
+        name.removeprefix("exported_"): path
+        for name, path in outputs.items()
+        if name.startswith("exported_")
+    }
+    lines.append(exported_log_check(check_inputs, check_outputs, params))
+    return "\n".join(lines)
+
+
+def fit_comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     """windows + cells (+ comm_fits, bucket timelines, gradient replays) -> the model's
     parameters, held-out validation, predictions, their HTML pages and figures."""
     model = study_model(
