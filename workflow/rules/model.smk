@@ -1,12 +1,20 @@
 # The communication model: fitted, validated on held-out configurations, used for predictions
 # (report category "5. Network model"). It reads the collective benchmark's alpha and beta
 # (comm_fits.csv, empty without collectives cells: then the networks' configured rates).
+# The same job checks the exported-log path and predicts the published cases (issue 50):
+# each a step of under a second, which a job of its own made cost a Python start per study.
+# The published cases file and the profile they borrow are the config's published_cases, else
+# the workflow's own (docs/decisions/published-cases-inputs.md).
+from dpscale.workflow_door import published_files
 
 
 rule comm_model:
     """The communication model fitted on windows and all-reduce fits, validated, its predictions;
-    the study's multi-node cells predicted through its own exported collectives logs."""
+    the study's multi-node cells predicted through its own exported collectives logs; the
+    published multi-GPU results predicted (extrapolated) from cases and a borrowed profile.
+    """
     input:
+        **published_files(config),  # the published cases and the profile they borrow
         windows=f"{TABLES}/windows.csv",
         cells=f"{TABLES}/cells.csv",
         comm_fits=rules.collectives.output.fits,
@@ -88,6 +96,18 @@ rule comm_model:
             category="5. Network model",
             subcategory="tables",
             labels={"name": "exported nccl-tests logs, per cell"},
+        ),
+        # Published multi-GPU results predicted from a borrowed one-device profile (issue 50),
+        # in this job for the same reason: no cell is measured for them, and the table is the
+        # same in every study.
+        published_table=f"{TABLES}/published_cases.csv",
+        published_top=f"{TABLES}/published_cases_top.json",
+        published_html=report(
+            f"{TABLES}/published_cases.html",
+            caption="../../report/published_cases.rst",
+            category="5. Network model",
+            subcategory="tables",
+            labels={"name": "published multi-GPU results, predicted (extrapolated)"},
         ),
     log:
         f"{LOGS}/comm_model.log",

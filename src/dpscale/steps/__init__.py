@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.render.png import compact_png
-from dpscale.steps import compare, findings, imports, model, predict, published, tables
+from dpscale.steps import compare, findings, imports, model, predict, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
@@ -42,7 +42,6 @@ STEPS: dict[str, Step] = {
     "mfu_figure": findings.mfu_figure,
     "comm_model": model.comm_model,
     "compare": compare.compare,
-    "published_cases": published.published_cases,
     "cluster_predictions": predict.cluster_predictions,
 }
 
