@@ -23,7 +23,6 @@ include: "workflow/rules/collectives.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/findings.smk"
 include: "workflow/rules/model.smk"
-include: "workflow/rules/published.smk"
 include: "workflow/rules/clusters.smk"
 
 

@@ -181,14 +181,14 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     dry = snakemake("-n", "--forcerun", str(cell), results=results)
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
+    # comm_model also predicts the multi-node cells from the one-process cells (the
+    # exported-log check)
     downstream += ["answer_figures", "mfu_figure", "comm_model", "drift"]
     downstream += ["all", "data_tables"]
     downstream += ["cost", "startup", "remedies"]
     # the quality review reads every cell again, and collectives waits for its list of cells
     # to measure again (measure.again)
     downstream += ["quality_review", "collectives"]
-    # the exported-log check predicts the multi-node cells from the one-process cells
-    downstream += ["exported_log_check"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
     others = {p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json")}
     others.pop(cell)
@@ -217,6 +217,9 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         .replace("study: tiny", "study: tiny2")
         .replace("batch_sizes: [2, 4]", "batch_sizes: [2]")
         .replace("drift: {probes: 2}", "drift: {probes: 0}")
+        # one process per cell: the 2-process cell took 15-22 s of this test's 47-64 s in CI,
+        # and another study's folder needs no more than a cell per strategy to show
+        .replace("devices_per_node: [1, 2]", "devices_per_node: [1]")
         .replace(
             "strategies: [torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist]",
             "strategies: [torch-dp, torch-ddp]",
@@ -241,7 +244,7 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         timeout=900,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 4  # once each: again: []
+    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 2  # once each: again: []
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 

@@ -36,7 +36,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
-from dpscale.steps import STEPS
+from dpscale.steps import step_of
 from helpers.report_text import LANDING, render
 
 RUN = "a-strategy"
@@ -53,7 +53,7 @@ def run_step(tables, paths: list[str], folder) -> tuple[pd.DataFrame, list[str],
     """The rule's step on a study's tables and cluster files: table, sentences, page."""
     inputs = {"cells": str(tables / "cells.csv"), "timeline": str(tables / "bucket_timeline.csv")}
     out = outputs(folder)
-    STEPS["cluster_predictions"](inputs, out, {"clusters": json.dumps(paths)})
+    step_of("cluster_predictions")(inputs, out, {"clusters": json.dumps(paths)})
     top = json.loads(Path(out["top"]).read_text(encoding="utf-8"))
     page = Path(out["html"]).read_text(encoding="utf-8")
     return pd.read_csv(out["table"]), top, page

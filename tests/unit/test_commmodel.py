@@ -334,7 +334,7 @@ def test_parse_quantity_names_the_field():
 def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data(tmp_path):
     import json
 
-    from dpscale.steps.model import comm_model
+    from dpscale.steps.model import fit_comm_model
 
     windows = synthetic_windows(1.0)
     windows = windows[windows["world_size"] == 1].assign(img_s=1.0)
@@ -370,7 +370,9 @@ def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data
         )
     }
     inputs = {name: tmp_path / f"{name}.csv" for name in ("windows", "cells")}
-    comm_model({**inputs, "comm_fits": tmp_path / "absent.csv"}, out, {"study": json.dumps(study)})
+    fit_comm_model(
+        {**inputs, "comm_fits": tmp_path / "absent.csv"}, out, {"study": json.dumps(study)}
+    )
     assert all(path.is_file() for path in out.values())
     assert list(pd.read_csv(out["validation"]).columns) == commmodel.VALIDATION_COLUMNS
     assert list(pd.read_csv(out["predictions"]).columns) == commmodel.PREDICTION_COLUMNS

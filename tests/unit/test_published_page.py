@@ -1,8 +1,8 @@
-"""The published cases as a rule (issue 50 item 4): its step writes the table, the summary
-and a page where every predicted number is labelled extrapolated and keeps its source; its
-inputs are the workflow's own files unless the config names others, checked with one line
-naming the field; the landing page says what is extrapolated. The errors themselves are
-what the check measures, not asserted here."""
+"""The published cases in the comm_model job (issue 50 item 4): their step writes the table,
+the summary and a page where every predicted number is labelled extrapolated and keeps its
+source; its inputs are the workflow's own files unless the config names others, checked with
+one line naming the field; the landing page says what is extrapolated. The errors themselves
+are what the check measures, not asserted here."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.render.published_page import display_table
-from dpscale.steps import STEPS
-from dpscale.steps.published import check_table
+from dpscale.steps.published import check_table, published_cases
 from helpers.report_text import LANDING, render
 
 FILES = published.published_files({})
@@ -31,14 +30,14 @@ CHAINERMN = "https://chainer.org/general/2018/05/25/chainermn-v1-3.html"
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> dict[str, str]:
-    """The rule's step run once on the workflow's own files."""
+    """The step run once on the workflow's own files."""
     folder = tmp_path_factory.mktemp("published")
     outputs = {
         "table": str(folder / "published_cases.csv"),
         "top": str(folder / "published_cases_top.json"),
         "html": str(folder / "published_cases.html"),
     }
-    STEPS["published_cases"](FILES, outputs, {})
+    published_cases(FILES, outputs, {})
     return outputs
 
 

@@ -96,3 +96,13 @@ def test_the_docstring_check_sees_a_bare_rule():
         ["made", "bare", "bare_checkpoint", "again"],
         ["bare", "bare_checkpoint", "again"],
     )
+
+
+def test_every_step_rule_has_a_step_that_resolves():
+    """The rules whose body is workflow/scripts/step.py, and dpscale.steps.STEPS, name the same
+    rules, and each entry imports (a job imports its own step's module only, when it runs)."""
+    from dpscale.steps import STEPS, step_of
+
+    stepped = {name for name, block in rule_blocks().items() if "scripts/step.py" in block}
+    assert stepped == set(STEPS)
+    assert all(callable(step_of(name)) for name in STEPS)

@@ -355,11 +355,9 @@ def final_outputs():
     outputs += list(rules.answer_figures.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
+    # the model, and with it the exported-log path checked end to end (issue 50): a status
+    # row where it cannot be; and the published cases from a borrowed profile (no cell)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
-    # the exported-log path checked end to end (issue 50): a status row where it cannot be
-    outputs += list(rules.exported_log_check.output)
-    # no cell: the published cases and a borrowed profile (published.smk)
-    outputs += list(rules.published_cases.output)
     # the config's clusters, from the one-device cells (clusters.smk): none by default
     if config["clusters"]:
         outputs += list(rules.cluster_predictions.output)
@@ -376,4 +374,4 @@ def tidy_tables(wildcards):
     has every column but the cases' own notes, and it stays in tables/)."""
     wanted = final_outputs() + list(rules.remedies.output)
     tables = {str(path) for path in wanted if str(path).endswith(".csv")}
-    return sorted(tables - set(map(str, rules.published_cases.output)))
+    return sorted(tables - {str(rules.comm_model.output.published_table)})

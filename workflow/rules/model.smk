@@ -1,16 +1,26 @@
 # The communication model: fitted, validated on held-out configurations, used for predictions
 # (report category "5. Network model"). It reads the collective benchmark's alpha and beta
 # (comm_fits.csv, empty without collectives cells: then the networks' configured rates).
+# The same job checks the exported-log path and predicts the published cases (issue 50):
+# each a step of under a second, which a job of its own made cost a Python start per study.
+# The published cases file and the profile they borrow are the config's published_cases, else
+# the workflow's own (docs/decisions/published-cases-inputs.md).
+from dpscale.workflow_door import published_files
 
 
 rule comm_model:
-    """The communication model fitted on windows and all-reduce fits, validated, its predictions."""
+    """The communication model fitted on windows and all-reduce fits, validated, its predictions;
+    the study's multi-node cells predicted through its own exported collectives logs; the
+    published multi-GPU results predicted (extrapolated) from cases and a borrowed profile.
+    """
     input:
+        **published_files(config),  # the published cases and the profile they borrow
         windows=f"{TABLES}/windows.csv",
         cells=f"{TABLES}/cells.csv",
         comm_fits=rules.collectives.output.fits,
         timeline=f"{TABLES}/bucket_timeline.csv",
         replay=rules.collectives.output.replay,
+        collectives=rules.collectives.output.table,
     output:
         parameters=f"{TABLES}/comm_model.csv",
         validation=f"{TABLES}/model_validation.csv",
@@ -63,40 +73,23 @@ rule comm_model:
             subcategory="figures",
             labels={"name": "throughput vs batch per network, model curves"},
         ),
-    log:
-        f"{LOGS}/comm_model.log",
-    localrule: True
-    params:
-        study=json.dumps(model_inputs(config)),  # links parsed once, in plan/
-    script:
-        "../scripts/step.py"
-
-
-# Issue 50, item 5: the import-to-prediction path of `dpscale predict` checked on this study's
-# own outcomes. Its collectives cells exported as nccl-tests logs (`dpscale export-nccl`),
-# read back as a cluster's log, and each multi-node synthetic cell predicted from the
-# one-process cell, beside the native model's held-out medians. A study without collectives
-# at two or more ranks, or without multi-node cells, gets a table with one row saying why.
-rule exported_log_check:
-    """The study's multi-node cells predicted through its own exported collectives logs."""
-    input:
-        cells=f"{TABLES}/cells.csv",
-        collectives=rules.collectives.output.table,
-        timeline=f"{TABLES}/bucket_timeline.csv",
-        validation=rules.comm_model.output.validation,
-        summary=rules.comm_model.output.summary,
-        parameters=rules.comm_model.output.parameters,
-    output:
-        table=f"{TABLES}/exported_log_check.csv",
-        summary=f"{TABLES}/exported_log_check_summary.csv",
-        summary_html=report(
+        # Issue 50, item 5: the import-to-prediction path of `dpscale predict` checked on
+        # this study's own outcomes, in this job (a job of its own costs every study a Python
+        # start). Its collectives cells exported as nccl-tests logs (`dpscale export-nccl`),
+        # read back as a cluster's log, and each multi-node synthetic cell predicted from the
+        # one-process cell, beside the native model's held-out medians. A study without
+        # collectives at two or more ranks, or without multi-node cells, gets a table with
+        # one row saying why.
+        exported_table=f"{TABLES}/exported_log_check.csv",
+        exported_summary=f"{TABLES}/exported_log_check_summary.csv",
+        exported_summary_html=report(
             f"{TABLES}/exported_log_check_summary.html",
             caption="../../report/exported_log_check.rst",
             category="5. Network model",
             subcategory="tables",
             labels={"name": "exported nccl-tests logs, end to end"},
         ),
-        table_html=page(
+        exported_table_html=page(
             f"{TABLES}/exported_log_check.html",
             f"{TABLES}/exported_log_check.csv",
             caption="../../report/exported_log_check_cells.rst",
@@ -104,11 +97,23 @@ rule exported_log_check:
             subcategory="tables",
             labels={"name": "exported nccl-tests logs, per cell"},
         ),
+        # Published multi-GPU results predicted from a borrowed one-device profile (issue 50),
+        # in this job for the same reason: no cell is measured for them, and the table is the
+        # same in every study.
+        published_table=f"{TABLES}/published_cases.csv",
+        published_top=f"{TABLES}/published_cases_top.json",
+        published_html=report(
+            f"{TABLES}/published_cases.html",
+            caption="../../report/published_cases.rst",
+            category="5. Network model",
+            subcategory="tables",
+            labels={"name": "published multi-GPU results, predicted (extrapolated)"},
+        ),
     log:
-        f"{LOGS}/exported_log_check.log",
+        f"{LOGS}/comm_model.log",
     localrule: True
     params:
-        study=json.dumps(model_inputs(config)),
+        study=json.dumps(model_inputs(config)),  # links parsed once, in plan/
         name=config["study"],
     script:
         "../scripts/step.py"

@@ -13,39 +13,47 @@ each figure, and its size is the report's size.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dpscale.render.png import compact_png
-from dpscale.steps import compare, findings, imports, model, predict, published, tables
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
-STEPS: dict[str, Step] = {
-    "quality_review": tables.quality_review,
-    "aggregate": tables.aggregate,
-    "html_tables": tables.html_tables,
-    "data_tables": tables.data_tables,
-    "figures": tables.figures,
-    "accuracy": tables.accuracy,
-    "collectives": tables.collectives,
-    "imports": imports.imports,
-    "drift": tables.drift,
-    "startup": tables.startup,
-    "cost": findings.cost,
-    "remedies": findings.remedies,
-    "findings": findings.findings,
-    "post_vs_run": findings.post_vs_run,
-    "answer_figures": findings.answer_figures,
-    "remedies_figure": findings.remedies_figure,
-    "mfu_figure": findings.mfu_figure,
-    "comm_model": model.comm_model,
-    "exported_log_check": model.exported_log_check,
-    "compare": compare.compare,
-    "published_cases": published.published_cases,
-    "cluster_predictions": predict.cluster_predictions,
+# rule -> "module.function" in dpscale.steps. A job imports its own step's module only, not
+# every step's: each job is a Python start, and the other modules' imports (altair, the
+# comparison page) cost a few tenths of a second of CPU per job
+# (docs/measurements/2026-11-27-suite-cuts.md). tests/unit/test_rules.py resolves every entry.
+STEPS: dict[str, str] = {
+    "quality_review": "tables.quality_review",
+    "aggregate": "tables.aggregate",
+    "html_tables": "tables.html_tables",
+    "data_tables": "tables.data_tables",
+    "figures": "tables.figures",
+    "accuracy": "tables.accuracy",
+    "collectives": "tables.collectives",
+    "imports": "imports.imports",
+    "drift": "tables.drift",
+    "startup": "tables.startup",
+    "cost": "findings.cost",
+    "remedies": "findings.remedies",
+    "findings": "findings.findings",
+    "post_vs_run": "findings.post_vs_run",
+    "answer_figures": "findings.answer_figures",
+    "remedies_figure": "findings.remedies_figure",
+    "mfu_figure": "findings.mfu_figure",
+    "comm_model": "model.comm_model",
+    "compare": "compare.compare",
+    "cluster_predictions": "predict.cluster_predictions",
 }
+
+
+def step_of(rule: str) -> Step:
+    """The step function of ``rule``, its module imported now."""
+    module, function = STEPS[rule].split(".")
+    return getattr(importlib.import_module(f"dpscale.steps.{module}"), function)
 
 
 def named(items: Any) -> dict[str, Any]:
@@ -55,7 +63,7 @@ def named(items: Any) -> dict[str, Any]:
 
 def run_rule(smk: Any) -> None:
     """Run the step of rule ``smk.rule`` with the rule's files; its output goes to the log."""
-    step = STEPS[smk.rule]
+    step = step_of(smk.rule)
     log = Path(smk.log[0]) if smk.log else None
     with contextlib.ExitStack() as stack:
         if log is not None:

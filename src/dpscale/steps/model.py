@@ -1,5 +1,7 @@
-"""The communication model's step: fitted, validated on held-out cells, used for predictions
-(rule comm_model in workflow/rules/model.smk)."""
+"""The communication model's step: fitted, validated on held-out cells, used for predictions,
+the study's multi-node cells predicted through its own exported collectives logs, and the
+published multi-GPU results predicted from a borrowed profile (rule comm_model in
+workflow/rules/model.smk: one job, so one Python start per study for the three)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dpscale.plan.link import links_of
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
+from dpscale.steps.published import published_cases
 
 Files = Mapping[str, Any]
 
@@ -34,6 +37,28 @@ def study_links(study: dict[str, Any]) -> dict[str, Any]:
 
 
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
+    """The model (:func:`fit_comm_model`), then the exported-log check over the model's
+    tables as written (:func:`exported_log_check`, its outputs named ``exported_*``), then
+    the published cases (steps.published, its outputs named ``published_*``)."""
+    lines = [fit_comm_model(inputs, outputs, params)]
+    check_inputs = {
+        **{name: inputs[name] for name in ("cells", "collectives", "timeline")},
+        **{name: outputs[name] for name in ("validation", "summary", "parameters")},
+    }
+    lines.append(exported_log_check(check_inputs, prefixed(outputs, "exported_"), params))
+    cases = {name: inputs[name] for name in ("cases", "profile")}
+    lines.append(published_cases(cases, prefixed(outputs, "published_"), params))
+    return "\n".join(lines)
+
+
+def prefixed(outputs: Files, prefix: str) -> dict[str, Any]:
+    """The outputs named ``<prefix><name>``, as ``name``: one part's files of a job."""
+    return {
+        name.removeprefix(prefix): path for name, path in outputs.items() if name.startswith(prefix)
+    }
+
+
+def fit_comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     """windows + cells (+ comm_fits, bucket timelines, gradient replays) -> the model's
     parameters, held-out validation, predictions, their HTML pages and figures."""
     model = study_model(

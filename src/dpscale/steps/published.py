@@ -1,6 +1,6 @@
 """Published multi-GPU results predicted from a borrowed one-device profile (issue 50 item 4,
-rule published_cases): the cases file and the bucket timeline -> tables/published_cases.csv,
-its summary and its report page. Nothing is measured."""
+in rule comm_model's job, steps.model): the cases file and the bucket timeline ->
+tables/published_cases.csv, its summary and its report page. Nothing is measured."""
 
 from __future__ import annotations
 
