@@ -292,7 +292,8 @@ def test_an_intra_node_entry_reads(tmp_path):
     [
         ({"nccl_tests_log": "nvlink.log"}, "intra_node.ranks: missing"),
         ({"nccl_tests_log": "nowhere.log", "ranks": 4}, "intra_node.nccl_tests_log: nowhere"),
-        ({**INTRA, "rate": "900gbit"}, "intra_node.rate: unknown key"),
+        ({**INTRA, "rate": "fast"}, "intra_node.rate: 'fast' is not a rate"),
+        ({**INTRA, "delay": "1us"}, "intra_node.delay: unknown key"),
         ({"nccl_tests_log": "nvlink.log", "ranks": 8}, "intra_node.ranks: 8 is more than"),
         ({"nccl_tests_log": "nvlink.log", "ranks": 1}, "intra_node.ranks: 1 is not an integer"),
         ("nvlink.log", "intra_node: not a mapping"),
@@ -325,3 +326,25 @@ def test_an_intra_node_log_of_other_ranks_names_intra_node_ranks(tmp_path):
 
 def test_a_speedup_and_its_range_are_shown_to_the_same_decimals():
     assert [cp.times(v) for v in (32.0, 31.94, 9.876, 1.0)] == ["32.0", "31.9", "9.88", "1.00"]
+
+
+def test_an_intra_node_rate_checks_the_one_node_rows_algorithm(tmp_path):
+    """With the fabric's nominal rate, the one-node row's algorithm is checked against it
+    (the fast law's 200 GB/s is a ring at 1600 Gbit/s); without it, it is not checked."""
+    from dpscale.steps.predict import answer
+
+    tables = results(tmp_path) / "tables"
+    cells = pd.read_csv(tables / "cells.csv")
+    buckets = pd.read_csv(tables / "bucket_timeline.csv")
+
+    def one_node_algorithm(intra: dict) -> str:
+        cluster = read_cluster(intra_file(tmp_path, intra_node=intra))
+        table = answer(cells, buckets, cluster, "results").table
+        return table.loc[table["nodes"] == 1, "algorithm"].iloc[0]
+
+    read = read_cluster(intra_file(tmp_path, intra_node={**INTRA, "rate": "1600gbit"}))
+    assert read.intra.rate is not None
+    assert one_node_algorithm({**INTRA, "rate": "1600gbit"}).endswith(
+        "consistent with a ring over this link"
+    )
+    assert one_node_algorithm(INTRA).startswith("not checked")

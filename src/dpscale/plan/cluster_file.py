@@ -9,6 +9,7 @@ name the file, the field and what it allows.
     intra_node:                                 # optional: the node's own fabric (NVLink, PCIe)
       nccl_tests_log: logs/all_reduce_1x4.log   # relative to this file
       ranks: 4                                  # 2 to devices_per_node, all on one node
+      rate: 3600gbit                            # optional: its nominal rate, per direction
     devices_per_node: 4
     nodes: [2, 4, 8]
     strategy: <a strategy>                      # optional where the results hold one
@@ -41,6 +42,7 @@ OPTIONAL = ("strategy", "intra_node")
 INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
 INTER_NODE_OPTIONAL = ("rate",)
 INTRA_NODE_REQUIRED = ("nccl_tests_log", "ranks")
+INTRA_NODE_OPTIONAL = ("rate",)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class IntraNode:
 
     log: Path
     ranks: int
+    rate: Link | None = None  # the fabric's nominal rate: tells a tree or NVLS from a ring
 
 
 @dataclass(frozen=True)
@@ -109,20 +112,18 @@ def _log(entry: dict[str, Any], path: Path, field: str) -> Path:
     return log
 
 
-def _rate(inter: dict[str, Any], where: str) -> Link | None:
-    """inter_node.rate as a Link; None where not given."""
-    if inter.get("rate") is None:
+def _rate(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link | None:
+    """``<field>.rate`` as a Link; None where not given."""
+    if sub.get("rate") is None:
         return None
-    text = str(inter["rate"]).strip()
+    text = str(sub["rate"]).strip()
     if not any(text.endswith(unit) for unit in RATE_UNITS):
         raise ConfigError(
-            f"{where}: inter_node.rate: {text!r} is not a rate; allowed: a number with "
+            f"{where}: {field}.rate: {text!r} is not a rate; allowed: a number with "
             f"one of {sorted(RATE_UNITS)} (e.g. 200gbit)"
         )
     try:
-        return Link.from_rate(
-            "inter_node", text, field="inter_node", emulated=False, source="cluster file"
-        )
+        return Link.from_rate(field, text, field=field, emulated=False, source="cluster file")
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
 
@@ -133,7 +134,9 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
     if entry.get("intra_node") is None:
         return None
     where = str(path)
-    intra = _mapping(entry["intra_node"], where, "intra_node", INTRA_NODE_REQUIRED, ())
+    intra = _mapping(
+        entry["intra_node"], where, "intra_node", INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL
+    )
     log = _log(intra, path, "intra_node")
     ranks = _int(intra["ranks"], where, "intra_node.ranks", 2)
     if devices_per_node < 2:
@@ -146,7 +149,7 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
             f"{where}: intra_node.ranks: {ranks} is more than devices_per_node "
             f"({devices_per_node}); allowed: 2 to {devices_per_node} (the log ran inside one node)"
         )
-    return IntraNode(log, ranks)
+    return IntraNode(log, ranks, _rate(intra, where, "intra_node"))
 
 
 def read_cluster(path: str | Path) -> ClusterFile:

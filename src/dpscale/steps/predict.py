@@ -93,7 +93,7 @@ def _shape(cluster: ClusterFile, curve: CollectiveCurve) -> cp.Cluster:
     """The cluster as the prediction takes it, with its intra-node curve where given."""
     intra, intra_log = None, ""
     if cluster.intra is not None:
-        intra = _curve(cluster.intra.log, cluster.intra.ranks, None, "intra_node")
+        intra = _curve(cluster.intra.log, cluster.intra.ranks, cluster.intra.rate, "intra_node")
         intra_log = cluster.intra.log.name
     return cp.Cluster(
         cluster.name, curve, cluster.devices_per_node, cluster.nodes, intra, intra_log
