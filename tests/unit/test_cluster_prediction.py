@@ -158,6 +158,18 @@ def test_a_good_cluster_file_reads(tmp_path):
     assert read.log == (tmp_path / "slingshot.log").resolve()
 
 
+def assert_one_line_naming(field: str, path: str, tmp_path) -> None:
+    """Reading the file and `dpscale predict` each fail with one line naming ``field``."""
+    with pytest.raises(ConfigError) as error:
+        read_cluster(path)
+    assert field in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: ") and field in message
+    assert "\n" not in message
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -170,14 +182,7 @@ def test_a_good_cluster_file_reads(tmp_path):
 )
 def test_a_bad_cluster_file_is_one_line_naming_the_field(tmp_path, changes, field):
     path = cluster_file(tmp_path, **changes)
-    with pytest.raises(ConfigError) as error:
-        read_cluster(path)
-    assert field in str(error.value) and "\n" not in str(error.value)
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
-    message = str(exit_.value.code)
-    assert message.startswith(f"dpscale: {path}: ") and field in message
-    assert "\n" not in message
+    assert_one_line_naming(field, path, tmp_path)
 
 
 def test_predict_end_to_end_on_the_h100_tables_and_the_slingshot_log(tmp_path, capsys):
@@ -301,14 +306,7 @@ def test_an_intra_node_entry_reads(tmp_path):
 )
 def test_a_bad_intra_node_entry_is_one_line_naming_the_field(tmp_path, intra, field):
     path = intra_file(tmp_path, intra_node=intra)
-    with pytest.raises(ConfigError) as error:
-        read_cluster(path)
-    assert field in str(error.value) and "\n" not in str(error.value)
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
-    message = str(exit_.value.code)
-    assert message.startswith(f"dpscale: {path}: ") and field in message
-    assert "\n" not in message
+    assert_one_line_naming(field, path, tmp_path)
 
 
 def test_an_intra_node_log_on_nodes_of_one_device_is_refused(tmp_path):

@@ -84,9 +84,10 @@ def classify_failure(
 
 
 def oom_words(line: str) -> str:
-    """The framework's out-of-memory line, up to its second sentence: what it tried to
-    allocate and what the device had ("CUDA out of memory. Tried to allocate 12.25 GiB. GPU
-    0 has a total capacity of 139.80 GiB of which 4.28 GiB is free"), not its advice."""
+    """The framework's out-of-memory line, its first three sentences at most: what ran out,
+    what it tried to allocate and what the device had ("CUDA out of memory. Tried to
+    allocate 12.25 GiB. GPU 0 has a total capacity of 139.80 GiB of which 4.28 GiB is
+    free"), not its advice."""
     sentences = re.split(r"(?<=[.;])\s+", line.strip())
     return " ".join(sentences[:3])[:OOM_WORDS_CHARS].rstrip(" .;")
 

@@ -38,13 +38,17 @@ def profiles(path: str | Path) -> list[published_check.Profile]:
             table[column] = unknown  # a study's bucket_timeline.csv from before they existed
     table[["precision", "gpus"]] = table[["precision", "gpus"]].fillna("").astype(str)
     found = []
-    for (precision, gpus), rows in table.groupby(["precision", "gpus"], sort=True):
+    # by precision, as plan.published checks the table (one strategy per model and
+    # precision): a (model, precision) timed on several GPUs is one timeline naming them all
+    for precision, rows in table.groupby("precision", sort=True):
         for (strategy, model), timeline in timelines(rows).items():
             match = MODEL_KEY.fullmatch(model)
             name = match["name"] if match else model
+            timed = rows.loc[rows["model"] == model, "gpus"]
+            gpus = " and ".join(sorted(set(timed) - {""})) or "device"
             batches = ", ".join(f"{batch:g}" for batch in timeline.batches)
             words = (
-                f"compute shape borrowed from one {gpus or 'device'} {name} "
+                f"compute shape borrowed from one {gpus} {name} "
                 f"{precision or '(precision not recorded)'} {strategy} timeline "
                 f"({len(timeline.share)} buckets, batch {batches})"
             )
