@@ -152,3 +152,66 @@ def test_relative_to_one_node_uses_the_node_as_baseline():
     setup = pc.setup_for(lookup["chainermn-aws-p3-25g-32"], lookup, KNOWN)
     assert setup.base_world == 8 and setup.world == 32
     assert setup.base_beta == pc.INTRA_NODE["V100"][0]
+
+
+def test_parameter_servers_load_the_busiest_nic_by_their_count():
+    # equal counts: the ring's 2(N-1)/N over the nodes
+    assert pc.server_factor(8, 8) == pytest.approx(2 * 7 / 8)
+    # half as many shards: a machine holding one takes 7 machines' quarter and pulls 3 quarters
+    assert pc.server_factor(8, 4) == pytest.approx((7 + 3) / 4)
+    # one server takes every other machine's whole gradient
+    assert pc.server_factor(8, 1) == pytest.approx(7.0)
+    one = pc.after_backward(FOUR)
+    step = pc.step_seconds(one, 32, 0.1, 1e8, 64, 1e9, 0.0, servers=(8, 4))
+    assert step == pytest.approx(0.1 + 2.5 * 1e8 / 1e9)
+
+
+def test_a_tf_case_takes_its_published_parameter_server_count():
+    lookup = {c["id"]: c for c in CASES}
+    resnet152 = pc.setup_for(lookup["tf-p2-k80-64-resnet152"], lookup, KNOWN)
+    resnet50 = pc.setup_for(lookup["tf-p2-k80-64-resnet50"], lookup, KNOWN)
+    assert resnet152.servers == (8, 4) and resnet50.servers == (8, 8)
+    assert any("4 shards on 4 of the 8 worker machines" in a for a in resnet152.assumptions)
+    # a case that gives no count has one server per node
+    case = by_id("tf-p2-k80-64-resnet152")
+    del case["parameter_servers"]
+    assert pc.setup_for(case, lookup, KNOWN).servers == (8, 8)
+
+
+def test_the_implied_rate_has_a_known_answer_and_none_where_no_rate_fits():
+    # efficiency 1 / (1 + 1e9 / rate): 50% at 1e9 bytes/s
+    def predict(rate: float) -> float:
+        return 1 / (1 + 1e9 / rate)
+
+    assert pc.implied_rate(predict, 0.5, nominal=1e10) == pytest.approx(1e9, rel=1e-5)
+    # more than compute alone allows, or less than 1 MB/s would give: no rate
+    assert math.isnan(pc.implied_rate(predict, 1.01, nominal=1e10))
+    assert math.isnan(pc.implied_rate(predict, 1e-6, nominal=1e10))
+    assert math.isnan(pc.implied_rate(predict, math.nan, nominal=1e10))
+
+
+def test_a_case_predicted_at_its_implied_rate_meets_its_published_figure(table):
+    lookup = {c["id"]: c for c in CASES}
+    row = table.set_index("id").loc["tf-p2-k80-64-resnet50"]
+    profile = pc.choose_profile(PROFILES, lookup["tf-p2-k80-64-resnet50"])
+    setup = pc.setup_for(lookup["tf-p2-k80-64-resnet50"], lookup, profile)
+    setup.beta = row["implied_gbit_s"] * 1e9 / 8
+    assert 100 * pc.efficiency(profile.timeline, setup) == pytest.approx(row["published"], abs=1e-3)
+    assert row["implied_pct_of_nominal"] == pytest.approx(100 * setup.beta / (10e9 / 8))
+    assert row["link_kind"] == "tcp"
+    # the ratio cases too, and a case compared with nothing implies nothing
+    ratio = table.set_index("id").loc["chainermn-mn1-10gbe-32"]
+    assert ratio["implied_gbit_s"] > 0
+    assert math.isnan(table.set_index("id").loc["chainermn-mn1-ibfdr-32", "implied_gbit_s"])
+
+
+def test_the_implied_rates_are_summarised_per_kind_of_link(table):
+    ranges = pc.summary(table)["implied_pct_of_nominal"]
+    implied = table.dropna(subset=["implied_pct_of_nominal"])
+    assert sum(found["cases"] for found in ranges.values()) == len(implied)
+    tcp = implied.loc[implied["link_kind"] == "tcp", "implied_pct_of_nominal"]
+    assert ranges["tcp"]["low"] == pytest.approx(tcp.min())
+    assert ranges["tcp"]["median"] == pytest.approx(tcp.median())
+    line = pc.implied_line(ranges)
+    assert f"TCP Ethernet {tcp.min():.0f}-{tcp.max():.0f}% of nominal ({len(tcp)} cases" in line
+    assert "a diagnostic, not a prediction" in line

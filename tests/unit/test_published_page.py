@@ -96,6 +96,9 @@ def table_of(rows: list[dict]) -> pd.DataFrame:
         "published": math.nan,
         "error_points": math.nan,
         "error_pct": math.nan,
+        "implied_gbit_s": math.nan,
+        "implied_pct_of_nominal": math.nan,
+        "link_kind": "",
         "kind": "extrapolated",
         "basis": "extrapolated: borrowed compute profile, nominal link",
         "compute_source": "",
@@ -134,7 +137,8 @@ def test_the_summary_says_which_targets_are_met_and_which_not():
 def test_the_page_shows_efficiencies_ratios_and_their_errors_in_their_units():
     table = table_of(
         [
-            {"id": "e", "predicted": 91.08, "published": 90.0, "error_points": 1.08, "source": "s"},
+            {"id": "e", "predicted": 91.08, "published": 90.0, "error_points": 1.08, "source": "s"}
+            | {"implied_gbit_s": 1.604, "implied_pct_of_nominal": 16.04, "link_kind": "tcp"},
             {"id": "r", "metric": "time ratio", "predicted": 1.284, "published": 3.06}
             | {"error_pct": -58.1, "source": "s"},
             {"id": "n", "predicted": math.nan, "status": "not predicted", "reason": "no input"}
@@ -157,6 +161,8 @@ def test_the_page_shows_efficiencies_ratios_and_their_errors_in_their_units():
         and shown.loc["n", "predicted"] == ""
     )
     assert shown.loc["e", "basis"].startswith("extrapolated")
+    implied = shown["link rate the published figure implies"]
+    assert implied.to_dict() == {"e": "1.6 Gbit/s (16% of nominal)", "r": "", "n": ""}
     # the page keeps the prediction's own assumptions; the case's notes stay in cases.yaml
     notes = table.assign(assumptions="ring at the nominal rate || case: no link log published")
     assumed = display_table(notes).set_index("id")["assumptions (the case's own notes: cases.yaml)"]

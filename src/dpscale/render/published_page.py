@@ -16,6 +16,8 @@ STATUS = "status or reason"
 # cases.yaml and the CSV, out of the page, which every report carries
 ASSUMED = "assumptions (the case's own notes: cases.yaml)"
 CASE_NOTES = " || case: "
+# the link rate at which the prediction meets the published figure (a diagnostic)
+IMPLIED = "link rate the published figure implies"
 SHOWN = [
     "id",
     "model",
@@ -25,6 +27,7 @@ SHOWN = [
     "predicted",
     "published",
     "error",
+    IMPLIED,
     "basis",
     STATUS,
     "source",
@@ -57,6 +60,13 @@ def _error(row: pd.Series) -> str:
     return ""
 
 
+def _implied(gbit_s: float, pct: float) -> str:
+    """'1.60 Gbit/s (16% of nominal)'; nothing where no rate meets the published figure."""
+    if not isinstance(gbit_s, float | int) or math.isnan(gbit_s):
+        return ""
+    return f"{gbit_s:.3g} Gbit/s ({pct:.0f}% of nominal)"
+
+
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """The check as text, one row per case; a case not predicted keeps its reason in status."""
     shown = table.copy()
@@ -64,6 +74,10 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     shown["predicted"] = [_value(v, m) for v, m in zip(shown["predicted"], metric, strict=True)]
     shown["published"] = [_value(v, m) for v, m in zip(shown["published"], metric, strict=True)]
     shown["error"] = shown.apply(_error, axis=1) if len(shown) else []
+    shown[IMPLIED] = [
+        _implied(gbit, pct)
+        for gbit, pct in zip(shown["implied_gbit_s"], shown["implied_pct_of_nominal"], strict=True)
+    ]
     reason = shown["reason"].fillna("").astype(str)
     shown[STATUS] = [
         f"{status}: {why}" if why else status
