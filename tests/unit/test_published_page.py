@@ -225,6 +225,8 @@ def two_timelines(tmp_path) -> str:
         ("cases", "{tmp}/no_cases.yaml", "has no list of cases"),
         ("cases", "{tmp}/no_id.yaml", "cases[0] has no id"),
         ("cases", "{tmp}/broken.yaml", "YAML syntax error"),
+        ("cases", "{tmp}/servers.yaml", "cases[0] (a).parameter_servers is 9; allowed: a whole"),
+        ("cases", "{tmp}/servers_text.yaml", "cases[0] (a).parameter_servers is 'four'"),
         ("profile", "missing.csv", "published_cases.profile: 'missing.csv' is not a file"),
         ("profile", published.DEFAULT_CASES, "lacks column 'cell_id'"),
         ("profile", "{two}", "holds 2 strategies' timelines of ('resnet101-imagenet224-c1000'"),
@@ -235,6 +237,8 @@ def test_a_bad_file_is_one_line_naming_the_field(tmp_path, key, value, expected)
     (tmp_path / "no_cases.yaml").write_text("other: 1\n")
     (tmp_path / "no_id.yaml").write_text("cases:\n  - {model: resnet50}\n")
     (tmp_path / "broken.yaml").write_text("cases: [\n")
+    (tmp_path / "servers.yaml").write_text("cases:\n  - {id: a, nodes: 8, parameter_servers: 9}\n")
+    (tmp_path / "servers_text.yaml").write_text("cases:\n  - {id: a, parameter_servers: four}\n")
     none = tmp_path / "none.csv"
     pd.read_csv(FILES["profile"]).assign(world_size=2).to_csv(none, index=False)
     value = value.format(tmp=tmp_path, two=two_timelines(tmp_path), none=none)

@@ -81,6 +81,21 @@ def _check_cases(path: str) -> None:
     for index, case in enumerate(cases):
         if not isinstance(case, dict) or not case.get("id"):
             raise ConfigError(f"{where}: cases[{index}] has no id; every case needs one")
+        _check_servers(case, f"{where}: cases[{index}] ({case['id']})")
+
+
+def _check_servers(case: Mapping[str, Any], where: str) -> None:
+    """``parameter_servers``, where given: a whole number from 1 to the case's nodes."""
+    servers, nodes = case.get("parameter_servers"), case.get("nodes")
+    if servers is None:
+        return
+    top = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else None
+    whole = isinstance(servers, int) and not isinstance(servers, bool)
+    if not whole or servers < 1 or (top is not None and servers > top):
+        raise ConfigError(
+            f"{where}.parameter_servers is {servers!r}; allowed: a whole number from 1 to the "
+            f"case's nodes ({top if top is not None else 'its nodes'}), or absent (one per node)"
+        )
 
 
 def _check_profile(path: str) -> None:
