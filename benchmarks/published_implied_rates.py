@@ -22,11 +22,10 @@ from dpscale.steps.published import profiles
 FILES = published_files({})
 
 
-def sibling_rows(cases: list[dict], table: pd.DataFrame) -> list[dict]:
+def sibling_rows(cases: list[dict], shapes: list[pc.Profile], table: pd.DataFrame) -> list[dict]:
     """Per compared case with compared siblings on its link: the siblings' median implied
     rate, the case's figure predicted at it, and the error."""
     lookup = {case["id"]: case for case in cases}
-    shapes = profiles(FILES["profile"])
     implied = table.dropna(subset=["implied_gbit_s"]).set_index("id")
     rows = []
     for case_id, row in implied.iterrows():
@@ -61,12 +60,13 @@ def sibling_rows(cases: list[dict], table: pd.DataFrame) -> list[dict]:
 
 def main() -> int:
     cases = load_yaml(Path(FILES["cases"]))["cases"]
-    table = pc.check(cases, profiles(FILES["profile"]))
+    shapes = profiles(FILES["profile"])
+    table = pc.check(cases, shapes)
     columns = ["id", "link_kind", "link", "implied_gbit_s", "implied_pct_of_nominal"]
     with pd.option_context("display.width", 200):
         print(table.dropna(subset=["implied_gbit_s"])[columns].round(2).to_string(index=False))
         print()
-        print(pd.DataFrame(sibling_rows(cases, table)).to_string(index=False))
+        print(pd.DataFrame(sibling_rows(cases, shapes, table)).to_string(index=False))
     return 0
 
 

@@ -41,8 +41,8 @@ REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_p
 OPTIONAL = ("strategy", "intra_node")
 INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
 INTER_NODE_OPTIONAL = ("rate",)
-INTRA_NODE_REQUIRED = ("nccl_tests_log", "ranks")
-INTRA_NODE_OPTIONAL = ("rate",)
+# the node's own fabric is described as the inter-node link is
+INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL = INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
 
 
 @dataclass(frozen=True)

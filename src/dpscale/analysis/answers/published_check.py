@@ -250,9 +250,10 @@ def implied_rate(predict: Callable[[float], float], target: float, nominal: floa
     published figure says the link delivered if every other input holds. NaN where no rate
     between 1 MB/s and 100 x ``nominal`` does (the loss is not the link's, or is more than
     the link can cause)."""
+    if math.isnan(target):
+        return math.nan
     low, high = IMPLIED_LOW_BYTES_S, nominal * IMPLIED_HIGH_FACTOR
-    below, above = predict(low) - target, predict(high) - target
-    if math.isnan(target) or below * above > 0:
+    if (predict(low) - target) * (predict(high) - target) > 0:
         return math.nan
     return float(brentq(lambda rate: predict(rate) - target, low, high, xtol=1.0, rtol=1e-6))
 
@@ -364,6 +365,8 @@ def setup_for(
         )
     world = int(case["devices_total"])
     intra = _intra(case)
+    # tf_cnn_benchmarks' sharded parameter servers across nodes, not a ring
+    sharded = "distributed_replicated" in framework and case["nodes"] > 1
     if case["nodes"] > 1:
         inter = case["inter_node_link"]
         rdma = inter.get("rdma") is True
@@ -374,7 +377,7 @@ def setup_for(
         link = inter["name"]
         over, step = (
             ("parameter servers", "push or pull")
-            if "distributed_replicated" in framework
+            if sharded
             else (f"ring over {world} devices", "ring step")
         )
         assumptions.append(
@@ -392,7 +395,7 @@ def setup_for(
         return f"one node and no nominal rate assumed for its link ({case.get('intra_node_link')})"
     setup = Setup(batch, img_s, gradient, world, beta, alpha, hidden, link, source)
     setup.link_kind = link_kind
-    if "distributed_replicated" in framework and case["nodes"] > 1:
+    if sharded:
         setup.servers = (int(case["nodes"]), int(case.get("parameter_servers") or case["nodes"]))
         assumptions.append(_servers_words(*setup.servers))
     if "chainermn" in framework and not hidden:
