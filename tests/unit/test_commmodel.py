@@ -14,6 +14,7 @@ from dpscale.analysis.laws import commmodel
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import configured_links, model_inputs, predicted_links
 from dpscale.plan.study import plan_study
+from dpscale.plan.traffic import RingAllReduce
 from dpscale.plan.units import parse_quantity
 from dpscale.registry import STRATEGIES
 
@@ -62,11 +63,15 @@ def synthetic_windows(g: float, noise: float = 0.0, seed: int = 0) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+# the synthetic measurements' strategy, priced as its adapter declares
+TRAFFIC = {"torch-ddp": RingAllReduce()}
+
+
 def analyse(
     windows: pd.DataFrame, networks=NETWORKS, comm_fits=None, forms=("additive",), validate=True
 ):
     """The model of the synthetic measurements (one overlap form unless asked: fast)."""
-    return commmodel.analyse(windows, {"m": PARAMS}, networks, comm_fits, forms, validate)
+    return commmodel.analyse(windows, {"m": PARAMS}, networks, TRAFFIC, comm_fits, forms, validate)
 
 
 def value(parameters: pd.DataFrame, overlap: str, name: str) -> float:
@@ -348,7 +353,9 @@ def test_the_step_writes_every_output_with_headers_when_there_is_not_enough_data
             "predict": CONFIG_PREDICT,
             "devices_per_node": [1],
             "batch_sizes": [8],
-        }
+            "strategies": ["torch-ddp"],
+        },
+        STRATEGIES,
     )
     out = {
         name: tmp_path / f"{name}.{ext}"
@@ -396,7 +403,9 @@ def test_a_clusters_own_network_is_a_link_apart_from_the_intra_node_one():
             "gradient_bytes": [4 * PARAMS] * 2,
         }
     )
-    design = commmodel.design(rows, links, [commmodel.INTRA, "host"], emulation=True)
+    design = commmodel.design(
+        rows, links, [commmodel.INTRA, "host"], emulation=True, traffic=RingAllReduce()
+    )
     assert list(design.free_link) == [0, 1]
 
 
@@ -478,7 +487,9 @@ def _summary_row(scheme: str, overlap: str, status: str = "ok", ratio: float = 1
 
 
 def _group(chosen: str) -> commmodel.GroupModel:
-    return commmodel.GroupModel("torch-ddp", "m", pd.DataFrame(), {}, {}, {}, chosen, None)
+    return commmodel.GroupModel(
+        "torch-ddp", "m", pd.DataFrame(), {}, {}, {}, chosen, None, RingAllReduce()
+    )
 
 
 def test_a_chosen_form_too_large_for_the_fewest_ranks_names_the_forms_that_fit():

@@ -18,6 +18,7 @@ from dpscale.analysis.laws.commmodel.fitting import choose_parameters
 from dpscale.analysis.laws.commmodel.inputs import observations
 from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
 from dpscale.plan.link import configured_links
+from dpscale.plan.traffic import RingAllReduce
 from dpscale.render import commmodel_plots
 
 PARAMS = 11_000_000
@@ -136,7 +137,12 @@ def test_a_timeline_is_read_as_shares_of_the_step():
 
 def test_without_a_timeline_the_bucket_form_is_not_fitted_and_says_why():
     groups, *_ = commmodel.analyse(
-        windows(FITTED), {"m": PARAMS}, NETWORKS, comm_fits(), forms=("additive", "buckets")
+        windows(FITTED),
+        {"m": PARAMS},
+        NETWORKS,
+        {"torch-ddp": RingAllReduce()},
+        comm_fits(),
+        forms=("additive", "buckets"),
     )
     assert "buckets" not in groups[0].fits and "additive" in groups[0].fits
 
@@ -149,6 +155,7 @@ def fitted_group():
         windows(FITTED + MORE_RANKS),
         {"m": PARAMS},
         NETWORKS,
+        {"torch-ddp": RingAllReduce()},
         comm_fits(),
         timeline_table=timeline_table(),
     )
@@ -264,7 +271,7 @@ def test_an_extra_latency_per_hop_is_fitted_only_where_an_all_reduce_outlasts_a_
     def fitted(layouts: list[tuple[int, int, str]]) -> list[str]:
         obs = observations(windows(layouts), {"m": PARAMS})
         obs = obs[obs["batch_per_device"] >= 8]  # steps of 0.22 s and more
-        return choose_parameters(obs, links, "buckets", timeline).names
+        return choose_parameters(obs, links, "buckets", timeline, RingAllReduce()).names
 
     fast_only = [(1, 1, "host"), (1, 2, "host"), (2, 1, "fast")]  # all-reduces 0.04-0.09 s
     assert "alpha0" not in fitted(fast_only) and "kappa" in fitted(fast_only)

@@ -113,7 +113,7 @@ rule comm_model:
         f"{LOGS}/comm_model.log",
     localrule: True
     params:
-        study=json.dumps(model_inputs(config)),  # links parsed once, in plan/
+        study=json.dumps(model_inputs(config, STRATEGIES)),  # links parsed once, in plan/
         name=config["study"],
     script:
         "../scripts/step.py"

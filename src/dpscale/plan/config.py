@@ -127,6 +127,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)
     check_names(filled, sorted(strategies))
+    for name in filled["strategies"]:  # the model prices only what a strategy declares
+        strategies[name].declared_traffic()
     check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     check_combinations(filled)
     check_paths(filled)

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from dpscale.plan.errors import ConfigError
 from dpscale.plan.remedies import NONE, Comm
+from dpscale.plan.traffic import KINDS, Traffic
 
 if TYPE_CHECKING:
     from dpscale.plan.cell import Cell
@@ -144,6 +146,8 @@ class Strategy:
     ``requires``: the framework versions it drives, ``module>=X,<Y`` (the module's
     ``__version__``), checked when a site interpreter is probed (launch.interpreters).
     ``comm``: the communication remedies it applies (config ``comm``).
+    ``traffic``: what one step sends between ranks (plan.traffic), the only thing the
+    communication model prices; a strategy without it is refused before any job.
     """
 
     name: str
@@ -157,6 +161,16 @@ class Strategy:
     oom_patterns: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     comm: CommSupport = CommSupport()
+    traffic: Traffic | None = None
+
+    def declared_traffic(self) -> Traffic:
+        """Its traffic; one line where its adapter declares none."""
+        if self.traffic is None:
+            raise ConfigError(
+                f"strategies: {self.name} declares no traffic (STRATEGY.traffic in its "
+                f"adapter); allowed: a strategy declaring one of {list(KINDS)}"
+            )
+        return self.traffic
 
     def option(self, cell: Cell, name: str) -> Any:
         """The cell's value of one of this strategy's own config keys, or the declared default

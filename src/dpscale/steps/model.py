@@ -11,7 +11,7 @@ from typing import Any
 
 from dpscale.analysis.answers import exported_log_check as elc
 from dpscale.analysis.laws.commmodel.study import study_model
-from dpscale.plan.link import links_of
+from dpscale.plan.link import links_of, traffic_of
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
@@ -31,9 +31,11 @@ TABLES = (
 
 
 def study_links(study: dict[str, Any]) -> dict[str, Any]:
-    """plan.link.model_inputs' JSON with its links as plan.link.Link again."""
+    """plan.link.model_inputs' JSON with its links as plan.link.Link and its traffic as
+    plan.traffic's again."""
     predict = {**study["predict"], "networks": links_of(study["predict"]["networks"])}
-    return {**study, "links": links_of(study["links"]), "predict": predict}
+    links, traffic = links_of(study["links"]), traffic_of(study["traffic"])
+    return {**study, "links": links, "predict": predict, "traffic": traffic}
 
 
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dpscale.plan.cell import Cell
 from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
+from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
@@ -72,6 +73,7 @@ STRATEGY = Strategy(
         bucket="HOROVOD_FUSION_THRESHOLD",
         cycle="HOROVOD_CYCLE_TIME",
     ),
+    traffic=RingAllReduce(),  # Horovod all-reduces each fused buffer (NCCL, Gloo)
 )
 # Horovod's defaults since 0.21 (horovod/common/operations.cc): fusion buffer 128 MiB,
 # cycle time 1 ms

@@ -9,6 +9,7 @@ training mode the one process's reductions are the identity.
 from __future__ import annotations
 
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.plan.traffic import ParameterServers
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
@@ -28,6 +29,8 @@ STRATEGY = Strategy(
     requires=("mxnet>=1.9,<2",),
     one_process=True,
     multi_node=False,
+    # kvstore device: each key is summed on one of the devices, the keys dealt over them
+    traffic=ParameterServers(servers=None, on_workers=True),
 )
 
 

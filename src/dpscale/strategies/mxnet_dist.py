@@ -36,6 +36,7 @@ from typing import Any
 
 from dpscale.plan.remedies import parameter_server_ratio
 from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
+from dpscale.plan.traffic import ParameterServers
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args, require_devices
@@ -84,6 +85,9 @@ STRATEGY = Strategy(
             ),
         ),
     ),
+    # every worker pushes to and pulls from the servers (mxnet_servers, server k on node
+    # k mod N)
+    traffic=ParameterServers(servers=1, option="mxnet_servers"),
 )
 
 

@@ -14,6 +14,7 @@ import os
 from datetime import timedelta
 
 from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
+from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
@@ -46,6 +47,7 @@ STRATEGY = Strategy(
             ),
         ),
     ),
+    traffic=RingAllReduce(),  # DDP all-reduces each bucket (NCCL, Gloo)
 )
 
 

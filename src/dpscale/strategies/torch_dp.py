@@ -9,6 +9,7 @@ gradients on the first device; there is no other process to talk to.
 from __future__ import annotations
 
 from dpscale.plan.strategy import Strategy, framework_imports
+from dpscale.plan.traffic import ParameterServers
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
@@ -28,6 +29,9 @@ STRATEGY = Strategy(
     one_process=True,
     multi_node=False,
     oom_patterns=("OutOfMemoryError", "CUDNN_STATUS_ALLOC_FAILED"),
+    # DataParallel sums the replicas' gradients onto device 0 and copies the weights back
+    # out each step: one shard, held by a device
+    traffic=ParameterServers(servers=1, on_workers=True),
 )
 
 

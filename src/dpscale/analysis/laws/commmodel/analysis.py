@@ -4,7 +4,7 @@ chosen by held-out error, and the table of fitted parameters."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from dpscale.analysis.laws.commmodel.validation import (
     window_cv,
 )
 from dpscale.plan.link import Link
+from dpscale.plan.traffic import Traffic
 
 # ordered by parameter count (the bucket form: the mechanism, from a recorded timeline)
 FORMS = ("additive", "max", "pollux", "buckets")
@@ -59,6 +60,7 @@ class GroupModel:
     loo_error: dict[str, float]
     chosen: str | None
     reason: str | None
+    traffic: Traffic  # what the strategy declares it sends a step (plan.traffic)
     window_cv: float = math.nan
 
 
@@ -67,6 +69,7 @@ def fit_group(
     links: dict[str, Link],
     strategy: str,
     model: str,
+    traffic: Traffic,
     forms: Sequence[str] = FORMS,
     validate: bool = True,
     fewest_rank_links: dict[str, Link] | None = None,
@@ -83,7 +86,7 @@ def fit_group(
     reason = None
     for form in forms:
         try:
-            fitted[form] = fit_model(obs, links, form, timeline)
+            fitted[form] = fit_model(obs, links, form, timeline, traffic=traffic)
         except NotEnoughData as error:
             reason = reason or f"not enough data: {error}"
             continue
@@ -92,12 +95,12 @@ def fit_group(
             continue
         if not validate:
             continue
-        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT, timeline)
+        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT, timeline, traffic)
         lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
         if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
-            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT, timeline)
+            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT, timeline, traffic)
         rank_links = links if fewest_rank_links is None else fewest_rank_links
-        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS, timeline)
+        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS, timeline, traffic)
         validations += [loo, lono, ranks]
         errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
         loo_error[form] = float(errors.median()) if len(errors) else math.nan
@@ -105,7 +108,18 @@ def fit_group(
     chosen = _choose(held_out, list(fitted)) if fitted else None
     validation = _concat(validations, VALIDATION_COLUMNS)
     validation["chosen"] = validation["overlap"] == chosen
-    return GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason), validation
+    group = GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason, traffic)
+    return group, validation
+
+
+def declared(traffic: Mapping[str, Traffic], strategy: str) -> Traffic:
+    """The strategy's declared traffic; no strategy is priced as anything it did not say."""
+    if strategy not in traffic:
+        raise KeyError(
+            f"{strategy} has no declared traffic in the model's inputs (declared: "
+            f"{sorted(traffic)}); its adapter's STRATEGY.traffic says what a step sends"
+        )
+    return traffic[strategy]
 
 
 @dataclass(frozen=True)
@@ -221,12 +235,14 @@ def analyse(
     windows: pd.DataFrame,
     trainable_params: dict[str, int],
     networks: Sequence[Link],
+    traffic: Mapping[str, Traffic],
     comm_fits: pd.DataFrame | None = None,
     forms: Sequence[str] = FORMS,
     validate: bool = True,
     timeline_table: pd.DataFrame | None = None,
 ) -> tuple[list[GroupModel], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(models, parameters, validation, summary) for every strategy and model measured;
+    ``traffic``: each strategy's declared traffic (a strategy without one is an error);
     ``timeline_table``: bucket_timeline.csv, for the bucket form."""
     recorded = timelines(timeline_table)
     obs_all = observations(windows, trainable_params)
@@ -245,6 +261,7 @@ def analyse(
             links,
             strategy,
             model,
+            declared(traffic, strategy),
             forms,
             validate,
             fewest_rank_links,

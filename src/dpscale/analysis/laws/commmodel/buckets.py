@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.results.rows import no_remedy
-from dpscale.plan import ring
 
 
 @dataclass(frozen=True)
@@ -99,12 +98,18 @@ class BucketRows:
 
 
 def bucket_costs(
-    rows: BucketRows, message: np.ndarray, ranks: np.ndarray, beta: np.ndarray, alpha: np.ndarray
+    rows: BucketRows,
+    message: np.ndarray,
+    wire_factor: np.ndarray,
+    hops: np.ndarray,
+    beta: np.ndarray,
+    alpha: np.ndarray,
 ) -> np.ndarray:
-    """Each bucket's collective time, rows x buckets."""
-    hops = 2.0 * (ranks - 1.0) * alpha * rows.collectives
-    wire = ring.ring_factor(ranks) * message / np.minimum(beta, rows.host_beta)
-    return np.where(rows.share > 0, hops[:, None], 0.0) + rows.share * wire[:, None]
+    """Each bucket's collective time, rows x buckets: its share of the bytes through the
+    strategy's traffic (plan.traffic: ``wire_factor``, ``hops``)."""
+    latency = hops * alpha * rows.collectives
+    wire = wire_factor * message / np.minimum(beta, rows.host_beta)
+    return np.where(rows.share > 0, latency[:, None], 0.0) + rows.share * wire[:, None]
 
 
 def bucket_step(

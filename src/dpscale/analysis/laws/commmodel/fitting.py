@@ -20,10 +20,11 @@ from dpscale.analysis.laws.commmodel.model import (
     Design,
     Parameters,
     design,
+    network_seconds,
     step_seconds,
 )
-from dpscale.plan import ring
 from dpscale.plan.link import Link
+from dpscale.plan.traffic import Traffic
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 # The max form's kinks make the optimiser crawl; 200 steps from each start are plenty for
@@ -46,7 +47,8 @@ class Fit:
     residual_var: float
     links: dict[str, Link]
     configurations: int
-    timeline: BucketTimeline | None = None
+    timeline: BucketTimeline | None
+    traffic: Traffic  # what the strategy sends a step (plan.traffic)
 
     def design(
         self, rows: pd.DataFrame, emulation: bool, links: dict[str, Link] | None = None
@@ -54,7 +56,9 @@ class Fit:
         """The model's rows for ``rows`` (this fit's free links and timeline; ``links``:
         the fit's own, or those with a predicted network added)."""
         known = self.links if links is None else links
-        return design(rows, known, self.parameters.free_links, emulation, self.timeline)
+        return design(
+            rows, known, self.parameters.free_links, emulation, self.timeline, traffic=self.traffic
+        )
 
     @property
     def values(self) -> dict[str, Any]:
@@ -111,7 +115,11 @@ class NotEnoughData(ValueError):
 
 
 def choose_parameters(
-    obs: pd.DataFrame, links: dict[str, Link], form: str, timeline: BucketTimeline | None = None
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    form: str,
+    timeline: BucketTimeline | None,
+    traffic: Traffic,
 ) -> Parameters:
     """Fit only what the configurations inform; raise NotEnoughData when they cannot."""
     if form == BUCKETS and timeline is None:
@@ -122,7 +130,7 @@ def choose_parameters(
         raise NotEnoughData("needs 1-rank cells at two batch sizes or more")
     if multi.empty:
         raise NotEnoughData("no multi-rank cell measured")
-    rows = design(multi, links, [], emulation=True)
+    rows = design(multi, links, [], emulation=True, traffic=traffic)
     has_ref = np.isfinite(rows.beta_ref)
     link_names = [
         INTRA if n == 1 else net for n, net in zip(multi["nodes"], multi["network"], strict=True)
@@ -154,7 +162,7 @@ def _exposed(single: pd.DataFrame, multi: pd.DataFrame, rows: Design) -> bool:
     one_rank = single.groupby("batch_per_device")["step_time_s"].median()
     if one_rank.empty:
         return False
-    network = ring.ring_allreduce_seconds(rows.message, rows.ranks, rows.beta_ref, rows.alpha_ref)
+    network = network_seconds(rows, rows.beta_ref, rows.alpha_ref)
     batches = one_rank.index.to_numpy(dtype=float)
     nearest = [batches[np.abs(batches - b).argmin()] for b in multi["batch_per_device"]]
     alone = one_rank.loc[nearest].to_numpy(dtype=float)
@@ -162,12 +170,17 @@ def _exposed(single: pd.DataFrame, multi: pd.DataFrame, rows: Design) -> bool:
 
 
 def fit_model(
-    obs: pd.DataFrame, links: dict[str, Link], form: str, timeline: BucketTimeline | None = None
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    form: str,
+    timeline: BucketTimeline | None = None,
+    *,
+    traffic: Traffic,
 ) -> Fit:
     """Least squares on log step times of the configurations ``obs`` (one strategy and
-    model); ``timeline``: its buckets, for the bucket form."""
-    parameters = choose_parameters(obs, links, form, timeline)
-    rows = design(obs, links, parameters.free_links, True, timeline)
+    model); ``timeline``: its buckets, for the bucket form; ``traffic``: the strategy's."""
+    parameters = choose_parameters(obs, links, form, timeline, traffic)
+    rows = design(obs, links, parameters.free_links, True, timeline, traffic=traffic)
     measured = np.log(obs["step_time_s"].to_numpy(dtype=float))
 
     def residuals(theta: np.ndarray) -> np.ndarray:
@@ -176,7 +189,7 @@ def fit_model(
 
     lower, upper = parameters.bounds()
     best = None
-    for start in _starts(obs, parameters, links, timeline):
+    for start in _starts(obs, parameters, links, timeline, traffic):
         start = np.clip(start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
         result = optimize.least_squares(
             residuals, start, bounds=(lower, upper), x_scale="jac", max_nfev=MAX_EVALUATIONS
@@ -187,33 +200,34 @@ def fit_model(
     dof = len(obs) - len(parameters.names)
     residual_var = 2 * best.cost / dof if dof > 0 else math.nan
     covariance = _covariance(best.jac, residual_var)
-    return Fit(parameters, best.x, covariance, residual_var, links, len(obs), timeline)
+    return Fit(parameters, best.x, covariance, residual_var, links, len(obs), timeline, traffic)
 
 
 def _starts(
     obs: pd.DataFrame,
     parameters: Parameters,
     links: dict[str, Link],
-    timeline: BucketTimeline | None = None,
+    timeline: BucketTimeline | None,
+    traffic: Traffic,
 ) -> list[np.ndarray]:
     """Starting points: the additive fit's solution (the forms differ only in how the two
     parts combine) and, for the additive fit itself, a few bandwidth guesses."""
     if parameters.form == BUCKETS:
-        additive = fit_model(obs, links, "additive")
+        additive = fit_model(obs, links, "additive", traffic=traffic)
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [
             np.array([named.get(n, kappa) for n in parameters.names], dtype=float)
             for kappa in (0.0, 1.0, 5.0)
         ]
     if parameters.form == "pollux":
-        additive = fit_model(obs, links, "additive")
+        additive = fit_model(obs, links, "additive", traffic=traffic)
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [np.array([named.get(n, g) for n in parameters.names]) for g in (1.5, 4.0, 9.0)]
     if parameters.form == "max":  # the kinks trap a local search: start near, from g = 10
         try:
-            near = fit_model(obs, links, "pollux")
+            near = fit_model(obs, links, "pollux", traffic=traffic)
         except NotEnoughData:  # one parameter fewer than pollux: start from additive
-            near = fit_model(obs, links, "additive")
+            near = fit_model(obs, links, "additive", traffic=traffic)
         named = dict(zip(near.parameters.names, near.theta, strict=True))
         return [np.array([named[n] for n in parameters.names], dtype=float)]
     single = obs[obs["world_size"] == 1]

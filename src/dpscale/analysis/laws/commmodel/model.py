@@ -1,5 +1,5 @@
-"""The step-time model: compute time and ring all-reduce time of each configuration,
-combined by an overlap form."""
+"""The step-time model: compute time and the strategy's declared traffic (plan.traffic) of
+each configuration, combined by an overlap form."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 from dpscale.analysis.laws.commmodel import buckets
 from dpscale.analysis.laws.commmodel.buckets import BucketRows, BucketTimeline
 from dpscale.analysis.laws.commmodel.inputs import INTRA
-from dpscale.plan import ring
 from dpscale.plan.link import Link
+from dpscale.plan.traffic import Traffic
 
 MIN_STEP = 1e-12  # the shortest step time (s): keeps log T finite
 # the form built from the mechanism (commmodel.buckets); the others combine two totals
@@ -34,6 +34,8 @@ class Design:
     beta_ref: np.ndarray
     alpha_ref: np.ndarray
     free_link: np.ndarray  # index into the free bandwidths, -1 for a link with a reference
+    wire_factor: np.ndarray  # bytes through the busiest link per gradient byte (plan.traffic)
+    hops: np.ndarray  # latency-bound steps of one bucket's collectives
     buckets: BucketRows  # what the bucket form needs (commmodel.buckets)
 
     def take(self, index: Any) -> Design:
@@ -61,10 +63,12 @@ def design(
     free_links: list[str],
     emulation: bool,
     timeline: BucketTimeline | None = None,
+    *,
+    traffic: Traffic,
 ) -> Design:
     """``emulation``: co-location as on this machine (emulated nodes share it) instead of
     as on a real cluster. ``timeline``: the buckets of the strategy and model, for the
-    bucket form."""
+    bucket form. ``traffic``: what the strategy sends a step, as it declares it."""
     link_names = [
         INTRA if n == 1 else net for n, net in zip(rows["nodes"], rows["network"], strict=True)
     ]
@@ -94,8 +98,25 @@ def design(
         free_link=np.array(
             [free_links.index(n) if n in free_links else -1 for n in link_names], dtype=int
         ),
+        **traffic_rows(rows, traffic),
         buckets=buckets.timeline_rows(timeline, host_beta),
     )
+
+
+def traffic_rows(rows: pd.DataFrame, traffic: Traffic) -> dict[str, np.ndarray]:
+    """Each row's wire factor and hops from its layout and the strategy's traffic."""
+    nodes = rows["nodes"].to_numpy(dtype=float)
+    per_node = rows["devices_per_node"].to_numpy(dtype=float)
+    return {
+        "wire_factor": np.asarray(traffic.wire_factor(nodes, per_node), dtype=float)
+        * np.ones_like(nodes),
+        "hops": np.asarray(traffic.hops(nodes, per_node), dtype=float) * np.ones_like(nodes),
+    }
+
+
+def network_seconds(rows: Design, beta: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """One step's collectives of all the gradient bytes (plan.traffic.seconds' price)."""
+    return rows.wire_factor * rows.message / beta + rows.hops * alpha
 
 
 @dataclass
@@ -177,11 +198,8 @@ def link_beta(values: dict[str, Any], rows: Design) -> np.ndarray:
 
 def parts(values: dict[str, Any], rows: Design) -> tuple[np.ndarray, np.ndarray]:
     """(T_comp, T_net) of each row."""
-    ranks = rows.ranks
-    network = ring.ring_allreduce_seconds(
-        rows.message, ranks, link_beta(values, rows), rows.alpha_ref + values["alpha0"]
-    )
-    return compute_seconds(values, rows), np.where(ranks > 1, network, 0.0)
+    network = network_seconds(rows, link_beta(values, rows), rows.alpha_ref + values["alpha0"])
+    return compute_seconds(values, rows), np.where(rows.ranks > 1, network, 0.0)
 
 
 def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
@@ -189,7 +207,7 @@ def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
     compute = compute_seconds(values, rows)
     alpha = rows.alpha_ref + values["alpha0"]
     costs = buckets.bucket_costs(
-        rows.buckets, rows.message, rows.ranks, link_beta(values, rows), alpha
+        rows.buckets, rows.message, rows.wire_factor, rows.hops, link_beta(values, rows), alpha
     )
     step = buckets.bucket_step(
         rows.buckets,
@@ -198,7 +216,7 @@ def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
         costs,
         values["kappa"],
         rows.colocated,
-        ring.ring_factor(rows.ranks) * rows.message / 1e9,
+        rows.wire_factor * rows.message / 1e9,
     )
     return np.where(rows.ranks > 1, step, compute)
 

@@ -50,14 +50,16 @@ def study_model(
 ) -> StudyModel:
     """The model of a study's tables; ``study`` holds the config's links (``links``: the
     networks, plan.link.configured_links), ``predict`` (its ``networks`` as links too),
-    devices_per_node and batch_sizes; ``timeline``: bucket_timeline.csv (the bucket form);
-    ``replay``: gradient_replay.csv (each remedy's own work, measured alone)."""
+    devices_per_node, batch_sizes and ``traffic``, each strategy's (plan.traffic);
+    ``timeline``: bucket_timeline.csv (the bucket form); ``replay``: gradient_replay.csv
+    (each remedy's own work, measured alone)."""
     plain_windows = without_remedies(windows)
     params = trainable_params(without_remedies(cells))
     groups, parameters, validation, summary = analyse(
         plain_windows,
         params,
         study["links"],
+        study["traffic"],
         without_remedies(comm_fits),
         timeline_table=timeline,
     )

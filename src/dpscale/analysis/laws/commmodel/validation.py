@@ -15,6 +15,7 @@ from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, NETWORK, NODES
 from dpscale.plan.layout import Layout
 from dpscale.plan.link import Link
+from dpscale.plan.traffic import Traffic
 
 VALIDATION_COLUMNS = [
     "scheme",
@@ -64,7 +65,8 @@ def held_out_predictions(
     links: dict[str, Link],
     form: str,
     scheme: str,
-    timeline: BucketTimeline | None = None,
+    timeline: BucketTimeline | None,
+    traffic: Traffic,
 ) -> pd.DataFrame:
     """Each multi-rank configuration (leave one cell out), network (leave one network out)
     or rank count above the fewest (fit on the fewest ranks) predicted from a model fitted
@@ -82,7 +84,7 @@ def held_out_predictions(
         ]
     rows = []
     for held, network in groups:
-        rows.extend(_predict_held_out(obs, held, links, form, scheme, network, timeline))
+        rows.extend(_predict_held_out(obs, held, links, form, scheme, network, timeline, traffic))
     return pd.DataFrame(rows).reindex(columns=VALIDATION_COLUMNS)
 
 
@@ -93,7 +95,8 @@ def _predict_held_out(
     form: str,
     scheme: str,
     network: str | None,
-    timeline: BucketTimeline | None = None,
+    timeline: BucketTimeline | None,
+    traffic: Traffic,
 ) -> list[dict[str, Any]]:
     train, test = obs.drop(index=held), obs.loc[held]
     base = [
@@ -108,7 +111,7 @@ def _predict_held_out(
     reason = _unpredictable(train, test, links, network)
     if reason is None:
         try:
-            fitted = fit_model(train, links, form, timeline)
+            fitted = fit_model(train, links, form, timeline, traffic=traffic)
         except (ValueError, np.linalg.LinAlgError) as error:  # NotEnoughData among them
             reason = f"not enough data without it: {error}"
     if reason is not None:
