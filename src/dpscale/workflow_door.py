@@ -34,8 +34,8 @@ from dpscale.launch.slurm_status import survive_status_outages
 from dpscale.plan.cell import CELL_PATTERN
 from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
 from dpscale.plan.errors import ConfigError
-from dpscale.plan.link import model_inputs
 from dpscale.plan.matrix import run_priorities
+from dpscale.plan.model_inputs import model_inputs
 from dpscale.plan.profile import check_default_resources
 from dpscale.plan.progress import STUDY_CELLS_ENV
 from dpscale.plan.published import published_files

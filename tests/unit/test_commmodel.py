@@ -12,7 +12,8 @@ import pytest
 
 from dpscale.analysis.laws import commmodel
 from dpscale.plan.errors import ConfigError
-from dpscale.plan.link import configured_links, model_inputs, predicted_links
+from dpscale.plan.link import predicted_links
+from dpscale.plan.model_inputs import configured_links, model_inputs
 from dpscale.plan.study import plan_study
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.plan.units import parse_quantity

@@ -17,7 +17,7 @@ from dpscale.analysis.laws.commmodel import buckets
 from dpscale.analysis.laws.commmodel.fitting import choose_parameters
 from dpscale.analysis.laws.commmodel.inputs import observations
 from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_seconds
-from dpscale.plan.link import configured_links
+from dpscale.plan.model_inputs import configured_links
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.render import commmodel_plots
 

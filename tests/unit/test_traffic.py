@@ -15,9 +15,14 @@ from test_commmodel import BATCHES, LAYOUTS, NETWORKS, PARAMS, TRUE, value
 from dpscale.analysis.laws import commmodel
 from dpscale.plan import ring, traffic
 from dpscale.plan.errors import ConfigError
-from dpscale.plan.link import model_inputs, traffic_of
+from dpscale.plan.model_inputs import model_inputs
 from dpscale.plan.strategy import Strategy
-from dpscale.plan.traffic import ParameterServers, ReduceScatterAllGather, RingAllReduce
+from dpscale.plan.traffic import (
+    ParameterServers,
+    ReduceScatterAllGather,
+    RingAllReduce,
+    traffic_of,
+)
 from dpscale.registry import STRATEGIES
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.layout import HOST_NETWORK, LAYOUT_ID, Layout
+from dpscale.plan.link import Link
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
@@ -154,6 +155,21 @@ class Network:
     @property
     def emulated(self) -> bool:
         return self.rate is not None
+
+    @property
+    def link(self) -> Link:
+        """The link as the model and the emulation read it (plan.link, the one parse of a
+        rate): the emulated rate and delay, else unknown until a fit (host, a real one)."""
+        if self.rate is None:
+            return Link(self.name)
+        return Link.from_rate(
+            self.name,
+            self.rate,
+            self.delay,
+            field=f"networks.{self.name}",
+            emulated=True,
+            source="configured rate",
+        )
 
     @classmethod
     def from_config(cls, entry: str | dict[str, Any]) -> Network:

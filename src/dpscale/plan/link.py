@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from dpscale.plan import traffic
 from dpscale.plan.layout import HOST_NETWORK
-from dpscale.plan.strategy import Strategy
 from dpscale.plan.units import parse_quantity
 
 # the link of one-node cells: their ranks talk inside the machine
@@ -82,30 +80,6 @@ class Link:
 HOST_LINK = Link(HOST_NETWORK)
 
 
-def configured_links(networks: Sequence[Any]) -> list[Link]:
-    """A checked config's ``networks`` as links, before any fit: the machine's own (host),
-    an emulated one (its rate and delay), or a real interconnect (unknown: fitted)."""
-    links = []
-    for entry in networks:
-        if entry == HOST_NETWORK or not isinstance(entry, Mapping):
-            links.append(HOST_LINK)
-        elif "rate" in entry:
-            name = entry["name"]
-            links.append(
-                Link.from_rate(
-                    name,
-                    entry["rate"],
-                    entry.get("delay"),
-                    field=f"networks.{name}",
-                    emulated=True,
-                    source="configured rate",
-                )
-            )
-        else:
-            links.append(Link(entry["name"]))
-    return links
-
-
 def predicted_links(predict: Mapping[str, Any]) -> list[Link]:
     """A checked config's ``predict.networks``: the clusters' links to predict, not
     emulated (``bandwidth`` and ``latency`` as tc writes them)."""
@@ -123,30 +97,6 @@ def predicted_links(predict: Mapping[str, Any]) -> list[Link]:
     ]
 
 
-def model_inputs(config: Mapping[str, Any], strategies: Mapping[str, Strategy]) -> dict[str, Any]:
-    """What the communication model reads of a checked config, links parsed here once and
-    each configured strategy's traffic with its count from the config (plan.traffic):
-    JSON for the workflow's ``comm_model`` rule (read back by :func:`links_of` and
-    :func:`traffic_of`)."""
-    predict = dict(config.get("predict") or {})
-    predict["networks"] = [asdict(link) for link in predicted_links(predict)]
-    return {
-        "traffic": {
-            name: traffic.resolved(strategies[name].declared_traffic(), config).to_dict()
-            for name in config["strategies"]
-        },
-        "links": [asdict(link) for link in configured_links(config["networks"])],
-        "predict": predict,
-        "devices_per_node": list(config["devices_per_node"]),
-        "batch_sizes": list(config["batch_sizes"]),
-    }
-
-
 def links_of(entries: Sequence[Mapping[str, Any]]) -> list[Link]:
-    """Links from :func:`model_inputs`' JSON."""
+    """Links from plan.model_inputs' JSON."""
     return [Link(**entry) for entry in entries]
-
-
-def traffic_of(entries: Mapping[str, Any]) -> dict[str, traffic.Traffic]:
-    """Each strategy's traffic from :func:`model_inputs`' JSON."""
-    return {name: traffic.from_dict(entry, f"traffic.{name}") for name, entry in entries.items()}

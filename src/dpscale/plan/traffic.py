@@ -223,3 +223,8 @@ def _whole(value: Any, where: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{where}: {value!r} is not allowed; allowed: a whole number >= {least}")
     return value
+
+
+def traffic_of(entries: Mapping[str, Any]) -> dict[str, Traffic]:
+    """Each strategy's traffic from plan.model_inputs' JSON."""
+    return {name: from_dict(entry, f"traffic.{name}") for name, entry in entries.items()}

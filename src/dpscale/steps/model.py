@@ -11,7 +11,8 @@ from typing import Any
 
 from dpscale.analysis.answers import exported_log_check as elc
 from dpscale.analysis.laws.commmodel.study import study_model
-from dpscale.plan.link import links_of, traffic_of
+from dpscale.plan.link import links_of
+from dpscale.plan.traffic import traffic_of
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
@@ -31,7 +32,7 @@ TABLES = (
 
 
 def study_links(study: dict[str, Any]) -> dict[str, Any]:
-    """plan.link.model_inputs' JSON with its links as plan.link.Link and its traffic as
+    """plan.model_inputs' JSON with its links as plan.link.Link and its traffic as
     plan.traffic's again."""
     predict = {**study["predict"], "networks": links_of(study["predict"]["networks"])}
     links, traffic = links_of(study["links"]), traffic_of(study["traffic"])

@@ -25,7 +25,7 @@ def links_from_config(
     configured: Sequence[Link], comm_fits: pd.DataFrame | None, strategy: str
 ) -> dict[str, Link]:
     """The study's links for one strategy: the intra-node link and each configured network
-    (plan.link.configured_links); a network's collectives fit where it has one, else its
+    (plan.model_inputs.configured_links); a network's collectives fit where it has one, else its
     configured rate (emulated), else fitted."""
     links = {INTRA: _link_from_comm_fits(HOST_NETWORK, comm_fits, strategy, intra=True)}
     for link in configured:

@@ -49,7 +49,7 @@ def study_model(
     replay: pd.DataFrame | None = None,
 ) -> StudyModel:
     """The model of a study's tables; ``study`` holds the config's links (``links``: the
-    networks, plan.link.configured_links), ``predict`` (its ``networks`` as links too),
+    networks, plan.model_inputs.configured_links), ``predict`` (its ``networks`` as links too),
     devices_per_node, batch_sizes and ``traffic``, each strategy's (plan.traffic);
     ``timeline``: bucket_timeline.csv (the bucket form); ``replay``: gradient_replay.csv
     (each remedy's own work, measured alone)."""
