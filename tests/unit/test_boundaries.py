@@ -36,7 +36,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the strategies' declarations, one line each
     "registry": ({"plan", "strategies"}, set()),
     # on the launching host: environments, datasets, launches, SLURM, emulated nodes;
-    # Horovod's rendezvous (launch/horovod_gloo.py) runs in the framework's environment
+    # Horovod's rendezvous (launch/starters/horovod_gloo.py) runs in the framework's environment
     "launch": (
         {"plan", "runner", "launch", "registry"},
         {
@@ -58,7 +58,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
     "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),
     # what a person types; compare runs an analysis step (the analysis extra), lock
-    # freezes a built environment (launch.envs)
+    # freezes a built environment (launch.setup.envs)
     "cli": ({"plan", "registry", "steps", "launch"}, set()),
     # the workflow's one door (Snakefile, workflow/rules/*.smk): re-exports only
     "workflow_door": ({"plan", "registry", "launch", "analysis", "render"}, set()),
@@ -254,10 +254,10 @@ def test_the_door_only_re_exports_what_the_rules_use():
 NOT_IN_A_SITE_INTERPRETER = ("yaml", "jsonschema", "scipy", "pandas", "sklearn", "matplotlib")
 RANK_SIDE_MODULES = (
     "dpscale.runner.probe",
-    "dpscale.launch.slurm_task",
-    "dpscale.launch.netns_run",
-    "dpscale.launch.mxnet_ps",
-    "dpscale.launch.horovod_gloo",
+    "dpscale.launch.slurm.task",
+    "dpscale.launch.emulation.netns_run",
+    "dpscale.launch.starters.mxnet_ps",
+    "dpscale.launch.starters.horovod_gloo",
 )
 WITHOUT_PACKAGES = """
 import importlib, pkgutil, sys

@@ -1,6 +1,6 @@
 """Reading the framework-neutral datasets of the real-data training mode.
 
-Every dataset is prepared once (launch.dataprep) into one uncompressed ``<name>.npz``
+Every dataset is prepared once (launch.setup.dataprep) into one uncompressed ``<name>.npz``
 (``x_train``/``x_val`` uint8 NHWC, ``y_train``/``y_val`` int64) plus a sidecar
 ``<name>.json`` with its metadata and the sha256 of the ``.npz``, so every framework trains
 on the same bytes. This module is what the framework environments import: loading with the

@@ -1,8 +1,8 @@
 """Preparing the training datasets (digits, CIFAR-10) once into the framework-neutral
 format that runner.datasets reads; downloading, checksums and the command line.
 
-    python -m dpscale.launch.dataprep prepare digits --out data --image-size 16
-    python -m dpscale.launch.dataprep prepare cifar10 --out data [--source PATH]
+    python -m dpscale.launch.setup.dataprep prepare digits --out data --image-size 16
+    python -m dpscale.launch.setup.dataprep prepare cifar10 --out data [--source PATH]
 
 The ``.npz`` is written with fixed zip timestamps: preparing the same source twice gives
 the same sha256. numpy and the standard library (scikit-learn only inside
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dpscale.launch.dataset_files import write_dataset
+from dpscale.launch.setup.dataset_files import write_dataset
 from dpscale.plan.result import atomic_file
 from dpscale.runner.datasets import _CHUNK, DatasetError, file_digest, stable_permutation
 
@@ -278,7 +278,9 @@ def prepare_cifar10(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dpscale.launch.dataprep", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m dpscale.launch.setup.dataprep", description=__doc__
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser("prepare", help="prepare a dataset; prints the .npz path")
     prepare.add_argument("dataset", choices=("digits", "cifar10"))
