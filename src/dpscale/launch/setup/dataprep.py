@@ -28,7 +28,7 @@ import numpy as np
 
 from dpscale.launch.setup.dataset_files import write_dataset
 from dpscale.plan.result import atomic_file
-from dpscale.runner.datasets import _CHUNK, DatasetError, file_digest, stable_permutation
+from dpscale.runner.datasets import CHUNK, DatasetError, file_digest, stable_permutation
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
@@ -211,7 +211,7 @@ def _read_folder(folder: Path, member_md5s: Mapping[str, str] | None) -> dict[st
 def download(url: str, dest: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, atomic_file(dest) as out:
-            for block in iter(lambda: response.read(_CHUNK), b""):
+            for block in iter(lambda: response.read(CHUNK), b""):
                 out.write(block)
     except (urllib.error.URLError, OSError) as exc:
         raise DatasetError(
