@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 import page
-from dpscale.launch.envs import env_prefix
+from dpscale.launch.setup.envs import env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.registry import STRATEGIES
 

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 import page
-from dpscale.launch.envs import build_env, env_prefix
 from dpscale.launch.launcher import launch
+from dpscale.launch.setup.envs import build_env, env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 

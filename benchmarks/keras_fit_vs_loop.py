@@ -122,7 +122,7 @@ def main() -> None:
         worker(args.worker, Cell.from_json(args.cell_file.read_text()))
         return
 
-    from dpscale.launch.envs import build_env, env_prefix
+    from dpscale.launch.setup.envs import build_env, env_prefix
     from dpscale.launch.supervise import bench_lock
 
     run = page.describe_run()

@@ -84,7 +84,7 @@ def main() -> None:
     page.add_page_option(parser)
     args = parser.parse_args()
     run = page.describe_run()
-    from dpscale.launch.envs import env_prefix
+    from dpscale.launch.setup.envs import env_prefix
     from dpscale.plan.paths import SRC_DIR
 
     python = env_prefix("tf-horovod", args.env_dir) / "bin" / "python"

@@ -9,7 +9,7 @@ tensorflow2_synthetic_benchmark.py for horovod-tf, its pytorch_synthetic_benchma
 torch.distributed DDP for torch-ddp, a Gluon dist_sync loop for mxnet-dist. Same model
 (dpscale's ResNet-18, imagenet stem, 64 px, 10 classes), per-device batch, ranks, 1 thread
 per rank, 10 warm-up batches and 10 iterations of 10 batches; launched as the launcher
-launches (torchrun, horovodrun --gloo, dpscale.launch.mxnet_ps) from the same environment.
+launches (torchrun, horovodrun --gloo, dpscale.launch.starters.mxnet_ps) from the same environment.
 
 Runs alternate, and the order within a pair alternates too (A B, B A, A B, B A): this
 machine's speed drifts by tens of percent over minutes even when nothing else runs (a VM),
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import page
 from dpscale.launch import contention
-from dpscale.launch.envs import env_prefix
+from dpscale.launch.setup.envs import env_prefix
 from dpscale.plan.cell import SYNTHETIC_SGD, Cell, Measure, ModelConfig
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
@@ -138,7 +138,13 @@ def reference_command(strategy: str, prefix: Path, ranks: int, p: Protocol) -> l
         return [horovodrun, "-np", str(ranks), "-H", hosts, "--gloo", python, *args] + [
             f"--threads={p.threads}"
         ]
-    return [python, "-m", "dpscale.launch.mxnet_ps", f"--workers={ranks}", "--servers=1"] + [
+    return [
+        python,
+        "-m",
+        "dpscale.launch.starters.mxnet_ps",
+        f"--workers={ranks}",
+        "--servers=1",
+    ] + [
         f"--timeout={TIMEOUT_S}",
         "--",
         python,

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import page
-from dpscale.launch.envs import env_prefix
+from dpscale.launch.setup.envs import env_prefix
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.paths import SRC_DIR
 from gap_job import run_gap_job

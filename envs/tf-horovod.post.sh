@@ -1,5 +1,5 @@
 # Compile Horovod 0.28.1 against the TensorFlow installed from envs/tf-horovod.txt.
-# Run by dpscale.launch.envs with $PYTHON and $PIP set to the environment's interpreter and
+# Run by dpscale.launch.setup.envs with $PYTHON and $PIP set to the environment's interpreter and
 # $DPSCALE_WHEELS to this environment's wheel cache (outside the checkout, keyed by the hash
 # of this file and the requirements, the Python version and the platform).
 #

@@ -36,7 +36,7 @@ def built_envs(strategies) -> None:
     starts. Side by side, two studies' Snakemake runs in the checkout would each want to
     make the same environment (an output of both) and one stops with a LockException; once
     built, an environment is an input only, which two runs may share."""
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
 
     for env in dict.fromkeys(STRATEGIES[name].env for name in strategies):
         ensure_env(env)
@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Installs that integration and e2e tests wait for, started in the background when the
-# session begins: every framework environment (dpscale.launch.envs, one after another in
+# session begins: every framework environment (dpscale.launch.setup.envs, one after another in
 # the registry's order) and, beside them, where SLURM tests may run, SLURM's packages. They
 # take minutes (Horovod compiles; apt) and mostly wait on the network or one core, so the
 # unit tests run beside them. A test that needs one before it is ready waits on its lock
@@ -130,7 +130,7 @@ def prebuild_scripts(kinds: set[str], slurm: bool = True) -> list[str]:
     from helpers.slurm_cluster import skip_reason
 
     envs = dict.fromkeys(s.env for s in STRATEGIES.values())  # the registry's order
-    build = [shlex.join([sys.executable, "-m", "dpscale.launch.envs", name]) for name in envs]
+    build = [shlex.join([sys.executable, "-m", "dpscale.launch.setup.envs", name]) for name in envs]
     scripts = [" ; ".join(build)]
     if slurm and skip_reason() is None:
         scripts.append(shlex.join(["bash", str(REPO / "ci" / "slurm" / "install.sh")]))

@@ -1,7 +1,8 @@
 """The nearest MXNet equivalent of Horovod's synthetic benchmark: a plain Gluon loop over a
-``dist_sync`` kvstore (parameter servers), dpscale's ResNet (run under dpscale.launch.mxnet_ps,
-which starts the scheduler and servers as this same script: they serve inside
-``import mxnet`` and never reach the loop; benchmarks/race_reference.py starts it).
+``dist_sync`` kvstore (parameter servers), dpscale's ResNet (run under
+dpscale.launch.starters.mxnet_ps, which starts the scheduler and servers as this same script:
+they serve inside ``import mxnet`` and never reach the loop; benchmarks/race_reference.py
+starts it).
 
 Protocol as in Horovod's examples: random images and labels created once,
 ``gluon.Trainer(..., 'sgd', {'learning_rate': 0.01}, kvstore='dist_sync')``, a step of

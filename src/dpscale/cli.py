@@ -162,7 +162,7 @@ def _report(files: list[Path], extra: list[str]) -> int:
 
 def lock(args: argparse.Namespace) -> None:
     """``<env>.lock`` from each built environment of the study (its ``pip freeze``)."""
-    from dpscale.launch.envs import LockError, env_prefix, lock_path, write_lock
+    from dpscale.launch.setup.envs import LockError, env_prefix, lock_path, write_lock
     from dpscale.registry import STRATEGIES
 
     config, _ = _planned(study_files(args))

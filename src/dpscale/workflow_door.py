@@ -15,18 +15,18 @@ from __future__ import annotations
 # a log imported from elsewhere (config imports) is read and checked once, at plan time
 from dpscale.analysis.results.import_logs import check_imports
 
-# launching: a cell's SLURM resources, environments and their locks, a site's own
-# interpreter, emulated nodes left behind, Snakemake's job selector
-from dpscale.launch.cluster import cell_resource
-from dpscale.launch.envs import READY_MARKER, LockError, env_folder_name
-from dpscale.launch.interpreters import InterpreterError, probe_configured
-from dpscale.launch.interpreters import configured as interpreter_command
-from dpscale.launch.netns import reap_orphans
-from dpscale.launch.scheduler_fix import coalesce_reevaluations
-from dpscale.launch.slurm_faults import record_after_error as record_slurm_failures
-from dpscale.launch.slurm_faults import started as run_started
-from dpscale.launch.slurm_job import end_with_job_shell
-from dpscale.launch.slurm_status import survive_status_outages
+# launching: emulated nodes left behind, environments and their locks, a site's own
+# interpreter, a cell's SLURM resources and the jobs SLURM ended, Snakemake's job selector
+from dpscale.launch.emulation.netns import reap_orphans
+from dpscale.launch.setup.envs import READY_MARKER, LockError, env_folder_name
+from dpscale.launch.setup.interpreters import InterpreterError, probe_configured
+from dpscale.launch.setup.interpreters import configured as interpreter_command
+from dpscale.launch.slurm.faults import record_after_error as record_slurm_failures
+from dpscale.launch.slurm.faults import started as run_started
+from dpscale.launch.slurm.resources import cell_resource
+from dpscale.launch.snakemake_hooks.scheduler_fix import coalesce_reevaluations
+from dpscale.launch.snakemake_hooks.slurm_job import end_with_job_shell
+from dpscale.launch.snakemake_hooks.slurm_status import survive_status_outages
 
 # planning: the checked config and its cells, the order they run in, a profile's defaults,
 # the cell id as the rules' wildcards, the study's size told to each cell's launcher, the

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.launch.envs import ensure_env
+from dpscale.launch.setup.envs import ensure_env
 
 # side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]

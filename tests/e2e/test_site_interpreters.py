@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from dpscale.launch.envs import ensure_env
+from dpscale.launch.setup.envs import ensure_env
 
 # side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
 pytestmark = pytest.mark.side_by_side
@@ -102,7 +102,7 @@ def test_a_command_prefix_starts_every_rank_of_an_emulated_two_node_cell(torch_e
     ranks = result["system"]["rank_interpreters"]
     assert [r["container"]["image"] for r in ranks] == ["/images/pytorch.sif"] * 2
     starts = log.read_text().splitlines()
-    rank_starts = [s for s in starts if "-m dpscale.launch.slurm_task torch" in s]
+    rank_starts = [s for s in starts if "-m dpscale.launch.slurm.task torch" in s]
     assert len(rank_starts) == 2  # each emulated node's task entered the "container"
     assert all("-- python -m dpscale.strategies.torch_ddp" in s for s in rank_starts)
 

@@ -18,10 +18,10 @@ n1-d1-b32      nothing                                      its own result, unto
 =============  ==========================================  ==================================
 
 slurmdbd is stopped while the jobs run (sacct fails): the executor must still learn how
-each job ended (dpscale.launch.slurm_status asks squeue) instead of waiting for ever; it is
-started again once it has. The failed results come from the workflow's ``onerror:`` (the same
-wiring as workflow/rules/bench.smk: dpscale.launch.slurm_faults). The TIMEOUT case bounds
-the run: SLURM's minimum limit is one minute, checked every 30 s.
+each job ended (dpscale.launch.snakemake_hooks.slurm_status asks squeue) instead of waiting
+for ever; it is started again once it has. The failed results come from the workflow's
+``onerror:`` (the same wiring as workflow/rules/bench.smk: dpscale.launch.slurm.faults). The
+TIMEOUT case bounds the run: SLURM's minimum limit is one minute, checked every 30 s.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ SNAKEFILE = textwrap.dedent(
             fault=lambda wc: FAULTS[layout(wc)][0],
         run:
             from dpscale.launch.failures import write_status
-            from dpscale.launch.slurm import parse_scontrol_records, run_quietly
+            from dpscale.launch.slurm.allocation import parse_scontrol_records, run_quietly
             from dpscale.plan.result import now_iso
 
             job = os.environ["SLURM_JOB_ID"]
@@ -477,7 +477,7 @@ def test_no_process_of_a_job_slurm_ended_outlives_it(fault_run):
     """Cancelled, timed out, preempted, memory-killed, and the surviving node of a job that
     lost one: under proctrack/linuxproc (no cgroups here) a job's Snakemake process
     reparented to init when its batch shell ended was untracked, and SLURM's SIGKILL missed
-    it; it now dies with that shell (dpscale.launch.slurm_job)."""
+    it; it now dies with that shell (dpscale.launch.snakemake_hooks.slurm_job)."""
     _, _, _, _, _, _, orphans = fault_run
     assert orphans == {}, orphans
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpscale.launch.envs import ensure_env, env_python
+from dpscale.launch.setup.envs import ensure_env, env_python
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO
 from dpscale.analysis.laws import fits
-from dpscale.launch.envs import READY_MARKER, env_folder_name
+from dpscale.launch.setup.envs import READY_MARKER, env_folder_name
 from dpscale.plan.matrix import expand
 from dpscale.plan.result import make_result, now_iso, write_result
 from dpscale.plan.study import plan_study

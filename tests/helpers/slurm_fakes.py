@@ -9,7 +9,7 @@ def no_scontrol(command):
 
 
 def node(name, index, cpus=32, gpus=4, visible="0,1,2,3"):
-    """One node's line of the probe step (dpscale.launch.slurm.probe_command)."""
+    """One node's line of the probe step (dpscale.launch.slurm.allocation.probe_command)."""
     return {
         "node": name,
         "node_index": index,

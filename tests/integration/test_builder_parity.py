@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.launch.envs import ensure_env, env_python
+from dpscale.launch.setup.envs import ensure_env, env_python
 from dpscale.plan.paths import REPO_ROOT, SRC_DIR
 from dpscale.plan.resnet_spec import parity_specs
 

@@ -9,7 +9,8 @@ from conftest import make_cell
 from dpscale.analysis.results.collectives import (
     collectives_table,
 )
-from dpscale.launch import launcher, netns
+from dpscale.launch import launcher
+from dpscale.launch.emulation import netns
 from dpscale.plan.cell import Cell, Collectives, Measure, Network
 from dpscale.plan.remedies import Comm
 from dpscale.plan.result import read_result
@@ -26,7 +27,7 @@ def ddp_collectives_cell(**fields) -> Cell:
 
 
 def run_cell(cell: Cell, tmp_path, monkeypatch) -> dict:
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
 
     monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
     out, log = cell.result_path(tmp_path / "results"), tmp_path / "cell.log"

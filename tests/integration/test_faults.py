@@ -19,7 +19,7 @@ import pytest
 
 from conftest import MULTI_PROCESS
 from dpscale.launch import launcher
-from dpscale.launch.envs import ensure_env
+from dpscale.launch.setup.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig
 from dpscale.plan.result import read_result
 from dpscale.registry import strategy
@@ -199,7 +199,7 @@ def training_cell(data: Path, measure: Measure) -> Cell:
 def test_a_rank_that_never_reaches_the_first_training_step_fails_the_cell(
     tmp_path, mark, monkeypatch
 ):
-    from dpscale.launch.dataprep import prepare_digits
+    from dpscale.launch.setup.dataprep import prepare_digits
 
     data = prepare_digits(tmp_path / "data", image_size=16)
     monkeypatch.setenv("DPSCALE_FAULT", "hang_rank:1")
@@ -258,7 +258,7 @@ def test_an_mxnet_worker_that_stops_after_its_first_step_fails_the_cell(
 def test_a_corrupt_or_missing_dataset_fails_the_training_cell_naming_the_file(
     tmp_path, mark, damage
 ):
-    from dpscale.launch.dataprep import prepare_digits
+    from dpscale.launch.setup.dataprep import prepare_digits
 
     data = prepare_digits(tmp_path / "data", image_size=16)
     if damage == "corrupt":

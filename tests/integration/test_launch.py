@@ -174,7 +174,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
     assert hvd[:9] == [
         *python,
         "-m",
-        "dpscale.launch.horovodrun",
+        "dpscale.launch.starters.horovodrun",
         "-np",
         "2",
         "-H",
@@ -186,7 +186,7 @@ def test_multi_process_launchers_start_one_process_per_device(tmp_path):
     assert ps[:6] == [
         HOST_PYTHON,
         "-m",
-        "dpscale.launch.mxnet_ps",
+        "dpscale.launch.starters.mxnet_ps",
         "--workers=2",
         "--servers=3",
         "--timeout=60",

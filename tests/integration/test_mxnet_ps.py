@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dpscale.launch import mxnet_ps
+from dpscale.launch.starters import mxnet_ps
 
 # side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
 pytestmark = pytest.mark.side_by_side
@@ -130,7 +130,7 @@ def test_no_process_of_the_job_outlives_a_sigkilled_mxnet_ps(tmp_path):
         [
             sys.executable,
             "-m",
-            "dpscale.launch.mxnet_ps",
+            "dpscale.launch.starters.mxnet_ps",
             "--workers=2",
             "--servers=1",
             "--",

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import checks, launcher, netns
+from dpscale.launch import checks, launcher
+from dpscale.launch.emulation import netns
 from dpscale.plan.cell import Network
 from dpscale.registry import STRATEGIES
 from helpers.quiet import machine_bench_lock, wait_for_quiet
@@ -78,7 +79,7 @@ def start_two_node_cell(tmp_path, own_group: bool = False, **measure_fields):
     """A 2-node torch-ddp cell on an emulated 1 GbE link, its launcher started as Snakemake
     starts it (``own_group``: in a process group of its own, as a job scheduler starts a job);
     returns (launcher, result path, log path) once the first window is logged."""
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
 
     cell = make_cell("torch-ddp", nodes=2, batch=4, network=Network("lan", rate="1gbit"))
@@ -119,7 +120,7 @@ def test_namespaces_a_killed_launcher_left_are_removed_by_the_next_launch(tmp_pa
     """SIGKILL of the launcher's whole process group (a closed terminal, a scheduler's kill):
     its ranks die with it, its namespaces cannot be removed by it; the next launch removes
     them before it builds its own, and measures."""
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
     from dpscale.plan.result import read_result
 
@@ -183,7 +184,7 @@ def test_every_multi_node_strategy_measures_two_nodes_over_an_emulated_link(
     each other over the shaped link (Horovod's process sets once advertised 127.0.0.1 there),
     and no namespace or /etc/netns file is left. mxnet-dist's servers: the one of the
     default beside the scheduler on node 0, or one on each node."""
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
     from dpscale.plan.result import read_result
 
@@ -210,7 +211,7 @@ def test_a_network_cell_on_a_quiet_machine_is_ok(tmp_path, monkeypatch):
     shaped link) is reported apart, not as a neighbour; both emulated nodes' ranks are
     the cell's CPUs."""
     from dpscale.launch.contention import NOISY_CORES
-    from dpscale.launch.envs import ensure_env
+    from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
     from dpscale.plan.result import read_result
 

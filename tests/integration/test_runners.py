@@ -15,7 +15,7 @@ import pytest
 
 from dpscale.analysis.results import horovod_timeline as hvt
 from dpscale.launch import launcher
-from dpscale.launch.envs import ensure_env
+from dpscale.launch.setup.envs import ensure_env
 from dpscale.plan.cell import Cell, Collectives, Measure, ModelConfig
 from dpscale.plan.remedies import Comm, parse, wire_bytes
 from dpscale.plan.result import read_result

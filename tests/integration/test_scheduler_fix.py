@@ -1,6 +1,6 @@
-"""Snakemake's scheduler with dpscale's coalesced re-evaluations (launch/scheduler_fix.py):
-jobs that wait for a resource cost two scheduling passes per finished job, not a new
-1-Hz chain per finished job."""
+"""Snakemake's scheduler with dpscale's coalesced re-evaluations
+(launch/snakemake_hooks/scheduler_fix.py): jobs that wait for a resource cost two scheduling
+passes per finished job, not a new 1-Hz chain per finished job."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.launch.scheduler_fix import coalesce_reevaluations
+from dpscale.launch.snakemake_hooks.scheduler_fix import coalesce_reevaluations
 
 # side_by_side: the passes are counted per finished job, however busy the machine is
 # (tests/conftest.py)
@@ -22,7 +22,7 @@ JOBS = 8
 SNAKEFILE = f"""
 import sys
 sys.path.insert(0, {str(REPO / "src")!r})
-from dpscale.launch.scheduler_fix import coalesce_reevaluations
+from dpscale.launch.snakemake_hooks.scheduler_fix import coalesce_reevaluations
 coalesce_reevaluations()
 
 rule all:

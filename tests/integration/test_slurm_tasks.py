@@ -10,7 +10,9 @@ import textwrap
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import launcher, mxnet_ps, slurm
+from dpscale.launch import launcher
+from dpscale.launch.slurm import allocation as slurm
+from dpscale.launch.starters import mxnet_ps
 from dpscale.plan.paths import SRC_DIR
 from helpers.slurm_fakes import no_scontrol, node
 
@@ -84,7 +86,7 @@ def test_mxnet_ps_starts_workers_through_the_launcher(tmp_path, monkeypatch):
     seen = tmp_path / "seen"
     seen.mkdir()
     launcher = [sys.executable, str(tmp_path / "srun.py"), sys.executable, "-m"]
-    launcher += ["dpscale.launch.slurm_task", "mxnet", "--"]
+    launcher += ["dpscale.launch.slurm.task", "mxnet", "--"]
     command = [sys.executable, str(tmp_path / "runner.py"), str(seen)]
     code = mxnet_ps.run(
         command,

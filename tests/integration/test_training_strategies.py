@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dpscale.launch import launcher
-from dpscale.launch.dataprep import prepare_digits
-from dpscale.launch.envs import ensure_env
+from dpscale.launch.setup.dataprep import prepare_digits
+from dpscale.launch.setup.envs import ensure_env
 from dpscale.plan.cell import Cell, Measure, ModelConfig, Training
 from dpscale.plan.result import read_result
 from dpscale.registry import STRATEGIES, strategy

@@ -36,7 +36,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the strategies' declarations, one line each
     "registry": ({"plan", "strategies"}, set()),
     # on the launching host: environments, datasets, launches, SLURM, emulated nodes;
-    # Horovod's rendezvous (launch/horovod_gloo.py) runs in the framework's environment
+    # Horovod's rendezvous (launch/starters/horovod_gloo.py) runs in the framework's environment
     "launch": (
         {"plan", "runner", "launch", "registry"},
         {
@@ -58,7 +58,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
     "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),
     # what a person types; compare runs an analysis step (the analysis extra), lock
-    # freezes a built environment (launch.envs)
+    # freezes a built environment (launch.setup.envs)
     "cli": ({"plan", "registry", "steps", "launch"}, set()),
     # the workflow's one door (Snakefile, workflow/rules/*.smk): re-exports only
     "workflow_door": ({"plan", "registry", "launch", "analysis", "render"}, set()),
@@ -77,8 +77,9 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # from dpscale import plan -> dpscale.plan; from dpscale.analysis import laws too
-            if node.module in ("dpscale", "dpscale.analysis"):
+            # from dpscale import plan -> dpscale.plan; from dpscale.analysis import laws and
+            # from dpscale.launch import checks too
+            if node.module in ("dpscale", "dpscale.analysis", "dpscale.launch"):
                 found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
             else:
                 found.append((node.lineno, node.module))
@@ -184,6 +185,179 @@ def test_a_results_module_importing_an_answer_is_caught(tmp_path):
     assert found and "imports dpscale.analysis.answers" in found[0]
 
 
+# launch/ in rooms: the cell's story at its top ("": launcher, checks, supervise, failures,
+# kinds, guard, ports, rank_exits, contention, without_snakemake), the rest in sub-packages
+# by what they touch. room -> what it may import of launch: a room by its name ("" for any
+# module at the top), or one module at the top by its name where a room needs only that one.
+LAUNCH_ROOMS: dict[str, set[str]] = {
+    # the cell's story: environments, emulated nodes and SLURM under it; the starters it
+    # runs by module name (python -m), never imports; the hooks are the workflow's
+    "": {"", "setup", "emulation", "slurm"},
+    # framework environments, site interpreters, prepared datasets: before any cell
+    "setup": {"setup"},
+    # emulated nodes: network namespaces and srun's stand-in inside them
+    "emulation": {"emulation"},
+    # a cell's SLURM job, allocation, tasks and lost jobs: a task sets its rank variables
+    # through the launch kinds, a job SLURM ended leaves the cell's failed result
+    "slurm": {"slurm", "kinds", "failures"},
+    # the framework launchers dpscale provides: a free port, how their ranks ended
+    "starters": {"starters", "ports", "rank_exits"},
+    # patches of the Snakemake process: a job's Snakemake dies with its shell as the guard does
+    "snakemake_hooks": {"snakemake_hooks", "guard"},
+}
+LAUNCH = PACKAGE / "launch"
+LAUNCH_TOP_MODULES = 12  # .py files at launch/'s top, __init__ and __main__ included
+
+
+def launch_room_of(path: Path, package: Path = PACKAGE) -> str | None:
+    """launch/<room>/...: the room; "" for a module at launch/'s top; None outside launch/."""
+    parts = path.relative_to(package).parts
+    if parts[0] != "launch":
+        return None
+    return parts[1] if len(parts) > 2 else ""
+
+
+def launch_room_violations(path: Path, package: Path = PACKAGE) -> list[str]:
+    room = launch_room_of(path, package)
+    allowed = LAUNCH_ROOMS[room]
+    wrong = []
+    for line, module in imported_modules(path):
+        parts = module.split(".")
+        if parts[:2] != ["dpscale", "launch"] or len(parts) == 2:
+            continue  # outside launch/, or its package, which imports nothing
+        name = parts[2]
+        # a sub-package by its name; a module at launch/'s top by its name or the top's ""
+        top = name not in LAUNCH_ROOMS
+        if name not in allowed and not (top and "" in allowed):
+            where = f"{path.relative_to(package.parent)}:{line} (launch room {room or 'top'!r})"
+            wrong.append(f"{where} imports {module}: it may import launch.{sorted(allowed)}")
+    return wrong
+
+
+def launch_files() -> list[Path]:
+    return [p for p in source_files() if launch_room_of(p) is not None]
+
+
+def test_every_launch_module_belongs_to_a_room():
+    unknown = {
+        str(p.relative_to(REPO)) for p in launch_files() if launch_room_of(p) not in LAUNCH_ROOMS
+    }
+    assert not unknown, f"put these in launch/{sorted(set(LAUNCH_ROOMS) - {''})}: {unknown}"
+
+
+@pytest.mark.parametrize("path", launch_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_launch_rooms_import_only_what_they_may(path):
+    assert launch_room_violations(path) == []
+
+
+def test_an_emulation_module_importing_slurm_is_caught(tmp_path):
+    module = LAUNCH / "emulation" / "netns.py"
+    copy = tmp_path / "dpscale" / "launch" / "emulation" / "netns.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(module.read_text() + "\nfrom dpscale.launch.slurm import allocation\n")
+    assert launch_room_violations(module) == []
+    found = launch_room_violations(copy, package=tmp_path / "dpscale")
+    assert found and "imports dpscale.launch.slurm" in found[0]
+    # a room that may import one module at the top is caught importing another
+    copy.write_text(module.read_text() + "\nfrom dpscale.launch import launcher\n")
+    found = launch_room_violations(copy, package=tmp_path / "dpscale")
+    assert found and "imports dpscale.launch.launcher" in found[0]
+
+
+def crowded_top(folder: Path) -> list[str]:
+    """The modules at a folder's top, if there are more than launch/ may hold there."""
+    top = sorted(p.name for p in folder.glob("*.py"))
+    return top if len(top) > LAUNCH_TOP_MODULES else []
+
+
+def test_launch_keeps_at_most_12_modules_at_its_top():
+    assert crowded_top(LAUNCH) == [], (
+        f"more than {LAUNCH_TOP_MODULES} modules at launch/'s top: put the new one in a room "
+        f"({sorted(set(LAUNCH_ROOMS) - {''})}), or a new room in LAUNCH_ROOMS and "
+        "docs/architecture.md"
+    )
+
+
+def test_a_thirteenth_module_at_launchs_top_is_caught(tmp_path):
+    for number in range(LAUNCH_TOP_MODULES):
+        (tmp_path / f"module{number}.py").write_text("")
+    assert crowded_top(tmp_path) == []
+    (tmp_path / "extra.py").write_text("")
+    assert "extra.py" in crowded_top(tmp_path)
+
+
+# No import cycles: no module imports itself through others (inside functions too).
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the package's modules it imports: ``from a import b`` is a.b where b is a
+    module, else a."""
+    paths = {module_name(p, package): p for p in package.rglob("*.py")}
+    top = package.name
+    graph = {}
+    for name, path in paths.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names if alias.name in paths}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] != top:
+                    continue
+                for alias in node.names:
+                    inner = f"{node.module}.{alias.name}"
+                    found.add(inner if inner in paths else node.module)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle's modules (the strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_module_imports_itself_through_others():
+    graph = import_graph()
+    assert "dpscale.launch.slurm.allocation" in graph["dpscale.launch.kinds"]
+    assert import_cycles(graph) == []
+
+
+def test_an_import_cycle_is_caught(tmp_path):
+    package = tmp_path / "dpscale"
+    (package / "launch").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "launch" / "__init__.py").write_text("")
+    (package / "launch" / "a.py").write_text("from dpscale.launch import b\n")
+    (package / "launch" / "b.py").write_text("def f():\n    from dpscale.launch.a import g\n")
+    assert import_cycles(import_graph(package)) == [["dpscale.launch.a", "dpscale.launch.b"]]
+
+
 # The workflow is an entry point beside cli.py: its rule files enter dpscale through one
 # module, and the rules' bodies through the steps.
 WORKFLOW = REPO / "workflow"
@@ -254,10 +428,10 @@ def test_the_door_only_re_exports_what_the_rules_use():
 NOT_IN_A_SITE_INTERPRETER = ("yaml", "jsonschema", "scipy", "pandas", "sklearn", "matplotlib")
 RANK_SIDE_MODULES = (
     "dpscale.runner.probe",
-    "dpscale.launch.slurm_task",
-    "dpscale.launch.netns_run",
-    "dpscale.launch.mxnet_ps",
-    "dpscale.launch.horovod_gloo",
+    "dpscale.launch.slurm.task",
+    "dpscale.launch.emulation.netns_run",
+    "dpscale.launch.starters.mxnet_ps",
+    "dpscale.launch.starters.horovod_gloo",
 )
 WITHOUT_PACKAGES = """
 import importlib, pkgutil, sys

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpscale.launch import dataprep
-from dpscale.launch.dataprep import prepare_cifar10, prepare_digits, verify_md5
+from dpscale.launch.setup import dataprep
+from dpscale.launch.setup.dataprep import prepare_cifar10, prepare_digits, verify_md5
 from dpscale.runner.datasets import (
     DatasetError,
     augment_batch,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.launch import envs
+from dpscale.launch.setup import envs
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """mxnet-dist's parameter servers across emulated nodes: server k in node k mod N's namespace,
-started by dpscale.launch.mxnet_ps as one command beside the workers' (the SLURM command
+started by dpscale.launch.starters.mxnet_ps as one command beside the workers' (the SLURM command
 lines are in test_slurm_launch.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import shlex
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import mxnet_ps, netns_run
+from dpscale.launch.emulation import netns_run
 from dpscale.launch.kinds import HOST_PYTHON, kind, netns_placement, runner_argv
+from dpscale.launch.starters import mxnet_ps
 from dpscale.plan.cell import Network
 
 PY = ["/envs/mxnet/bin/python"]
@@ -36,8 +37,13 @@ def option(argv: list[str], name: str) -> list[str] | None:
 
 def test_two_servers_on_two_emulated_nodes_start_in_both_namespaces():
     launch = render(2)
-    netns_run = [HOST_PYTHON, "-m", "dpscale.launch.netns_run", "--namespaces=dps1n0,dps1n1"]
-    task = [*PY, "-m", "dpscale.launch.slurm_task", "mxnet", "--", *PY, *RUNNER]
+    netns_run = [
+        HOST_PYTHON,
+        "-m",
+        "dpscale.launch.emulation.netns_run",
+        "--namespaces=dps1n0,dps1n1",
+    ]
+    task = [*PY, "-m", "dpscale.launch.slurm.task", "mxnet", "--", *PY, *RUNNER]
     assert option(launch.argv, "server-command") == [
         *netns_run,
         "--ntasks=2",

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import make_cell
 from dpscale.launch import launcher
-from dpscale.launch.interpreters import Interpreter
+from dpscale.launch.setup.interpreters import Interpreter
 
 
 @pytest.mark.parametrize(("accelerator", "visible"), [("cpu", ""), ("cuda", "0,1")])

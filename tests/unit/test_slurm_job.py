@@ -1,5 +1,5 @@
-"""dpscale.launch.slurm_job: a SLURM job's Snakemake process asks to die with its shell,
-and no other process does."""
+"""dpscale.launch.snakemake_hooks.slurm_job: a SLURM job's Snakemake process asks to die with
+its shell, and no other process does."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ctypes
 import multiprocessing
 import signal
 
-from dpscale.launch.slurm_job import end_with_job_shell
+from dpscale.launch.snakemake_hooks.slurm_job import end_with_job_shell
 
 PR_GET_PDEATHSIG = 2
 

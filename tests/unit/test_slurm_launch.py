@@ -12,8 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import checks, cluster, kinds, slurm, slurm_task
+from dpscale.launch import checks, kinds
 from dpscale.launch.kinds import HOST_PYTHON, kind, runner_argv, srun_placement, uses_srun
+from dpscale.launch.slurm import allocation as slurm
+from dpscale.launch.slurm import resources as cluster
+from dpscale.launch.slurm import task as slurm_task
 from dpscale.registry import STRATEGIES
 from helpers.slurm_fakes import no_scontrol, node
 
@@ -169,7 +172,7 @@ def test_ddp_is_one_srun_task_per_gpu_with_env_rendezvous():
         *SRUN_2X4,
         *PY,
         "-m",
-        "dpscale.launch.slurm_task",
+        "dpscale.launch.slurm.task",
         "torch",
         "--",
         *PY,
@@ -190,7 +193,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     assert launch_.argv == [
         HOST_PYTHON,  # stdlib only: it starts srun; the rendezvous server runs with --python
         "-m",
-        "dpscale.launch.horovod_gloo",
+        "dpscale.launch.starters.horovod_gloo",
         "--hosts=gpu07:4,gpu08:4",
         "--address=gpu07",
         "--timeout=60",
@@ -199,7 +202,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
         *SRUN_2X4,
         *PY,
         "-m",
-        "dpscale.launch.slurm_task",
+        "dpscale.launch.slurm.task",
         "horovod",
         "--",
         *PY,
@@ -210,7 +213,7 @@ def test_horovod_ranks_are_srun_tasks_around_a_gloo_rendezvous_server():
     assert launch_.env == {"DPSCALE_NODE_ADDRS": ADDRS}
 
 
-MXNET_TASK = [*PY, "-m", "dpscale.launch.slurm_task", "mxnet", "--"]
+MXNET_TASK = [*PY, "-m", "dpscale.launch.slurm.task", "mxnet", "--"]
 MXNET_RUNNER = [*PY, "-m", "dpscale.strategies.mxnet_dist", *RUNNER]
 
 
@@ -219,7 +222,7 @@ def test_one_mxnet_server_runs_beside_the_scheduler_on_the_first_node_and_worker
     assert launch_.argv == [
         HOST_PYTHON,
         "-m",
-        "dpscale.launch.mxnet_ps",
+        "dpscale.launch.starters.mxnet_ps",
         "--workers=8",
         "--servers=1",
         "--timeout=60",
@@ -249,7 +252,7 @@ def test_mxnet_servers_are_dealt_over_the_nodes_as_tasks_as_mxnet_s_launcher_doe
     assert launch_.argv == [
         HOST_PYTHON,
         "-m",
-        "dpscale.launch.mxnet_ps",
+        "dpscale.launch.starters.mxnet_ps",
         "--workers=8",
         "--servers=3",
         "--timeout=60",
@@ -313,7 +316,7 @@ def test_cpu_cells_ask_threads_per_device_and_no_gpus():
         "--ntasks-per-node=1",
         "--cpus-per-task=1",
     ]
-    assert probe[-3:] == ["-m", "dpscale.launch.slurm_task", "--probe"]
+    assert probe[-3:] == ["-m", "dpscale.launch.slurm.task", "--probe"]
 
 
 def test_inside_a_job_step_the_processes_start_locally():
@@ -537,7 +540,7 @@ def test_every_srun_task_enters_the_container_and_starts_its_rank_inside(launch_
         *SRUN_2X4,
         *APPTAINER,
         "-m",
-        "dpscale.launch.slurm_task",
+        "dpscale.launch.slurm.task",
         launch_kind,
         "--",
         *RANK_IN_CONTAINER,
@@ -563,7 +566,7 @@ def test_local_launchers_run_inside_the_container_and_start_ranks_with_its_pytho
         "torch.distributed.run",
     ]
     horovod = kind("horovod").local(cell, APPTAINER, runner)
-    assert horovod[:7] == [*APPTAINER, "-m", "dpscale.launch.horovodrun"]
+    assert horovod[:7] == [*APPTAINER, "-m", "dpscale.launch.starters.horovodrun"]
     assert horovod[-len(RANK_IN_CONTAINER) :] == RANK_IN_CONTAINER
     mxnet = kind("mxnet").local(make_cell("mxnet-dist", devices=2), APPTAINER, runner)
     assert mxnet[0] == HOST_PYTHON and mxnet[mxnet.index("--") + 1 :] == [

@@ -1,6 +1,6 @@
 """The SLURM state of a job that ended under its cell, as the cell's status and reason
-(dpscale.launch.slurm_faults), and the executor's status queries while sacct is down
-(dpscale.launch.slurm_status); SLURM's commands stand-ins."""
+(dpscale.launch.slurm.faults), and the executor's status queries while sacct is down
+(dpscale.launch.snakemake_hooks.slurm_status); SLURM's commands stand-ins."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import json
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import slurm_faults, slurm_status
-from dpscale.launch.slurm_faults import JobEnd, outcome
+from dpscale.launch.slurm import faults as slurm_faults
+from dpscale.launch.slurm.faults import JobEnd, outcome
+from dpscale.launch.snakemake_hooks import slurm_status
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from dpscale.launch import slurm
+from dpscale.launch.slurm import allocation as slurm
 from dpscale.runner import startup, timing
 
 LAUNCH = 1000.0

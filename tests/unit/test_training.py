@@ -6,7 +6,7 @@ import pytest
 
 from conftest import make_cell
 from dpscale.analysis.laws import accuracy as acc
-from dpscale.launch.dataprep import prepare_digits
+from dpscale.launch.setup.dataprep import prepare_digits
 from dpscale.plan.cell import Training
 from dpscale.plan.result import make_result, now_iso, validate_result
 from dpscale.runner.lr import scaled_lr

@@ -21,7 +21,7 @@ LAYOUT_COLUMNS = {"network", "nodes", "devices_per_node", "world_size"}
 # "host" as a machine's hostname, not a network: the result's system.host key where it is
 # written (runner/sysinfo, the SLURM task's own record) and read from a SLURM node list;
 # importing plan there would tie the runner and launcher's records to the analysis' columns
-HOSTNAME_SITES = {"runner/sysinfo.py", "launch/slurm_task.py", "launch/slurm.py"}
+HOSTNAME_SITES = {"runner/sysinfo.py", "launch/slurm/task.py", "launch/slurm/allocation.py"}
 # the modules that write the report's words (launch and runner write one-line errors)
 REPORT_PACKAGES = ("analysis", "render")
 LAYOUT_WORDING = re.compile(

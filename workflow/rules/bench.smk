@@ -15,7 +15,7 @@ rule bench_cell:
     resources:
         bench_slot=2,  # the whole machine (profiles/default): nothing runs beside a cell
         # On a SLURM cluster (--profile slurm) each cell is one job shaped like its
-        # processes; see src/dpscale/launch/cluster.py. Local runs ignore these.
+        # processes; see src/dpscale/launch/slurm/resources.py. Local runs ignore these.
         nodes=slurm_resource("nodes"),
         tasks=slurm_resource("tasks"),
         tasks_per_node=slurm_resource("tasks_per_node"),
@@ -36,7 +36,7 @@ rule bench_cell:
 # A job SLURM ended under its launcher (scancel, time or memory limit, a node down, a
 # preemption not requeued) leaves no result, and the executor removes what it wrote: each
 # such cell of this run gets a failed (or oom) result with SLURM's reason from sacct or
-# scontrol (launch/slurm_faults.py), so `dpscale status` counts it and `rerun-failed`
+# scontrol (launch/slurm/faults.py), so `dpscale status` counts it and `rerun-failed`
 # measures it again. Cells with a result are never touched.
 onerror:
     record_slurm_failures(workflow, CELLS, CELLS_DIR, RUN_STARTED)

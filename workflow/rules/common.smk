@@ -50,15 +50,17 @@ except ConfigError as error:
 config.update(checked)
 
 # Snakemake re-runs its job selector once a second per finished job while cells wait for the
-# bench slot; one pending re-evaluation at a time keeps its CPU flat (launch/scheduler_fix.py).
+# bench slot; one pending re-evaluation at a time keeps its CPU flat
+# (launch/snakemake_hooks/scheduler_fix.py).
 coalesce_reevaluations()
 
 # Snakemake's SLURM executor keeps its jobs while sacct does not answer (slurmdbd down): it
-# asks squeue instead, and stops with one line after a long outage (launch/slurm_status.py).
+# asks squeue instead, and stops with one line after a long outage
+# (launch/snakemake_hooks/slurm_status.py).
 survive_status_outages()
 # A cell's job on SLURM: its Snakemake process ends with the job's shell, so that none
 # outlives a cancelled, timed-out or preempted job where SLURM tracks processes by parent
-# (launch/slurm_job.py)
+# (launch/snakemake_hooks/slurm_job.py)
 end_with_job_shell(workflow.remote_exec or workflow.subprocess_exec)
 # a cell job SLURM ends in this run without a result is recorded (bench.smk's onerror)
 RUN_STARTED = run_started()
@@ -134,7 +136,7 @@ def cell_priority(wildcards):
 
 
 def slurm_resource(name):
-    """One SLURM resource of a cell's job (dpscale.launch.cluster); None leaves it unset."""
+    """One SLURM resource of a cell's job (dpscale.launch.slurm.resources); None leaves it unset."""
     return lambda wildcards: cell_resource(cell_for(wildcards), config["cluster"], name)
 
 

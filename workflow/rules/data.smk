@@ -15,7 +15,7 @@ rule prepare_digits:
     params:
         out_dir=lambda wc, output: Path(output[0]).parent,
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch.dataprep prepare digits --out {params.out_dir}"
+        "$DPSCALE_PYTHON -m dpscale.launch.setup.dataprep prepare digits --out {params.out_dir}"
         " --image-size {wildcards.size} > {log} 2>&1"
 
 
@@ -32,5 +32,5 @@ rule prepare_cifar10:
         out_dir=lambda wc, output: Path(output[0]).parent,
         source=cifar10_source_args,
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch.dataprep prepare cifar10 --out {params.out_dir}"
+        "$DPSCALE_PYTHON -m dpscale.launch.setup.dataprep prepare cifar10 --out {params.out_dir}"
         " {params.source} > {log} 2>&1"

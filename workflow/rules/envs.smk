@@ -18,7 +18,7 @@ rule build_env:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
         locks=locks_args(),
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch.envs {wildcards.env} --env-dir {params.env_dir} {params.locks} > {log} 2>&1"
+        "$DPSCALE_PYTHON -m dpscale.launch.setup.envs {wildcards.env} --env-dir {params.env_dir} {params.locks} > {log} 2>&1"
 
 
 rule envs:

@@ -13,8 +13,9 @@ import os
 import subprocess
 from typing import TextIO
 
-from dpscale.launch import netns, slurm
+from dpscale.launch.emulation import netns
 from dpscale.launch.kinds import uses_srun
+from dpscale.launch.slurm import allocation as slurm
 from dpscale.plan.cell import Cell
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.registry import strategy
@@ -110,7 +111,7 @@ def local_allocation_shortage(cell: Cell, allocation: slurm.Allocation | None) -
     return (
         f"cell spans {cell.nodes} nodes, but the launcher runs inside a job step "
         f"(SLURM_STEP_ID set), where it cannot start tasks on other nodes: give the job "
-        f"mpi='srun' (dpscale.launch.cluster does for multi-process cells)"
+        f"mpi='srun' (dpscale.launch.slurm.resources does for multi-process cells)"
     )
 
 

@@ -6,16 +6,17 @@ names its kind (``Strategy.launch``) and nothing else does. Each kind renders
 * ``local``: the command that starts a cell's processes on this machine;
 * ``tasks``: the command that starts them as tasks placed on nodes (kinds with one process
   per device): SLURM tasks of an allocation (:func:`srun_placement`; dpscale.launch runs
-  it after the probe step, see dpscale.launch.slurm), or tasks in the network namespaces of
-  emulated nodes (:func:`netns_placement`, started by dpscale.launch.netns_run the way srun does).
+  it after the probe step, see dpscale.launch.slurm.allocation), or tasks in the network
+  namespaces of emulated nodes (:func:`netns_placement`, started by
+  dpscale.launch.emulation.netns_run the way srun does).
   mxnet-dist's parameter servers, when they are spread over the nodes, start the same way
   (:attr:`Placement.spread`);
 * ``rank_env``: the variables one task sets from its SLURM ids before it becomes the
-  runner (``python -m dpscale.launch.slurm_task <kind> -- RUNNER...``);
+  runner (``python -m dpscale.launch.slurm.task <kind> -- RUNNER...``);
 * ``rank_failure``: which rank ended the cell and how (a signal or an exit code), read from
   the launcher's own failure report in the cell's log; each launcher reports it its own way
   (torchrun's "Root Cause" table, horovodrun's "Process name / Exit code",
-  dpscale.launch.mxnet_ps's "worker N was killed by SIG..."), so the kind that renders the
+  dpscale.launch.starters.mxnet_ps's "worker N was killed by SIG..."), so the kind that renders the
   launcher also reads it.
 
 and declares ``interface_variables`` (what its runtime reads to pick the network interface
@@ -46,8 +47,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from dpscale.launch import slurm, slurm_rank
 from dpscale.launch.rank_exits import RankExit, first_cause
+from dpscale.launch.slurm import allocation as slurm
+from dpscale.launch.slurm import rank as slurm_rank
 from dpscale.plan.cell import Cell
 
 HOST_PYTHON = sys.executable  # the launcher's interpreter (stdlib helpers only)
@@ -93,7 +95,7 @@ def netns_starter(cell: Cell, namespaces: Sequence[str], *layout: str) -> list[s
     return [
         HOST_PYTHON,
         "-m",
-        "dpscale.launch.netns_run",
+        "dpscale.launch.emulation.netns_run",
         f"--namespaces={','.join(namespaces)}",
         *layout,
         f"--timeout={cell.measure.timeout_s}",
@@ -123,7 +125,7 @@ def runner_argv(module: str, cell_file: Path, out: Path) -> list[str]:
 
 def task_shim(kind: str, python: Python) -> list[str]:
     """What each SLURM task runs before the runner: its SLURM ids -> the kind's variables."""
-    return [*python, "-m", "dpscale.launch.slurm_task", kind, "--"]
+    return [*python, "-m", "dpscale.launch.slurm.task", kind, "--"]
 
 
 def ranked(kind: str, python: Python, runner: list[str]) -> list[str]:
@@ -228,8 +230,8 @@ class Torch(LaunchKind):
 
 class Horovod(LaunchKind):
     """Horovod over Gloo (no MPI): ``horovodrun --gloo`` locally; under SLURM,
-    dpscale.launch.horovod_gloo runs the rendezvous server on the first node and the ranks are
-    srun tasks with horovodrun's slot variables."""
+    dpscale.launch.starters.horovod_gloo runs the rendezvous server on the first node and the
+    ranks are srun tasks with horovodrun's slot variables."""
 
     name = "horovod"
     one_process = False
@@ -239,8 +241,8 @@ class Horovod(LaunchKind):
     def local(self, cell: Cell, python: Python, runner: list[str]) -> list[str]:
         n = cell.devices_per_node
         # horovodrun (bin/horovodrun runs horovod.runner.launch), its build check left to
-        # the ranks (dpscale.launch.horovodrun)
-        horovodrun = [*python, "-m", "dpscale.launch.horovodrun"]
+        # the ranks (dpscale.launch.starters.horovodrun)
+        horovodrun = [*python, "-m", "dpscale.launch.starters.horovodrun"]
         return [*horovodrun, "-np", str(n), "-H", f"localhost:{n}", "--gloo", python[-1], *runner]
 
     def tasks(
@@ -250,7 +252,7 @@ class Horovod(LaunchKind):
         argv = [
             HOST_PYTHON,
             "-m",
-            "dpscale.launch.horovod_gloo",
+            "dpscale.launch.starters.horovod_gloo",
             f"--hosts={hosts}",
             f"--address={placement.first_address}",
             f"--timeout={cell.measure.timeout_s}",
@@ -297,9 +299,9 @@ SERVER_NODES_ENV = "DPSCALE_MXNET_SERVER_NODES"  # read by strategies.mxnet_dist
 
 
 class MXNetParameterServer(LaunchKind):
-    """ps-lite (kvstore dist_sync): dpscale.launch.mxnet_ps starts the scheduler, the servers and
-    one worker per device; under SLURM or on emulated nodes the workers are tasks (task i is
-    worker i) and the scheduler runs on the first node. Server k runs on node k mod N
+    """ps-lite (kvstore dist_sync): dpscale.launch.starters.mxnet_ps starts the scheduler, the
+    servers and one worker per device; under SLURM or on emulated nodes the workers are tasks
+    (task i is worker i) and the scheduler runs on the first node. Server k runs on node k mod N
     (:func:`server_nodes`): with more than one server they start as tasks of their own
     (``--server-command``, :attr:`Placement.spread`), each at its node's address, so every
     worker's gradients to the servers off its node cross the link, not worker 1's alone; one
@@ -308,7 +310,7 @@ class MXNetParameterServer(LaunchKind):
     name = "mxnet"
     one_process = False
     interface_variables = ("DMLC_INTERFACE",)
-    rank_prefix = None  # dpscale.launch.mxnet_ps passes its processes' output through
+    rank_prefix = None  # dpscale.launch.starters.mxnet_ps passes its processes' output through
 
     @staticmethod
     def servers(cell: Cell) -> int:
@@ -322,7 +324,7 @@ class MXNetParameterServer(LaunchKind):
         return [
             HOST_PYTHON,
             "-m",
-            "dpscale.launch.mxnet_ps",
+            "dpscale.launch.starters.mxnet_ps",
             f"--workers={world}",
             f"--servers={self.servers(cell)}",
             f"--timeout={cell.measure.timeout_s}",
@@ -358,8 +360,9 @@ class MXNetParameterServer(LaunchKind):
         return out
 
     def rank_exits(self, log_text: str) -> list[RankExit]:
-        # dpscale.launch.mxnet_ps names the worker by its launch index (DPSCALE_LOCAL_RANK);
-        # ps-lite numbers the workers' kvstore ranks itself, in the order they register
+        # dpscale.launch.starters.mxnet_ps names the worker by its launch index
+        # (DPSCALE_LOCAL_RANK); ps-lite numbers the workers' kvstore ranks itself, in the order
+        # they register
         found = re.findall(
             r"\[dpscale mxnet_ps\] (worker \d+) (?:was killed by (SIG[A-Z0-9]+)|exited with "
             r"code (-?\d+))",
@@ -384,6 +387,7 @@ def kind(name: str) -> LaunchKind:
 
 def uses_srun(cell: Cell, launch_kind: str) -> bool:
     """Whether a cell's ranks are SLURM tasks when it runs in a job: one process per device
-    and more than one process. (dpscale.launch.cluster shapes such a job with ``mpi="srun"``;
-    dpscale.launch starts them locally instead when it already runs inside a job step.)"""
+    and more than one process. (dpscale.launch.slurm.resources shapes such a job with
+    ``mpi="srun"``; dpscale.launch starts them locally instead when it already runs inside a job
+    step.)"""
     return not kind(launch_kind).one_process and cell.world_size > 1

@@ -8,9 +8,9 @@ the environment, starting and waiting (dpscale.launch.supervise), settling the r
 Benchmark processes of different cells never overlap on one machine: each launch holds an
 exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
 Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so there is no lock;
-multi-process cells start their ranks as SLURM tasks (dpscale.launch.slurm), after a probe step
-that checks each node gave the job what the cell needs, and the result's system description
-records what the job got (``system.allocation``).
+multi-process cells start their ranks as SLURM tasks (dpscale.launch.slurm.allocation), after
+a probe step that checks each node gave the job what the cell needs, and the result's system
+description records what the job got (``system.allocation``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from dpscale.launch import checks, contention, failures, netns, slurm, supervise
-from dpscale.launch.interpreters import Interpreter
+from dpscale.launch import checks, contention, failures, supervise
+from dpscale.launch.emulation import netns
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.launch.ports import free_port
+from dpscale.launch.setup.interpreters import Interpreter
+from dpscale.launch.slurm import allocation as slurm
 from dpscale.plan.cell import Cell
 from dpscale.plan.paths import import_root
 from dpscale.plan.progress import (

@@ -142,8 +142,8 @@ class Network:
     """The links between a cell's nodes (config ``networks``).
 
     ``host``: the machine's own network. Emulated (``rate``, ``delay``): every node is a
-    network namespace on this machine (dpscale.launch.netns). Real (``interface``, ``env``): a
-    cluster's interconnect, selected through the frameworks' interface variables.
+    network namespace on this machine (dpscale.launch.emulation.netns). Real (``interface``,
+    ``env``): a cluster's interconnect, selected through the frameworks' interface variables.
     """
 
     name: str = HOST_NETWORK

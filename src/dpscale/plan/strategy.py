@@ -144,7 +144,7 @@ class Strategy:
     make a failed cell ``oom`` (the launcher also knows the C and Python runtime's own).
     ``runner``: the module run as ``python -m`` (the adapter itself).
     ``requires``: the framework versions it drives, ``module>=X,<Y`` (the module's
-    ``__version__``), checked when a site interpreter is probed (launch.interpreters).
+    ``__version__``), checked when a site interpreter is probed (launch.setup.interpreters).
     ``comm``: the communication remedies it applies (config ``comm``).
     ``traffic``: what one step sends between ranks (plan.traffic), the only thing the
     communication model prices; a strategy without it is refused before any job.

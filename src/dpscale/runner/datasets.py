@@ -1,6 +1,6 @@
 """Reading the framework-neutral datasets of the real-data training mode.
 
-Every dataset is prepared once (launch.dataprep) into one uncompressed ``<name>.npz``
+Every dataset is prepared once (launch.setup.dataprep) into one uncompressed ``<name>.npz``
 (``x_train``/``x_val`` uint8 NHWC, ``y_train``/``y_val`` int64) plus a sidecar
 ``<name>.json`` with its metadata and the sha256 of the ``.npz``, so every framework trains
 on the same bytes. This module is what the framework environments import: loading with the
@@ -29,7 +29,7 @@ import numpy as np
 
 FORMAT_VERSION = 1
 ARRAY_KEYS = ("x_train", "y_train", "x_val", "y_val")
-_CHUNK = 1 << 20
+CHUNK = 1 << 20  # bytes read at a time when a file is hashed or downloaded
 
 
 class DatasetError(ValueError):
@@ -69,7 +69,7 @@ class Dataset:
 def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
     digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
+        for block in iter(lambda: handle.read(CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
 

@@ -1,5 +1,5 @@
 """Can this interpreter run these strategies' ranks? Asked once per configured interpreter,
-before any job (dpscale.launch.interpreters runs it with the configured command).
+before any job (dpscale.launch.setup.interpreters runs it with the configured command).
 
     python -m dpscale.runner.probe ADAPTER_MODULE...
 

@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     timeline = set_timeline(cell, out)
     hvd.init()  # [distributed] rank, size and the Gloo (or NCCL) context from the launcher
     if os.environ.get("HOROVOD_CONTROLLER") == "gloo" and not hvd.gloo_enabled():
-        # horovodrun's own check before the launch is left to this (dpscale.launch.horovodrun)
+        # horovodrun's own check before the launch is left to this
+        # (dpscale.launch.starters.horovodrun)
         raise RuntimeError("Horovod was not built with Gloo: see `horovodrun --check-build`")
     if hvd.size() != cell.world_size:
         raise RuntimeError(f"world size {hvd.size()} != cell's {cell.world_size}")

@@ -1,8 +1,8 @@
 """mxnet-dist: kvstore 'dist_sync', one worker process per device, parameter servers.
 
-Started by dpscale.launch.mxnet_ps (launch kind ``mxnet``), which runs this same module as the
-ps-lite scheduler, the servers (``mxnet_servers`` in the config) and the workers: in a
-scheduler or server process ``import mxnet`` serves until the job ends and exits, so only
+Started by dpscale.launch.starters.mxnet_ps (launch kind ``mxnet``), which runs this same
+module as the ps-lite scheduler, the servers (``mxnet_servers`` in the config) and the workers:
+in a scheduler or server process ``import mxnet`` serves until the job ends and exits, so only
 workers get past the imports.
 
 Across nodes the scheduler runs on the first node and server k on node k mod N, as MXNet's own

@@ -1,8 +1,8 @@
 """Launching one cell's processes inside a SLURM allocation.
 
 The launcher (``dpscale.launch``) runs once per cell, in the job that snakemake's SLURM
-executor submitted for it (resources from ``dpscale.launch.cluster``), and stays the one process
-that always leaves a result. How it starts the cell's processes:
+executor submitted for it (resources from ``dpscale.launch.slurm.resources``), and stays the
+one process that always leaves a result. How it starts the cell's processes:
 
 * one-process cells (``torch-dp``, ``mxnet-device``, 1-device cells): the job is one task
   with all the node's devices; the plugin already runs the launcher inside that task
@@ -12,14 +12,14 @@ that always leaves a result. How it starts the cell's processes:
   launcher first runs a probe step (one task per node) that reports what each node really
   got, then starts one SLURM task per device with the srun line of :func:`srun_prefix`,
   rendered by the strategy's launch kind (dpscale.launch.kinds). Every task runs
-  ``python -m dpscale.launch.slurm_task KIND -- RUNNER...``, which turns SLURM_PROCID /
-  SLURM_LOCALID / SLURM_NODEID (dpscale.launch.slurm_rank) into the framework's rank
+  ``python -m dpscale.launch.slurm.task KIND -- RUNNER...``, which turns SLURM_PROCID /
+  SLURM_LOCALID / SLURM_NODEID (dpscale.launch.slurm.rank) into the framework's rank
   variables.
 
 Everything here is a pure function of the cell and an :class:`Allocation` (parsed from the
 environment, with ``scontrol`` only to fill in what the environment lacks), so the command
 lines are tested without SLURM. What a task reads about itself once srun started it is in
-dpscale.launch.slurm_rank. Stdlib only.
+dpscale.launch.slurm.rank. Stdlib only.
 """
 
 from __future__ import annotations
@@ -273,12 +273,12 @@ def srun_env(env: Mapping[str, str]) -> dict[str, str]:
 def probe_command(
     cell: Cell, python: Sequence[str], allocation: Allocation | None = None
 ) -> list[str]:
-    """One task per node that prints what the node gave the job (dpscale.launch.slurm_task)."""
+    """One task per node that prints what the node gave the job (dpscale.launch.slurm.task)."""
     return [
         *srun_prefix(cell, tasks_per_node=1, allocation=allocation),
         *python,
         "-m",
-        "dpscale.launch.slurm_task",
+        "dpscale.launch.slurm.task",
         "--probe",
     ]
 

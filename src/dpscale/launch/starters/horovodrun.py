@@ -1,6 +1,6 @@
 """``horovodrun``, without its Gloo build check before every launch (the ranks check).
 
-    python -m dpscale.launch.horovodrun -np N -H localhost:N --gloo COMMAND...
+    python -m dpscale.launch.starters.horovodrun -np N -H localhost:N --gloo COMMAND...
 
 Before it starts the ranks, ``horovodrun --gloo`` asks whether Horovod was built with Gloo
 by importing every Horovod extension, so TensorFlow, in a forked child: 3 s of CPU per cell

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.launch.failures import LOG_TAIL_CHARS, write_status
-from dpscale.launch.slurm import Runner, parse_scontrol_records, run_quietly
+from dpscale.launch.slurm.allocation import Runner, parse_scontrol_records, run_quietly
 from dpscale.plan.cell import Cell, parse_cell_id
 from dpscale.plan.result import now_iso
 

@@ -1,12 +1,12 @@
 """Start a Horovod (Gloo) job whose ranks another launcher starts, e.g. srun.
 
-    python -m dpscale.launch.horovod_gloo --hosts=n1:4,n2:4 --address=n1 --python=PYTHON
+    python -m dpscale.launch.starters.horovod_gloo --hosts=n1:4,n2:4 --address=n1 --python=PYTHON
         [--timeout=T] -- COMMAND...
 
 What ``horovodrun --gloo`` does, without ssh: start Horovod's rendezvous server here (the
 first node), publish it to the ranks (``HOROVOD_GLOO_RENDEZVOUS_ADDR``/``PORT``,
 ``HOROVOD_CONTROLLER=gloo``), then run COMMAND, which starts every rank (``srun ...
-python -m dpscale.launch.slurm_task horovod -- RUNNER``: each task sets its ``HOROVOD_RANK``,
+python -m dpscale.launch.slurm.task horovod -- RUNNER``: each task sets its ``HOROVOD_RANK``,
 ``HOROVOD_LOCAL_RANK``, ... from its SLURM ids, in the order of ``--hosts``). Exits with
 COMMAND's status (124 after ``--timeout`` seconds).
 
@@ -53,7 +53,7 @@ def serve(hosts: str) -> None:
 def start_server(python: list[str], hosts: str) -> tuple[subprocess.Popen, int]:
     """The server child and its port (its first line), within :data:`SERVER_START_S`."""
     server = subprocess.Popen(
-        [*python, "-m", "dpscale.launch.horovod_gloo", "--serve", f"--hosts={hosts}"],
+        [*python, "-m", "dpscale.launch.starters.horovod_gloo", "--serve", f"--hosts={hosts}"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

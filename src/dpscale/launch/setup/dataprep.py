@@ -1,8 +1,8 @@
 """Preparing the training datasets (digits, CIFAR-10) once into the framework-neutral
 format that runner.datasets reads; downloading, checksums and the command line.
 
-    python -m dpscale.launch.dataprep prepare digits --out data --image-size 16
-    python -m dpscale.launch.dataprep prepare cifar10 --out data [--source PATH]
+    python -m dpscale.launch.setup.dataprep prepare digits --out data --image-size 16
+    python -m dpscale.launch.setup.dataprep prepare cifar10 --out data [--source PATH]
 
 The ``.npz`` is written with fixed zip timestamps: preparing the same source twice gives
 the same sha256. numpy and the standard library (scikit-learn only inside
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from dpscale.launch.dataset_files import write_dataset
+from dpscale.launch.setup.dataset_files import write_dataset
 from dpscale.plan.result import atomic_file
-from dpscale.runner.datasets import _CHUNK, DatasetError, file_digest, stable_permutation
+from dpscale.runner.datasets import CHUNK, DatasetError, file_digest, stable_permutation
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
@@ -211,7 +211,7 @@ def _read_folder(folder: Path, member_md5s: Mapping[str, str] | None) -> dict[st
 def download(url: str, dest: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, atomic_file(dest) as out:
-            for block in iter(lambda: response.read(_CHUNK), b""):
+            for block in iter(lambda: response.read(CHUNK), b""):
                 out.write(block)
     except (urllib.error.URLError, OSError) as exc:
         raise DatasetError(
@@ -278,7 +278,9 @@ def prepare_cifar10(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dpscale.launch.dataprep", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m dpscale.launch.setup.dataprep", description=__doc__
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     prepare = commands.add_parser("prepare", help="prepare a dataset; prints the .npz path")
     prepare.add_argument("dataset", choices=("digits", "cifar10"))

@@ -258,7 +258,7 @@ def write_lock(name: str, prefix: Path, path: Path, envs_dir: Path = ENVS_DIR) -
     if not (prefix / COMPLETE_FLAG).is_file():
         raise LockError(
             f"environment {name} is not built at {prefix}: build it first (run a study that "
-            f"uses it, or python -m dpscale.launch.envs {name})"
+            f"uses it, or python -m dpscale.launch.setup.envs {name})"
         )
     if not (prefix / FREEZE_FILE).is_file():  # built before environments recorded it
         record_freeze(prefix, sys.stderr)

@@ -2,7 +2,8 @@
 resource names. ``workflow/rules/common.smk`` passes these to rule ``bench_cell``; local runs
 ignore them (the local executor only counts ``bench_slot``).
 
-One job per cell, shaped like the processes the cell starts (``dpscale.launch.slurm`` starts them):
+One job per cell, shaped like the processes the cell starts (``dpscale.launch.slurm.allocation``
+starts them):
 
 * one-process cells (strategies that drive all devices from one process, and every
   1-device cell): one task on one node with all the cell's devices and

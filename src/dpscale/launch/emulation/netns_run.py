@@ -1,15 +1,17 @@
 """srun for emulated nodes: start one task per rank inside the nodes' network namespaces.
 
-    python -m dpscale.launch.netns_run --namespaces N0,N1 --tasks-per-node D [--timeout T] -- CMD...
-    python -m dpscale.launch.netns_run --namespaces N0,N1 --ntasks S --distribution=cyclic ...
+    python -m dpscale.launch.emulation.netns_run --namespaces N0,N1 --tasks-per-node D \
+        [--timeout T] -- CMD...
+    python -m dpscale.launch.emulation.netns_run --namespaces N0,N1 --ntasks S \
+        --distribution=cyclic ...
 
 Task i runs ``ip netns exec N<i // D> CMD...`` with the variables srun gives a task under
 block distribution (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_NUM_TASKS,
 SLURM_STEP_NUM_NODES, SLURM_STEP_TASKS_PER_NODE, SLURMD_NODENAME = the namespace), so the
-same ``dpscale.launch.slurm_task`` shim turns them into each framework's rank variables, and every
-launch kind starts its ranks on emulated nodes exactly as on a SLURM allocation. Under
+same ``dpscale.launch.slurm.task`` shim turns them into each framework's rank variables, and
+every launch kind starts its ranks on emulated nodes exactly as on a SLURM allocation. Under
 ``--distribution=cyclic`` (srun's, for ``--ntasks`` tasks) task i runs in ``N<i mod nodes>``:
-how mxnet-dist spreads its parameter servers (dpscale.launch.slurm.srun_spread).
+how mxnet-dist spreads its parameter servers (dpscale.launch.slurm.allocation.srun_spread).
 
 As ``srun --kill-on-bad-exit``: when a task fails the others are stopped and its status is
 returned (124 after ``--timeout``); on SIGTERM every task is stopped. Every wait is bounded;

@@ -1,7 +1,7 @@
 """Inside one SLURM task of a multi-process cell: who this rank is, and where its node is.
 
-srun (block distribution, see dpscale.launch.slurm) starts every rank as
-``python -m dpscale.launch.slurm_task``; the launch kinds' ``rank_env`` turns what is read
+srun (block distribution, see dpscale.launch.slurm.allocation) starts every rank as
+``python -m dpscale.launch.slurm.task``; the launch kinds' ``rank_env`` turns what is read
 here (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, the node's address and network interface)
 into the framework's own rank variables. It runs on the rank's node in the framework's
 interpreter, not in the launcher: stdlib only.
@@ -16,7 +16,7 @@ import socket
 import struct
 from collections.abc import Mapping
 
-from dpscale.launch.slurm import expand_tasks_per_node
+from dpscale.launch.slurm.allocation import expand_tasks_per_node
 
 SIOCGIFADDR = 0x8915
 

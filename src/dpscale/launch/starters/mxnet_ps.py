@@ -1,6 +1,6 @@
 """Start an MXNet parameter-server (ps-lite) job on this node and wait for it.
 
-    python -m dpscale.launch.mxnet_ps --workers N --servers S [--timeout T] -- COMMAND...
+    python -m dpscale.launch.starters.mxnet_ps --workers N --servers S [--timeout T] -- COMMAND...
 
 COMMAND (a dpscale runner) is started 1 + S + N times: once as the scheduler, S times as a
 server and N times as a worker, told apart by ``DMLC_ROLE``. Importing mxnet in a scheduler
@@ -8,9 +8,9 @@ or server process runs its event loop and exits, so one command serves every rol
 processes meet at ``DMLC_PS_ROOT_URI=127.0.0.1:DMLC_PS_ROOT_PORT`` (a free port picked here)
 and bind to 127.0.0.1 only.
 
-Across nodes (dpscale.launch.slurm, emulated nodes): ``--host ADDR`` puts the scheduler and
-servers on this node's address instead, and ``--worker-command 'srun ... python -m
-dpscale.launch.slurm_task mxnet -- python -m RUNNER ...'`` starts all N workers as one command
+Across nodes (dpscale.launch.slurm.allocation, emulated nodes): ``--host ADDR`` puts the
+scheduler and servers on this node's address instead, and ``--worker-command 'srun ... python -m
+dpscale.launch.slurm.task mxnet -- python -m RUNNER ...'`` starts all N workers as one command
 (the launcher's tasks; each sets its own ``DPSCALE_LOCAL_RANK`` and ``DMLC_NODE_HOST``)
 instead of N local processes. ``--server-command`` does the same for the S servers (tasks
 dealt round robin over the nodes, server k on node k mod N, as MXNet's own launcher places

@@ -3,7 +3,7 @@
 
 The ``.npz`` is written with fixed zip timestamps, so equal arrays give equal bytes and the
 same source prepared twice gives the same sha256. The format lives here; the sources (digits,
-CIFAR-10) and the command line in dpscale.launch.dataprep. numpy and the standard library.
+CIFAR-10) and the command line in dpscale.launch.setup.dataprep. numpy and the standard library.
 """
 
 from __future__ import annotations

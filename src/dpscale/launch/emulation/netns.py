@@ -12,14 +12,16 @@ module created; nothing is routed to the machine's own interfaces. The namespace
 removed on exit whatever happened, each ``ip``/``tc`` call bounded in time. A launcher killed
 with SIGKILL cannot do that: every launch first records its namespaces and itself (pid and
 start time) under /run/dpscale/netns, and every launch, the workflow's start and
-``python -m dpscale.launch.netns reap`` remove the namespaces whose launcher is gone. A
+``python -m dpscale.launch.emulation.netns reap`` remove the namespaces whose launcher is gone. A
 namespace no record names is never touched.
 
 Needs root (CAP_NET_ADMIN) and iproute2; :func:`unavailable` says why not, and the
 launcher then skips the cell with that reason.
 
-    python -m dpscale.launch.netns probe --rate 100mbit [--mbytes 8]   # what a shaped link carries
-    python -m dpscale.launch.netns reap       # remove what launchers that died left behind
+    # what a shaped link carries
+    python -m dpscale.launch.emulation.netns probe --rate 100mbit [--mbytes 8]
+    # remove what launchers that died left behind
+    python -m dpscale.launch.emulation.netns reap
 """
 
 from __future__ import annotations
@@ -342,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     reason = unavailable(args.delay)
     if reason:
-        sys.exit(f"dpscale.launch.netns: {reason}")
+        sys.exit(f"dpscale.launch.emulation.netns: {reason}")
     with emulated_nodes(2, args.rate, args.delay) as emulated:
         started = time.perf_counter()
         carried = probe(emulated, args.mbytes)

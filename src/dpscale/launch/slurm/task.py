@@ -1,12 +1,12 @@
 """One SLURM task of a multi-process cell: set the framework's rank variables from the
 task's SLURM ids, then become the runner.
 
-    python -m dpscale.launch.slurm_task KIND -- RUNNER...    # KIND: a dpscale.launch.kinds kind
-    python -m dpscale.launch.slurm_task --probe              # print what this node gave the job
+    python -m dpscale.launch.slurm.task KIND -- RUNNER...    # KIND: a dpscale.launch.kinds kind
+    python -m dpscale.launch.slurm.task --probe              # print what this node gave the job
 
-Started by ``srun`` (see dpscale.launch.slurm) with block distribution, so SLURM_PROCID is the
-global rank, SLURM_LOCALID the rank on the node (the device it pins) and SLURM_NODEID the
-node's index. Stdlib only: runs with any framework environment's Python.
+Started by ``srun`` (see dpscale.launch.slurm.allocation) with block distribution, so
+SLURM_PROCID is the global rank, SLURM_LOCALID the rank on the node (the device it pins) and
+SLURM_NODEID the node's index. Stdlib only: runs with any framework environment's Python.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from dpscale.launch import slurm_rank
 from dpscale.launch.kinds import KINDS
+from dpscale.launch.slurm import rank as slurm_rank
 from dpscale.runner.sysinfo import nvidia_gpus, usable_cpus
 
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(probe(os.environ), sort_keys=True), flush=True)
         return
     if len(args) < 3 or args[0] not in KINDS or args[1] != "--":
-        sys.exit(f"usage: python -m dpscale.launch.slurm_task {{{'|'.join(KINDS)}}} -- COMMAND...")
+        sys.exit(f"usage: python -m dpscale.launch.slurm.task {{{'|'.join(KINDS)}}} -- COMMAND...")
     kind, command = args[0], args[2:]
     env = dict(os.environ)
     env.update(task_env(kind, env))

@@ -1,6 +1,6 @@
 """What starts a framework's processes: the environment dpscale builds, or one the site has.
 
-By default each framework environment is pip-built under ``env_dir`` (dpscale.launch.envs).
+By default each framework environment is pip-built under ``env_dir`` (dpscale.launch.setup.envs).
 The config's ``interpreters`` section names another, per environment: an interpreter path
 (``/sw/pytorch/2.4/bin/python3``) or a command prefix that ends in one (``apptainer exec
 --nv IMAGE python3``). Either is probed once before any job (:func:`probe`): it must
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpscale.launch.envs import built_env_hash, freeze_hash
+from dpscale.launch.setup.envs import built_env_hash, freeze_hash
 from dpscale.plan.paths import PACKAGE_DIR, WORKFLOW_ROOT, import_root, work_dir
 from dpscale.plan.strategy import Strategy
 
