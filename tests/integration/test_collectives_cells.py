@@ -90,5 +90,5 @@ def test_an_all_reduce_over_an_emulated_link_stays_below_its_rate(tmp_path, monk
     )
     result = run_cell(cell, tmp_path, monkeypatch)
     largest = result["collectives"]["sizes"][-1]
-    link_bytes_s = netns.parse_quantity(rate) / 8
+    link_bytes_s = Network("lan", rate=rate).link.bytes_per_s
     assert largest["busbw_GB_s"] * 1e9 <= 1.15 * link_bytes_s

@@ -19,15 +19,22 @@ from conftest import make_cell
 from dpscale.launch import checks, launcher
 from dpscale.launch.emulation import netns
 from dpscale.plan.cell import Network
+from dpscale.plan.link import Link
 from dpscale.registry import STRATEGIES
 from helpers.quiet import machine_bench_lock, wait_for_quiet
+
+
+def link(rate: str, delay: str | None = None) -> Link:
+    """The link a cell's emulated network gives (plan.cell.Network.link)."""
+    return Network("lan", rate=rate, delay=delay).link
+
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))
 
 
 def test_namespaces_are_created_and_removed():
     before = set(netns.leftover())
-    with netns.emulated_nodes(3, "100mbit") as nodes:
+    with netns.emulated_nodes(3, link("100mbit")) as nodes:
         assert set(netns.leftover()) - before == {*nodes.names, nodes.hub}
         shown = subprocess.run(
             [*nodes.exec_prefix(2), "ip", "-o", "-4", "addr", "show", "dev", nodes.interface],
@@ -41,20 +48,20 @@ def test_namespaces_are_created_and_removed():
 
 def test_namespaces_are_removed_when_the_body_fails():
     before = set(netns.leftover())
-    with pytest.raises(RuntimeError), netns.emulated_nodes(2, "1gbit"):
+    with pytest.raises(RuntimeError), netns.emulated_nodes(2, link("1gbit")):
         raise RuntimeError("a cell crashed")
     assert set(netns.leftover()) == before
 
 
 @pytest.mark.parametrize("rate", ["100mbit", "1gbit"])
 def test_a_shaped_link_carries_its_rate(rate):
-    with netns.emulated_nodes(2, rate) as nodes:
+    with netns.emulated_nodes(2, link(rate)) as nodes:
         carried = netns.probe(nodes, mbytes=8 if rate == "100mbit" else 48)
-    assert carried == pytest.approx(netns.parse_quantity(rate) / 8, rel=0.15)
+    assert carried == pytest.approx(link(rate).bytes_per_s, rel=0.15)
 
 
 def test_a_delay_without_netem_is_a_reason_not_a_silent_run():
-    reason = netns.unavailable("100us")
+    reason = netns.unavailable(link("1gbit", "100us").latency_s)
     if reason is None:
         pytest.skip("this kernel has netem: delays are emulated")
     cell = make_cell("torch-ddp", nodes=2, network=Network("lan", rate="1gbit", delay="100us"))

@@ -32,3 +32,19 @@ def test_the_host_link_is_unknown_until_fitted():
 def test_a_bad_rate_names_its_field():
     with pytest.raises(ValueError, match=r"^predict.networks\[0\].rate: '10 gigabit'"):
         Link.from_rate("x", "10 gigabit", field="predict.networks[0]", emulated=False, source="p")
+
+
+def test_the_emulation_and_the_model_read_one_link_from_a_network():
+    from dpscale.launch.emulation.netns import shaping
+    from dpscale.plan.cell import Network
+    from dpscale.plan.model_inputs import configured_links
+
+    entry = {"name": "lan", "rate": "2.5gbit", "delay": "100us"}
+    link = Network.from_config(entry).link
+    assert configured_links([entry]) == [link]
+    assert link.bytes_per_s == 2.5e9 / 8 and link.latency_s == pytest.approx(1e-4)
+    assert link.emulated
+    root, delay = shaping(link)
+    assert root[root.index("rate") + 1] == "2500000000bit"
+    assert delay[-1] == "50us"  # half the delay on each of the two ports between two nodes
+    assert Network.from_config("host").link == Link("host")

@@ -56,7 +56,7 @@ def runtime_skip_reason(
             f"{HOST_NETWORK!r} or a real interconnect ({{name, interface}})"
         )
     if emulated:
-        reason = netns.unavailable(cell.network.delay)
+        reason = netns.unavailable(cell.network.link.latency_s)
         if reason:
             return reason
     elif cell.nodes > 1 and allocation is None:

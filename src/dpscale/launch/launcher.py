@@ -243,8 +243,7 @@ def _placed(
     if allocation is not None:
         yield Placed(srun_placement(cell, allocation), [])
     elif cell.nodes > 1 and cell.network.emulated:
-        network = cell.network
-        with netns.emulated_nodes(cell.nodes, network.rate, network.delay, log) as nodes:
+        with netns.emulated_nodes(cell.nodes, cell.network.link, log) as nodes:
             placement = netns_placement(cell, nodes.names, nodes.addresses)
             yield Placed(placement, nodes.exec_prefix(0))
     else:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from dpscale.plan.units import parse_quantity
+from dpscale.plan.link import Link
 
 IP_TIMEOUT_S = 10
 SUBNET_PREFIX = "10.213"
@@ -63,13 +63,15 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def unavailable(delay: str | None = None) -> str | None:
-    """Why emulated nodes cannot run here (or None): root, iproute2, netem for a delay."""
+def unavailable(latency_s: float = 0.0) -> str | None:
+    """Why emulated nodes cannot run here (or None): root, iproute2, netem for a delay
+    (a link's ``latency_s``)."""
     if shutil.which("ip") is None or shutil.which("tc") is None:
         return "emulated networks need iproute2 (ip, tc); it is not installed"
     if os.geteuid() != 0:
         return "emulated networks need root (CAP_NET_ADMIN) to create network namespaces"
-    if delay and parse_quantity(delay) > 0 and not _qdisc_works("netem", "delay", delay):
+    delay = tc_delay(latency_s)
+    if latency_s > 0 and not _qdisc_works("netem", "delay", delay):
         return (
             f"delay {delay} needs the kernel's netem qdisc, which this kernel lacks "
             "(only the rate can be emulated here)"
@@ -92,18 +94,28 @@ def _qdisc_works(kind: str, *args: str) -> bool:
         _run("ip", "netns", "del", name, check=False)
 
 
-def shaping(rate: str, delay: str | None = None) -> list[list[str]]:
-    """The tc qdisc arguments (after ``dev X``) that shape one direction of a port.
+def tc_rate(link: Link) -> str:
+    """The link's rate as tc writes it, in whole bit/s (``10gbit`` -> ``10000000000bit``)."""
+    return f"{link.bits_per_s:.0f}bit"
+
+
+def tc_delay(latency_s: float) -> str:
+    """A delay as tc writes it, in whole microseconds."""
+    return f"{latency_s * 1e6:.0f}us"
+
+
+def shaping(link: Link) -> list[list[str]]:
+    """The tc qdisc arguments (after ``dev X``) that shape one direction of a port to the
+    link the model reads too (plan.cell.Network.link: one parse of the configured rate).
 
     tbf: its bucket must hold at least one GSO segment (64 KiB) and 4 ms of traffic, or
     large segments are dropped and the link carries far less than its rate.
     """
-    bits = parse_quantity(rate)
-    burst = max(64 * 1024, int(bits / 8 * 0.004))
-    tbf = ["tbf", "rate", rate, "burst", str(burst), "latency", TBF_LATENCY]
-    if not delay or parse_quantity(delay) == 0:
+    burst = max(64 * 1024, int(link.bytes_per_s * 0.004))
+    tbf = ["tbf", "rate", tc_rate(link), "burst", str(burst), "latency", TBF_LATENCY]
+    if link.latency_s == 0:
         return [["root", "handle", "1:", *tbf]]
-    half = f"{parse_quantity(delay) / 2 * 1e6:.0f}us"  # two ports between any two nodes
+    half = tc_delay(link.latency_s / 2)  # two ports between any two nodes
     return [
         ["root", "handle", "1:", *tbf],
         ["parent", "1:1", "handle", "10:", "netem", "delay", half],
@@ -130,9 +142,7 @@ def _subnet_index() -> int:
 
 
 @contextmanager
-def emulated_nodes(
-    nodes: int, rate: str, delay: str | None = None, log: TextIO = sys.stderr
-) -> Iterator[EmulatedNodes]:
+def emulated_nodes(nodes: int, link: Link, log: TextIO = sys.stderr) -> Iterator[EmulatedNodes]:
     """The cell's nodes, removed when the block ends; first, what dead launchers left."""
     tag = f"dps{os.getpid()}"
     subnet = f"{SUBNET_PREFIX}.{_subnet_index()}"
@@ -146,7 +156,7 @@ def emulated_nodes(
         print(f"[dpscale] removed namespaces of launchers that died: {reaped}", file=log)
     record = _record_owner(tag, [emulated.hub, *emulated.names])  # before the first one exists
     try:
-        _build(emulated, rate, delay)
+        _build(emulated, link)
         yield emulated
     finally:
         remove(emulated.created)
@@ -193,7 +203,7 @@ def reap_orphans() -> list[str]:
     return removed
 
 
-def _build(emulated: EmulatedNodes, rate: str, delay: str | None) -> None:
+def _build(emulated: EmulatedNodes, link: Link) -> None:
     hub = emulated.hub
     _run("ip", "netns", "add", hub)
     emulated.created.append(hub)
@@ -225,7 +235,7 @@ def _build(emulated: EmulatedNodes, rate: str, delay: str | None) -> None:
             _run("ip", "-n", ns, "link", "set", dev, "up")
         _run("ip", "-n", hub, "link", "set", port, "master", "br0")
         for ns, dev in ((name, nic), (hub, port)):  # both directions of the port
-            for qdisc in shaping(rate, delay):
+            for qdisc in shaping(link):
                 _run("tc", "-n", ns, "qdisc", "add", "dev", dev, *qdisc)
 
 
@@ -342,15 +352,21 @@ def main(argv: list[str] | None = None) -> None:
         removed = reap_orphans()
         print(f"removed {len(removed)} namespace(s) of launchers that died: {removed}")
         return
-    reason = unavailable(args.delay)
+    try:
+        link = Link.from_rate(
+            "probe", args.rate, args.delay, field="probe", emulated=True, source="--rate"
+        )
+    except ValueError as error:
+        sys.exit(f"dpscale.launch.emulation.netns: {error}")
+    reason = unavailable(link.latency_s)
     if reason:
         sys.exit(f"dpscale.launch.emulation.netns: {reason}")
-    with emulated_nodes(2, args.rate, args.delay) as emulated:
+    with emulated_nodes(2, link) as emulated:
         started = time.perf_counter()
         carried = probe(emulated, args.mbytes)
-    rate = parse_quantity(args.rate) / 8
     print(
-        f"{args.rate}: carried {carried / 1e6:.1f} MB/s = {carried / rate:.2f} of the rate "
+        f"{args.rate}: carried {carried / 1e6:.1f} MB/s = {carried / link.bytes_per_s:.2f} "
+        "of the rate "
         f"({args.mbytes} MiB, {time.perf_counter() - started:.1f} s with setup)"
     )
 
