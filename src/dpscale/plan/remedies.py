@@ -111,9 +111,8 @@ DECLARED: tuple[Remedy, ...] = (
             Param("rank", f"the approximation's rank, default {DEFAULT_POWERSGD_RANK}"),
             Param(
                 "start",
-                f"train.comm only, the first compressed step (an integer >= {POWERSGD_MIN_START}), "
-                "by default the "
-                "framework's advice, about 10% of the steps",
+                "train.comm only, the first compressed step (an integer >= "
+                f"{POWERSGD_MIN_START}), by default the framework's advice, about 10% of the steps",
                 training_only=True,
             ),
         ),
