@@ -555,3 +555,20 @@ def test_oversubscribe_leaves_existing_cells_as_they_were_and_round_trips(defaul
     crowded = expand(check(default_config), STRATEGIES)[0]
     assert json.loads(crowded.to_json())["measure"]["oversubscribe"] is True
     assert type(crowded).from_json(crowded.to_json()) == crowded
+
+
+def test_the_schemas_remedy_text_is_the_declarations():
+    """config.schema.yaml says what every remedy shares; each remedy's name, keys and words
+    come from plan.remedies (one source), so a remedy declared there is described here."""
+    from dpscale.plan.remedies import DECLARED, NO_REMEDY
+
+    raw = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    text = config_schema()["properties"]["comm"]["description"]
+    assert text.startswith(raw["properties"]["comm"]["description"].strip())
+    for remedy in DECLARED:
+        assert remedy.described() in text
+        assert all(f"{param.name}: {param.words}" in text for param in remedy.params)
+    # nor does the schema file describe a remedy again ("none" stays an English word there)
+    written = raw["properties"]["comm"]["description"]
+    again = [r.name for r in DECLARED if r.name != NO_REMEDY and f" {r.name}" in written]
+    assert not again

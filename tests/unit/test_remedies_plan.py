@@ -1,4 +1,4 @@
-"""plan.remedies: the remedies' keys and the bytes their collectives send."""
+"""plan.remedies: the remedies' declarations, their keys and the bytes their collectives send."""
 
 from __future__ import annotations
 
@@ -7,13 +7,24 @@ import os
 import pytest
 
 from dpscale.plan.remedies import (
+    BY_FIDELITY,
+    BY_NAME,
+    DECLARED,
+    KEYS,
+    NO_REMEDY,
     NONE,
+    REMEDIES,
+    SHAPES,
     Comm,
+    CommError,
+    Remedy,
+    comm_description,
     name_of,
     parse,
     powersgd_matrix,
     powersgd_start,
     powersgd_start_iter,
+    remedy_of,
     wire_bytes,
 )
 
@@ -157,3 +168,85 @@ def test_every_planned_cell_path_fits_the_workflows_wildcards(default_config):
     assert {"synthetic-comm-2bit-t0.5", "synthetic-comm-none-cycle0.5"} <= keys
     assert "synthetic-comm-push-pull" in keys
     assert all(re.fullmatch(mode, key) for key in keys), sorted(keys)
+
+
+def test_every_declared_remedy_has_every_field():
+    assert [remedy.name for remedy in DECLARED] == list(REMEDIES) == list(BY_NAME)
+    for remedy in DECLARED:
+        assert isinstance(remedy, Remedy)
+        assert remedy.name and remedy.words.strip(), remedy
+        assert remedy.wire_ratio is None or remedy.wire_ratio >= 1.0, remedy
+        assert remedy.collectives_per_bucket >= 1, remedy
+        assert isinstance(remedy.hidden, bool) and isinstance(remedy.fidelity, int)
+        assert all(param.name and param.words.strip() for param in remedy.params), remedy
+        assert REMEDIES[remedy.name] == remedy.wire_ratio
+        assert remedy.name in comm_description("")
+    assert BY_NAME[NO_REMEDY].fidelity == 0 and BY_NAME[NO_REMEDY].wire_ratio == 1.0
+
+
+def test_fidelity_ranks_are_distinct_and_keep_the_order_the_ranking_had():
+    ranks = [remedy.fidelity for remedy in DECLARED]
+    assert len(set(ranks)) == len(ranks)
+    assert [remedy.name for remedy in BY_FIDELITY] == [
+        "none",
+        "push-pull",
+        "fp16",
+        "bf16",
+        "delayed",
+        "delayed-fp16",
+        "powersgd",
+        "2bit",
+    ]
+
+
+def test_what_the_analysis_read_from_its_own_tables_is_declared_here():
+    """remedy_fit's HIDDEN and COLLECTIVES_PER_BUCKET as they were, now the declaration's."""
+    assert [r.name for r in DECLARED if r.hidden] == ["delayed", "delayed-fp16"]
+    assert {
+        r.name: r.collectives_per_bucket for r in DECLARED if r.collectives_per_bucket != 1
+    } == {"powersgd": 3}
+    assert {r.name: r.param_names for r in DECLARED if r.params} == {
+        "powersgd": ("rank", "start"),
+        "2bit": ("threshold",),
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("powersgd-r2", "powersgd"),
+        ("powersgd-r2-s2", "powersgd"),
+        ("delayed-fp16-bucket1", "delayed-fp16"),
+        ("none-cycle5", "none"),
+        ("2bit-t0.5", "2bit"),
+    ],
+)
+def test_a_key_reads_its_remedys_declaration(key, name):
+    assert remedy_of(key) is BY_NAME[name]
+
+
+@pytest.mark.parametrize("key", ["someone-elses", "fp32", "", "powersgdx"])
+def test_a_key_no_remedy_declares_is_an_error(key):
+    with pytest.raises(CommError, match="names no declared remedy"):
+        remedy_of(key)
+
+
+def test_each_declared_key_has_its_parser_and_its_field_on_a_comm():
+    from dataclasses import fields
+
+    from dpscale.plan.remedies import _PARAM_PARSERS
+
+    declared = [name for remedy in DECLARED for name in remedy.param_names]
+    assert list(_PARAM_PARSERS) == declared == list(KEYS[1 : 1 + len(declared)])
+    assert set(declared) <= {field.name for field in fields(Comm)}
+
+
+def test_the_shapes_and_keys_the_errors_name_come_from_the_declaration():
+    assert SHAPES == (
+        "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16, push-pull) or "
+        "{name[, rank (powersgd)][, start (powersgd, train.comm)][, threshold (2bit)]"
+        "[, bucket_mb][, cycle_ms][, networks]}"
+    )
+    assert KEYS == ("name", "rank", "start", "threshold", "bucket_mb", "cycle_ms", "networks")
+    with pytest.raises(CommError, match=r"comm\[0\]\.threshold: only 2bit takes a threshold"):
+        parse({"name": "powersgd", "threshold": 0.5})

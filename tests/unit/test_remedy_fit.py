@@ -136,3 +136,21 @@ def test_a_remedy_without_a_recorded_ratio_is_not_fitted_and_says_why():
     )
     assert table.iloc[0]["status"] == "not fitted"
     assert "wire_ratio" in table.iloc[0]["reason"]
+
+
+def test_what_the_model_reads_of_a_remedy_is_its_declaration():
+    """Hidden and collectives per bucket come from plan.remedies (delayed and delayed-fp16
+    hide; PowerSGD sends three collectives per bucket); an undeclared key is an error."""
+    groups, *_ = analyse(synthetic_windows(1.0))
+    for comm, hidden in (("delayed-fp16", True), ("fp16", False)):
+        fitted, table, _ = remedy_fit.fit_remedies(
+            groups, remedy_windows(comm, 2.0, 1.0), cells_with(comm, 2.0), {"m": PARAMS}
+        )
+        assert [terms.hidden for _, terms in fitted] == [hidden], comm
+        assert (table["overlap"] == "hidden (max)").all() == hidden
+    with pytest.raises(ValueError, match="names no declared remedy"):
+        remedy_fit.fit_remedies(
+            groups, remedy_windows("zip", 2.0, 1.0), cells_with("zip", 2.0), {"m": PARAMS}
+        )
+    with pytest.raises(ValueError, match="names no declared remedy"):
+        remedy_fit.RemedyTerms("zip-r2", 2.0, False)

@@ -131,3 +131,22 @@ def test_the_page_says_why_it_has_no_rows():
 
     page = remedies_html(pd.DataFrame(columns=remedy_gains.REMEDY_COLUMNS), pd.DataFrame(), [], "t")
     assert "<tbody><tr" in page and "no remedy cell across processes was measured" in page
+
+
+def test_a_remedy_keys_fidelity_is_its_declarations_and_orders_as_before():
+    """The ranking's last criterion reads plan.remedies' declaration: the order FIDELITY had
+    (none, push-pull, fp16, bf16, delayed, delayed-fp16, powersgd, 2bit), a key by its name."""
+    keys = ["2bit-t0.5", "powersgd-r2", "delayed-fp16-bucket1", "delayed", "bf16"]
+    keys += ["fp16-bucket4", "push-pull", "none-bucket1"]
+    ranked_keys = sorted(keys, key=remedy_ranking._fidelity)
+    assert ranked_keys == keys[::-1]
+    assert remedy_ranking._fidelity("powersgd-r2") == 6
+    assert remedy_ranking._fidelity("powersgd-r2-s2") == remedy_ranking._fidelity("powersgd")
+    assert remedy_ranking.RANK_RULE.endswith(
+        "(a bucket size, then push-pull, fp16, bf16, delayed, delayed-fp16, powersgd, 2bit)"
+    )
+
+
+def test_a_remedy_no_declaration_names_is_an_error_not_ranked_last():
+    with pytest.raises(ValueError, match="'someone-elses' names no declared remedy"):
+        remedy_ranking._fidelity("someone-elses")

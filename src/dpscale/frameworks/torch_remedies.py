@@ -24,6 +24,12 @@ from dpscale.plan.remedies import (
 
 # torch's default bucket_cap_mb
 DEFAULT_BUCKET_MB = 25.0
+# the remedies that are torch's compress hooks (default_hooks.<name>_compress_hook), with the
+# dtype each sends
+COMPRESSED = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# the dtype a remedy's buckets go on the wire in, where it is not float32 (PowerSGD: its own
+# three all-reduces, bucket_messages)
+WIRE_DTYPES = {**COMPRESSED, "delayed-fp16": torch.float16}
 # PowerSGD compresses from this step on in synthetic cells (torch's minimum with error
 # feedback and warm start: DDP rebuilds its buckets after the first step), so their timed
 # windows are compressed; training cells start where torch advises (powersgd_start_iter).
@@ -175,12 +181,8 @@ def bucket_messages(tensors: list[torch.Tensor], comm: Comm) -> list[tuple[int, 
     PowerSGD's three (the uncompressed tensors, then P, then Q, sized as torch's hook sizes
     them), the compress hooks' one in half precision, else one in float32."""
     total = sum(t.numel() for t in tensors)
-    if comm.name in ("fp16", "delayed-fp16"):
-        return [(total, torch.float16)]
-    if comm.name == "bf16":
-        return [(total, torch.bfloat16)]
     if comm.name != "powersgd":
-        return [(total, torch.float32)]
+        return [(total, WIRE_DTYPES.get(comm.name, torch.float32))]
     uncompressed = ps = qs = 0
     for tensor in tensors:
         n, m = tensor.shape[0], tensor.numel() // tensor.shape[0]
@@ -251,7 +253,7 @@ def compressed_allreduce(buffer: torch.Tensor, comm: Comm, world_size: int) -> C
     """The remedy's all-reduce of one float32 message (collectives mode)."""
     if comm.name == "powersgd":
         return powersgd_allreduce(buffer, comm.rank or 1, world_size)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[comm.name]
+    dtype = COMPRESSED[comm.name]
 
     def step() -> None:  # as default_hooks' compress hooks: average, cast, sum, cast back
         sent = buffer.div(world_size).to(dtype)
@@ -308,7 +310,7 @@ def remedy_work(
     nothing sent: training's hook (PowerSGD's matrix products, orthogonalisation, error
     feedback; the compress hooks' casts) over a process group of this rank alone. None where
     the remedy does no work of its own (none, delayed)."""
-    if comm.name not in ("fp16", "bf16", "powersgd"):
+    if comm.name not in (*COMPRESSED, "powersgd"):
         return None
     buckets = gradient_buckets(model, comm.bucket_mb or DEFAULT_BUCKET_MB)
     fakes = [AloneBucket(i, b, i == len(buckets) - 1) for i, b in enumerate(buckets)]
@@ -344,35 +346,47 @@ class RemedyHooks:
         }
 
     def register(self, model: DistributedDataParallel) -> None:
-        """Replaces DDP's all-reduce of each bucket by the remedy's hook."""
-        if self.comm.name in ("fp16", "bf16"):
-            hook = getattr(default_hooks, f"{self.comm.name}_compress_hook")
-            model.register_comm_hook(None, hook)  # [distributed]
-            self.applied["hook"] = f"torch default_hooks.{hook.__name__}"
-        elif self.comm.name == "powersgd":
-            self._register_powersgd(model)
-            self.applied.update(
-                rank=self.comm.rank,
-                start_iter=POWERSGD_START_ITER,
-                start_iter_rule="torch's minimum: a synthetic cell times compressed steps",
-                error_feedback=True,
-            )
-        elif self.comm.name in ("delayed", "delayed-fp16"):
-            # [distributed] every rank creates the group, in the same order
-            group = dist.new_group(backend=dist.get_backend())
-            dtype = torch.float16 if self.comm.name == "delayed-fp16" else None
-            self.state = DelayedAllreduce(dist.get_world_size(), group, dtype)
-            delayed = self.state
-            # a lambda: DDP checks a hook's annotations, which this module keeps as text
-            model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
-            # results before its own group read "... (1 step stale)": the hook's text says
-            # which of the two a cell measured
-            self.applied["hook"] = (
-                "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own"
-                + (", float16 on the wire)" if dtype else ")")
-            )
+        """Replaces DDP's all-reduce of each bucket by the remedy's hook (``REGISTER``; a
+        remedy without one keeps DDP's own all-reduce)."""
+        register = REGISTER.get(self.comm.name)
+        if register is not None:
+            register(self, model)
+
+    def _register_compress(self, model: DistributedDataParallel) -> None:
+        """torch's own compress hook of the remedy's dtype (fp16, bf16)."""
+        hook = getattr(default_hooks, f"{self.comm.name}_compress_hook")
+        model.register_comm_hook(None, hook)  # [distributed]
+        self.applied["hook"] = f"torch default_hooks.{hook.__name__}"
+
+    def _register_delayed(self, model: DistributedDataParallel) -> None:
+        """:class:`DelayedAllreduce` on a process group of its own, sending the remedy's
+        wire dtype (delayed-fp16: float16; delayed: the gradients' own)."""
+        # [distributed] every rank creates the group, in the same order
+        group = dist.new_group(backend=dist.get_backend())
+        dtype = WIRE_DTYPES.get(self.comm.name)
+        self.state = DelayedAllreduce(dist.get_world_size(), group, dtype)
+        delayed = self.state
+        # a lambda: DDP checks a hook's annotations, which this module keeps as text
+        model.register_comm_hook(None, lambda _, bucket: delayed(bucket))  # [distributed]
+        # results before its own group read "... (1 step stale)": the hook's text says
+        # which of the two a cell measured
+        self.applied["hook"] = (
+            "dpscale torch_ddp.DelayedAllreduce (1 step stale, a process group of its own"
+            + (", float16 on the wire)" if dtype else ")")
+        )
 
     def _register_powersgd(self, model: DistributedDataParallel) -> None:
+        """torch's PowerSGD hook (:meth:`_powersgd_hook`), started where a synthetic cell
+        times compressed steps (:meth:`planned` moves a training cell's start)."""
+        self._powersgd_hook(model)
+        self.applied.update(
+            rank=self.comm.rank,
+            start_iter=POWERSGD_START_ITER,
+            start_iter_rule="torch's minimum: a synthetic cell times compressed steps",
+            error_feedback=True,
+        )
+
+    def _powersgd_hook(self, model: DistributedDataParallel) -> None:
         """torch's hook as torch registers it on nccl; on gloo one state and process group
         per bucket (:class:`PowerSGDBuckets`), so buckets overlap."""
         if dist.get_backend() != "gloo":
@@ -441,3 +455,14 @@ class RemedyHooks:
     def flush(self) -> None:
         if isinstance(self.state, DelayedAllreduce):
             self.state.flush()
+
+
+# remedy -> how it registers its DDP communication hook, as torch registers hooks: one
+# callable per remedy (plan.remedies declares them; none keeps DDP's own all-reduce)
+REGISTER: dict[str, Callable[[RemedyHooks, DistributedDataParallel], None]] = {
+    "fp16": RemedyHooks._register_compress,
+    "bf16": RemedyHooks._register_compress,
+    "powersgd": RemedyHooks._register_powersgd,
+    "delayed": RemedyHooks._register_delayed,
+    "delayed-fp16": RemedyHooks._register_delayed,
+}

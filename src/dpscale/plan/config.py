@@ -36,6 +36,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.published import check_published
+from dpscale.plan.remedies import comm_description
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.yaml_shape import check_shape, field_name
 
@@ -49,9 +50,12 @@ def _schema_file(path: Path) -> dict[str, Any]:
 
 
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:
-    """workflow/schemas/config.schema.yaml with the strategies' own config keys
+    """workflow/schemas/config.schema.yaml with the declared remedies in ``comm``'s text
+    (plan.remedies.comm_description) and the strategies' own config keys
     (plan.strategy.CellOption) added to its top-level properties."""
     schema = copy.deepcopy(_schema_file(SCHEMA_DIR / "config.schema.yaml"))
+    comm = schema["properties"]["comm"]
+    comm["description"] = comm_description(comm["description"])
     declared: dict[str, str] = {}
     for strategy in (strategies or {}).values():
         for option in strategy.cell_options:

@@ -6,8 +6,13 @@ frameworks' own all-reduce; its cells keep their ids. ``push-pull`` compresses n
 sends the gradients the way MXNet's 2-bit must (a push, then a pull, instead of one
 pushpull), so 2-bit can be compared with the same path uncompressed.
 
-Each adapter declares which remedies it supports (plan.strategy.CommSupport); the runner
-records what it applied. The names, the config's shapes and the one-line errors live here.
+Each remedy is declared once here (a :class:`Remedy` in ``DECLARED``): its name, its own
+keys, its bytes on the wire, whether it hides behind the next step, its collectives per
+bucket, its fidelity to the exact gradient and its words. The analysis and the config
+schema's text read them from here; no module outside plan/, strategies/ and frameworks/
+spells a remedy's name (tests/unit/test_remedy_names.py). Each adapter declares which
+remedies it applies (plan.strategy.CommSupport), its framework's hook applies them, and the
+runner records what it applied. The config's shapes and the one-line errors live here too.
 """
 
 from __future__ import annotations
@@ -20,35 +25,158 @@ from dpscale.plan.layout import HOST_NETWORK
 
 # a cell's or a table row's ``comm`` without a remedy: the frameworks' own all-reduce
 NO_REMEDY = "none"
-
-# name -> nominal compression of the gradient's bytes on the wire (PowerSGD's depends on the
-# layers' shapes and its rank; the runner records the real one)
-REMEDIES: dict[str, float | None] = {
-    NO_REMEDY: 1.0,
-    "fp16": 2.0,
-    "bf16": 2.0,
-    "powersgd": None,
-    "2bit": 16.0,
-    "delayed": 1.0,
-    # both of ChainerMN's remedies at once, as its published run used them
-    "delayed-fp16": 2.0,
-    # MXNet's 2-bit path without the compression: its like-with-like baseline
-    "push-pull": 1.0,
-}
 DEFAULT_POWERSGD_RANK = 2
 DEFAULT_2BIT_THRESHOLD = 0.5
-KEYS = ("name", "rank", "start", "threshold", "bucket_mb", "cycle_ms", "networks")
-SHAPES = (
-    "a name (none, fp16, bf16, powersgd, 2bit, delayed, delayed-fp16, push-pull) or "
-    "{name[, rank (powersgd)][, start (powersgd, train.comm)][, threshold (2bit)][, bucket_mb]"
-    "[, cycle_ms][, networks]}"
-)
-# the network of cells on one node, for a remedy's ``networks``
-ONE_NODE = HOST_NETWORK
+# torch's PowerSGD: the first compressed step is at least 2 with error feedback or warm start
+POWERSGD_MIN_START = 2
 
 
 class CommError(ValueError):
-    """A bad ``comm`` entry; the message is one line naming the field."""
+    """A bad ``comm`` entry, or a key no declared remedy names; the message is one line
+    naming the field."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A remedy's own config key: its ``name``, its ``words`` (what it sets, its default),
+    and whether only ``train.comm`` takes it."""
+
+    name: str
+    words: str
+    training_only: bool = False
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One communication remedy, declared once: everything dpscale knows of it before a cell
+    runs. The adapters that apply it list its name (plan.strategy.CommSupport); the
+    framework's hook does it; the analysis reads the rest from here.
+
+    ``wire_ratio``: logical gradient bytes per byte on the wire, as the remedy promises it
+    (None: measured, PowerSGD's depends on the layers' shapes and its rank; the runner records
+    the real one). ``hidden``: its all-reduce runs behind the next step's forward and backward
+    pass. ``collectives_per_bucket``: the all-reduces it sends per gradient bucket (torch's
+    PowerSGD hook: the uncompressed tensors, P and Q). ``fidelity``: its place in the order of
+    fidelity to synchronous SGD on exact gradients, 0 (none) first; the ranking's last
+    criterion (analysis.answers.remedy_ranking). ``words``: what it does, in plain words (the
+    config schema's ``comm`` text)."""
+
+    name: str
+    words: str
+    wire_ratio: float | None
+    fidelity: int
+    params: tuple[Param, ...] = ()
+    hidden: bool = False
+    collectives_per_bucket: int = 1
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(param.name for param in self.params)
+
+    def described(self) -> str:
+        """Its name, its own keys with their defaults, and its words."""
+        keys = "; ".join(f"{p.name}: {p.words}" for p in self.params)
+        return f"{self.name}{f' ({keys})' if keys else ''}: {self.words}"
+
+
+# Every remedy, in the order the config's errors and texts list them. Fidelity: a bucket size
+# changes only when bytes move (any remedy's key, none's too); push-pull sends the same
+# gradients another way; fp16 and bf16 round them; delayed applies them a step late;
+# PowerSGD and 2-bit compress them (error feedback keeps the rest).
+DECLARED: tuple[Remedy, ...] = (
+    Remedy(
+        NO_REMEDY,
+        "the framework's own all-reduce (cell ids without a remedy stay as they were)",
+        wire_ratio=1.0,
+        fidelity=0,
+    ),
+    Remedy(
+        "fp16",
+        "compresses the gradients to 16 bits (float16) for the all-reduce",
+        wire_ratio=2.0,
+        fidelity=2,
+    ),
+    Remedy(
+        "bf16",
+        "compresses the gradients to 16 bits (bfloat16) for the all-reduce",
+        wire_ratio=2.0,
+        fidelity=3,
+    ),
+    Remedy(
+        "powersgd",
+        "sends a low-rank approximation of each gradient with error feedback",
+        wire_ratio=None,
+        fidelity=6,
+        params=(
+            Param("rank", f"the approximation's rank, default {DEFAULT_POWERSGD_RANK}"),
+            Param(
+                "start",
+                "train.comm only, the first compressed step (an integer >= "
+                f"{POWERSGD_MIN_START}), by default the framework's advice, about 10% of the steps",
+                training_only=True,
+            ),
+        ),
+        collectives_per_bucket=3,
+    ),
+    Remedy(
+        "2bit",
+        "MXNet's 2-bit compression (compressed pushes, float32 pulls)",
+        wire_ratio=16.0,
+        fidelity=7,
+        params=(
+            Param(
+                "threshold",
+                "the magnitude a gradient value must reach to be sent, as +-threshold (the "
+                f"rest stays behind as a residual), default {DEFAULT_2BIT_THRESHOLD:g}",
+            ),
+        ),
+    ),
+    Remedy(
+        "delayed",
+        "applies the previous step's averaged gradients while this step's all-reduce runs "
+        "behind the next forward and backward pass (ChainerMN's double buffering)",
+        wire_ratio=1.0,
+        fidelity=4,
+        hidden=True,
+    ),
+    Remedy(
+        "delayed-fp16",
+        "delayed and fp16 at once, as ChainerMN's published run used them",
+        wire_ratio=2.0,
+        fidelity=5,
+        hidden=True,
+    ),
+    Remedy(
+        "push-pull",
+        "sends MXNet's gradients as a push then a pull, uncompressed (2-bit's path: its "
+        "like-with-like baseline)",
+        wire_ratio=1.0,
+        fidelity=1,
+    ),
+)
+BY_NAME: dict[str, Remedy] = {remedy.name: remedy for remedy in DECLARED}
+# name -> nominal compression of the gradient's bytes on the wire (Remedy.wire_ratio)
+REMEDIES: dict[str, float | None] = {remedy.name: remedy.wire_ratio for remedy in DECLARED}
+# the remedies from the most faithful to the exact gradient to the least
+BY_FIDELITY: tuple[Remedy, ...] = tuple(sorted(DECLARED, key=lambda remedy: remedy.fidelity))
+KEYS = (
+    "name",
+    *(name for remedy in DECLARED for name in remedy.param_names),
+    "bucket_mb",
+    "cycle_ms",
+    "networks",
+)
+SHAPES = (
+    f"a name ({', '.join(BY_NAME)}) or {{name"
+    + "".join(
+        f"[, {p.name} ({remedy.name}{', train.comm' if p.training_only else ''})]"
+        for remedy in DECLARED
+        for p in remedy.params
+    )
+    + "[, bucket_mb][, cycle_ms][, networks]}"
+)
+# the network of cells on one node, for a remedy's ``networks``
+ONE_NODE = HOST_NETWORK
 
 
 @dataclass(frozen=True)
@@ -88,9 +216,14 @@ class Comm:
         return self == NONE
 
     @property
+    def remedy(self) -> Remedy:
+        """The remedy's declaration."""
+        return BY_NAME[self.name]
+
+    @property
     def nominal_ratio(self) -> float | None:
         """Logical gradient bytes over bytes on the wire, as the remedy promises it."""
-        return REMEDIES[self.name]
+        return self.remedy.wire_ratio
 
     def to_dict(self) -> dict[str, Any]:
         """The fields; ``start`` only where set, so remedies without it keep their params."""
@@ -138,12 +271,24 @@ def wire_bytes(comm: Comm, message_bytes: int) -> int:
 def name_of(key: str) -> str:
     """The remedy's name in a key: ``powersgd-r2`` -> powersgd, ``delayed-fp16-bucket1`` ->
     delayed-fp16 (the longest name the key starts with); an unknown key stays as it is."""
-    names = [name for name in REMEDIES if key == name or key.startswith(f"{name}-")]
+    names = [name for name in BY_NAME if key == name or key.startswith(f"{name}-")]
     return max(names, key=len) if names else key
 
 
-# torch's PowerSGD: the first compressed step is at least 2 with error feedback or warm start
-POWERSGD_MIN_START = 2
+def remedy_of(key: str) -> Remedy:
+    """The declaration of a key's remedy (``powersgd-r2`` -> powersgd's); a key no declared
+    remedy names is an error, never a default."""
+    remedy = BY_NAME.get(name_of(key)) if isinstance(key, str) else None
+    if remedy is None:
+        raise CommError(f"comm: {key!r} names no declared remedy; remedies: {list(BY_NAME)}")
+    return remedy
+
+
+def comm_description(general: str) -> str:
+    """The config schema's ``comm`` text: ``general`` (what the schema file says of every
+    remedy) and then each declared remedy in its own words."""
+    remedies = "; ".join(remedy.described() for remedy in DECLARED)
+    return f"{general.strip()} The remedies: {remedies}."
 
 
 def powersgd_start_iter(total_steps: int, warmup_steps: int) -> int:
@@ -179,32 +324,31 @@ def parse(entry: Any, where: str = "comm[0]", training: bool = False) -> Comm:
     if unknown:
         raise CommError(f"{where}.{unknown[0]}: not a key of a remedy; allowed keys: {list(KEYS)}")
     name = entry.get("name", NO_REMEDY)
-    if name not in REMEDIES:
-        raise CommError(f"{where}.name: {name!r} is not allowed; allowed: {list(REMEDIES)}")
+    if name not in BY_NAME:
+        raise CommError(f"{where}.name: {name!r} is not allowed; allowed: {list(BY_NAME)}")
+    takes = BY_NAME[name].param_names
+    params: dict[str, Any] = {}
+    for key, parse_param in _PARAM_PARSERS.items():  # in KEYS' order, as errors are found
+        if key in takes:
+            params[key] = parse_param(entry, where, training)
+        else:
+            _only_for(entry, key, where)
     return Comm(
         name=name,
-        rank=_rank(entry, name, where),
-        start=_start(entry, name, where, training),
-        threshold=_threshold(entry, name, where),
+        **params,
         bucket_mb=_positive_number(entry, "bucket_mb", where),
         cycle_ms=_positive_number(entry, "cycle_ms", where),
     )
 
 
-def _rank(entry: dict[str, Any], name: str, where: str) -> int | None:
-    if name != "powersgd":
-        _only_for(entry, "rank", "powersgd", where)
-        return None
+def _rank(entry: dict[str, Any], where: str, training: bool) -> int | None:
     rank = entry.get("rank", DEFAULT_POWERSGD_RANK)
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise CommError(f"{where}.rank: {rank!r} is not allowed; allowed: an integer >= 1")
     return rank
 
 
-def _start(entry: dict[str, Any], name: str, where: str, training: bool) -> int | None:
-    if name != "powersgd":
-        _only_for(entry, "start", "powersgd", where)
-        return None
+def _start(entry: dict[str, Any], where: str, training: bool) -> int | None:
     start = entry.get("start")
     if start is None:
         return None
@@ -220,10 +364,7 @@ def _start(entry: dict[str, Any], name: str, where: str, training: bool) -> int 
     return start
 
 
-def _threshold(entry: dict[str, Any], name: str, where: str) -> float | None:
-    if name != "2bit":
-        _only_for(entry, "threshold", "2bit", where)
-        return None
+def _threshold(entry: dict[str, Any], where: str, training: bool) -> float | None:
     threshold = entry.get("threshold", DEFAULT_2BIT_THRESHOLD)
     if not _positive(threshold):
         raise CommError(f"{where}.threshold: {threshold!r} is not allowed; allowed: a number > 0")
@@ -239,9 +380,14 @@ def _positive_number(entry: dict[str, Any], key: str, where: str) -> float | Non
     return float(value)
 
 
-def _only_for(entry: dict[str, Any], key: str, remedy: str, where: str) -> None:
+# a remedy's own keys (Remedy.params), each read by its parser
+_PARAM_PARSERS = {"rank": _rank, "start": _start, "threshold": _threshold}
+
+
+def _only_for(entry: dict[str, Any], key: str, where: str) -> None:
     if key in entry:
-        raise CommError(f"{where}.{key}: only {remedy} takes a {key}; allowed: drop it")
+        takers = " and ".join(r.name for r in DECLARED if key in r.param_names)
+        raise CommError(f"{where}.{key}: only {takers} takes a {key}; allowed: drop it")
 
 
 def _positive(value: Any) -> bool:

@@ -12,6 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 FP32_BYTES = 4
+FP16_BYTES = 2
+# a gradient value's type on the wire by its bytes, as the report names it (a precision, not
+# plan.remedies' fp16 remedy, which sends the same type)
+VALUE_TYPES = {FP32_BYTES: "fp32", FP16_BYTES: "fp16"}
 
 
 def gradient_bytes(trainable_params: int, bytes_per_value: int = FP32_BYTES) -> int:

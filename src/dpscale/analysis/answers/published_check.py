@@ -55,7 +55,7 @@ PARAMETERS = {
     "inception3": 23_900_000,
     "vgg16": 138_357_544,
 }
-FP32_BYTES, FP16_BYTES = 4, 2
+FP32_BYTES, FP16_BYTES = ring.FP32_BYTES, ring.FP16_BYTES
 
 # Per ring step latency (alpha), seconds, by the kind of link; chosen from the physics before
 # any error was looked at, never tuned: RDMA (InfiniBand, RoCE): about 1-2 us of wire and
@@ -351,7 +351,7 @@ def setup_for(
     gradient = PARAMETERS[model] * per_value
     assumptions.append(
         f"gradient bytes {PARAMETERS[model]:,} parameters x {per_value} "
-        f"({'fp16' if fp16 else 'fp32'} all-reduce) = {gradient / 1e6:.1f} MB"
+        f"({ring.VALUE_TYPES[per_value]} all-reduce) = {gradient / 1e6:.1f} MB"
     )
     if "amp" in _text(case.get("precision")):
         assumptions.append(

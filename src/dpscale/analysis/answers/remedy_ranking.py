@@ -14,17 +14,16 @@ import pandas as pd
 from dpscale.analysis.laws.fits import intervals_overlap
 from dpscale.analysis.laws.words import batch_words, even_interval
 from dpscale.plan.columns import DEVICES_PER_NODE, MODE_LAYOUT, NETWORK, NODES, RUN
-from dpscale.plan.remedies import NO_REMEDY, name_of
+from dpscale.plan.remedies import BY_FIDELITY, remedy_of
 
-# How far each remedy's update departs from synchronous SGD on exact gradients, least first:
-# a bucket size changes only when bytes move; fp16 and bf16 round the gradients; delayed
-# applies them a step late; PowerSGD and 2-bit compress them (error feedback keeps the rest).
-FIDELITY = (NO_REMEDY, "push-pull", "fp16", "bf16", "delayed", "delayed-fp16", "powersgd", "2bit")
+# How far each remedy's update departs from synchronous SGD on exact gradients, least first,
+# is each remedy's declared fidelity (plan.remedies.Remedy.fidelity); no remedy comes first,
+# and a bucket size alone (none's key) with it.
 RANK_RULE = (
     "the largest gain over no remedy at the largest per-device batch measured, among gains "
     "resolved above 1; where gains' 95% intervals overlap, the smaller break-even global "
     "batch; where those overlap too, the remedy that changes the update least (a bucket size, "
-    "then " + ", ".join(FIDELITY[1:]) + ")"
+    "then " + ", ".join(remedy.name for remedy in BY_FIDELITY[1:]) + ")"
 )
 
 
@@ -50,9 +49,9 @@ def _tied_at(point: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fidelity(comm: str) -> int:
-    """A remedy key's place in FIDELITY (``powersgd-r2`` -> powersgd); unknown ones last."""
-    name = name_of(comm)
-    return FIDELITY.index(name) if name in FIDELITY else len(FIDELITY)
+    """A remedy key's declared fidelity (``powersgd-r2`` -> powersgd's), smaller: closer to
+    the exact gradient; a key no declared remedy names is an error (plan.remedies.remedy_of)."""
+    return remedy_of(comm).fidelity
 
 
 def _even(row: dict[str, Any]) -> tuple[float, float]:

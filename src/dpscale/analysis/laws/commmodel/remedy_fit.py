@@ -43,13 +43,8 @@ from dpscale.analysis.laws.words import batch_words
 from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, SPREAD, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, Layout
-from dpscale.plan.remedies import NO_REMEDY, name_of
+from dpscale.plan.remedies import NO_REMEDY, remedy_of
 
-# remedies whose all-reduce runs behind the next step's forward and backward pass
-HIDDEN = ("delayed", "delayed-fp16")
-# collectives per bucket where a remedy sends more than one (torch's PowerSGD hook: the
-# uncompressed tensors, P and Q)
-COLLECTIVES_PER_BUCKET = {"powersgd": 3}
 MAX_ENCODE_S = 100.0
 
 REMEDY_COLUMNS = [
@@ -95,13 +90,18 @@ REMEDY_PREDICTION_COLUMNS = [
 @dataclass(frozen=True)
 class RemedyTerms:
     """What the model knows of a remedy before fitting (its wire ratio, whether it hides,
-    its own work as measured alone), and its encode time once fitted."""
+    its own work as measured alone), and its encode time once fitted. ``comm``: its key,
+    which must name a declared remedy (plan.remedies.Remedy): its collectives per bucket are
+    the declaration's."""
 
     comm: str
     ratio: float
     hidden: bool
     encode_s: float = 0.0
     work_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        remedy_of(self.comm)  # a key no remedy declares is an error, not one collective
 
 
 def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: RemedyTerms) -> np.ndarray:
@@ -110,7 +110,7 @@ def remedy_step_seconds(values: dict[str, Any], rows: Design, remedy: RemedyTerm
     if values["form"] == BUCKETS:
         n = rows.batch.size
         sent = sent.with_buckets(
-            collectives=np.full(n, float(COLLECTIVES_PER_BUCKET.get(name_of(remedy.comm), 1))),
+            collectives=np.full(n, float(remedy_of(remedy.comm).collectives_per_bucket)),
             encode_s=np.where(rows.ranks > 1, remedy.encode_s, 0.0),
             hidden=np.full(n, remedy.hidden),
         )
@@ -175,6 +175,7 @@ def fit_remedies(
     by_group = {(g.strategy, g.model): g for g in groups}
     for (strategy, model, comm), mine in remedied.groupby(["strategy", "model", "comm"]):
         base = {"strategy": strategy, "model": model, "comm": comm}
+        declared = remedy_of(comm)  # an undeclared remedy is an error, never a default
         group = by_group.get((strategy, model))
         ratio = float(ratios.get((strategy, comm), math.nan))
         obs = observations(mine, trainable_params)
@@ -185,7 +186,7 @@ def fit_remedies(
             continue
         assert group is not None and group.chosen is not None
         own = float(work.get((strategy, model, comm), 0.0))
-        remedy = RemedyTerms(comm, ratio, name_of(comm) in HIDDEN, work_s=own)
+        remedy = RemedyTerms(comm, ratio, declared.hidden, work_s=own)
         fit = group.fits[group.chosen]
         design_rows = fit.design(obs, emulation=True)
         measured = obs["step_time_s"].to_numpy(dtype=float)
