@@ -12,6 +12,7 @@ assumptions) are documentation: nothing here or in the check decides anything fr
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,7 +126,7 @@ def check_cases(cases: Any, where: str) -> None:
         error = jsonschema.exceptions.best_match(validator.iter_errors(case))
         if error is not None:
             raise ConfigError(f"{where}: cases[{index}] ({case['id']}).{_one_line(error)}")
-        _no_nan(case, f"{where}: cases[{index}] ({case['id']})")
+        _finite(case, f"{where}: cases[{index}] ({case['id']})")
     by_id = {case["id"]: case for case in cases}
     for index, case in enumerate(cases):
         _check_rules(case, by_id, f"{where}: cases[{index}] ({case['id']})")
@@ -174,13 +175,16 @@ def _allowed(schema: Mapping[str, Any]) -> str:
     return words
 
 
-def _no_nan(value: Any, where: str, path: tuple[Any, ...] = ()) -> None:
-    """No NaN anywhere in a case: the schema's bounds let it through (NaN <= 0 is false)."""
-    if isinstance(value, float) and value != value:
-        raise ConfigError(f"{where}.{field_name(path)}: nan is not allowed; allowed: a number")
+def _finite(value: Any, where: str, path: tuple[Any, ...] = ()) -> None:
+    """No NaN or infinity anywhere in a case: the schema's bounds let NaN through (NaN <= 0
+    is false), and no published rate, time or count is infinite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(
+            f"{where}.{field_name(path)}: {value!r} is not allowed; allowed: a finite number"
+        )
     if isinstance(value, dict | list):
         for key, child in value.items() if isinstance(value, dict) else enumerate(value):
-            _no_nan(child, where, (*path, key))
+            _finite(child, where, (*path, key))
 
 
 def _check_rules(case: Mapping[str, Any], by_id: Mapping[str, Any], where: str) -> None:

@@ -70,8 +70,7 @@ def basis(setup: Setup | str) -> str:
     """What a row's predicted number rests on, in words that say it is extrapolated."""
     if isinstance(setup, str):
         return "not predicted"
-    own = "published in the same source" in setup.compute_source
-    throughput = "" if own else " and one-device img/s"
+    throughput = "" if setup.own_img_s else " and one-device img/s"
     return f"{KIND}: borrowed compute profile{throughput}, nominal link"
 
 

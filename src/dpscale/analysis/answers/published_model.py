@@ -102,6 +102,7 @@ class Setup:
     base_traffic: Traffic = RING
     after_backward: bool = False  # one all-reduce of all bytes after the backward pass
     phases: tuple[tuple[float, int], ...] = ()  # (epochs, per-device batch) of a training
+    own_img_s: bool = False  # the one-device img/s published in the case's own source
     link_kind: str = ""  # a key of ALPHA_S: rdma, tcp, nvlink
     assumptions: list[str] = field(default_factory=list)
 

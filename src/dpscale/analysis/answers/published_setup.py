@@ -170,6 +170,7 @@ def setup_for(
         )
     setup = Setup(batch, img_s, gradient, nodes, per_node, beta, alpha, hidden, link, source)
     setup.traffic, setup.link_kind, setup.phases = declared, link_kind, fields.phases
+    setup.own_img_s = bool(single.get("img_s") and single.get("published_in_same_source"))
     if nodes > 1 and isinstance(declared, ParameterServers):
         assumptions.append(_servers_words(declared, nodes, per_node))
     if fields.overlap == AFTER_BACKWARD:
