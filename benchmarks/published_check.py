@@ -11,7 +11,7 @@ import sys
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check
+from dpscale.analysis.answers import published_summary
 from dpscale.plan.published import published_files
 from dpscale.steps.published import check_table
 
@@ -32,7 +32,7 @@ def main() -> int:
             if row.reason:
                 print(f"  reason: {row.reason}")
     print()
-    print(json.dumps(published_check.summary(table), indent=2, default=str))
+    print(json.dumps(published_summary.summary(table), indent=2, default=str))
     return 0
 
 

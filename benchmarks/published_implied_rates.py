@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check as pc
-from dpscale.plan.config_files import load_yaml
-from dpscale.plan.published import published_files
+from dpscale.analysis.answers import published_check
+from dpscale.analysis.answers.published_model import Profile, choose_profile, figure_at
+from dpscale.analysis.answers.published_setup import setup_for
+from dpscale.plan.published import published_files, read_cases
+from dpscale.plan.published_cases import case_fields
 from dpscale.steps.published import profiles
 
 FILES = published_files({})
 
 
-def sibling_rows(cases: list[dict], shapes: list[pc.Profile], table: pd.DataFrame) -> list[dict]:
+def sibling_rows(cases: list[dict], shapes: list[Profile], table: pd.DataFrame) -> list[dict]:
     """Per compared case with compared siblings on its link: the siblings' median implied
     rate, the case's figure predicted at it, and the error."""
     lookup = {case["id"]: case for case in cases}
@@ -33,12 +34,12 @@ def sibling_rows(cases: list[dict], shapes: list[pc.Profile], table: pd.DataFram
         if siblings.empty or row["link_kind"] == "nvlink":
             continue
         rate = statistics.median(siblings["implied_gbit_s"]) * 1e9 / 8
-        case = lookup[case_id]
-        profile = pc.choose_profile(shapes, case)
-        setup = pc.setup_for(case, lookup, profile)
+        case, fields = lookup[case_id], case_fields(lookup[case_id])
+        profile = choose_profile(shapes, case["model"], fields.compute_precision)
+        setup = setup_for(case, lookup, profile)
         ratio = not pd.isna(row["error_pct"])
-        reference = pc.setup_for(lookup[pc.MN1_REFERENCE], lookup, profile) if ratio else None
-        predicted = pc.figure_at(profile.timeline, setup, reference)(rate)
+        reference = setup_for(lookup[fields.reference], lookup, profile) if ratio else None
+        predicted = figure_at(profile.timeline, setup, reference)(rate)
         published = row["published"] if ratio else row["published"] / 100
         rows.append(
             {
@@ -59,9 +60,9 @@ def sibling_rows(cases: list[dict], shapes: list[pc.Profile], table: pd.DataFram
 
 
 def main() -> int:
-    cases = load_yaml(Path(FILES["cases"]))["cases"]
+    cases = read_cases(FILES["cases"])
     shapes = profiles(FILES["profile"])
-    table = pc.check(cases, shapes)
+    table = published_check.check(cases, shapes)
     columns = ["id", "link_kind", "link", "implied_gbit_s", "implied_pct_of_nominal"]
     with pd.option_context("display.width", 200):
         print(table.dropna(subset=["implied_gbit_s"])[columns].round(2).to_string(index=False))

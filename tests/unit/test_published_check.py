@@ -13,16 +13,20 @@ import pytest
 
 from conftest import REPO
 from dpscale.analysis.answers import published_check as pc
-from dpscale.plan.config_files import load_yaml
-from dpscale.plan.published import DEFAULT_PROFILE
+from dpscale.analysis.answers import published_model as pm
+from dpscale.analysis.answers import published_summary as ps
+from dpscale.analysis.answers.published_setup import setup_for
+from dpscale.plan.published import DEFAULT_PROFILE, read_cases
+from dpscale.plan.published_cases import case_fields
+from dpscale.plan.traffic import ParameterServers, RingAllReduce
 from dpscale.steps.published import profiles
 from helpers.timelines import FOUR
 
-CASES = load_yaml(REPO / "studies" / "published" / "cases.yaml")["cases"]
+CASES = read_cases(REPO / "studies" / "published" / "cases.yaml")
 PROFILE_CSV = REPO / DEFAULT_PROFILE
 PROFILES = profiles(PROFILE_CSV)
 H200_RESNET50_FP32 = next(p for p in PROFILES if (p.model, p.precision) == ("resnet50", "fp32"))
-KNOWN = pc.Profile(FOUR, "compute shape borrowed from four equal buckets", "resnet50")
+KNOWN = pm.Profile(FOUR, "compute shape borrowed from four equal buckets", "resnet50")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +43,7 @@ def test_each_profile_holds_its_models_fp32_gradient():
     per_cell = timeline.groupby(["cell_id", "precision"])["bucket_bytes"].sum()
     for (cell_id, _), total in per_cell.items():
         name = cell_id.split("/")[1].split("-")[0]
-        assert total == pc.PARAMETERS[name] * pc.FP32_BYTES, cell_id
+        assert total == pm.PARAMETERS[name] * pm.FP32_BYTES, cell_id
     assert {(p.model, p.precision) for p in PROFILES} == {
         (model, precision)
         for model in ("resnet18", "resnet50", "resnet101")
@@ -51,19 +55,16 @@ def test_each_profile_holds_its_models_fp32_gradient():
 
 def test_a_case_borrows_its_own_model_at_its_precision_else_the_nearest():
     def chosen(model: str, precision: str) -> tuple[str, str]:
-        found = pc.choose_profile(PROFILES, {"model": model, "precision": precision})
+        found = pm.choose_profile(PROFILES, model, precision)
         return found.model, found.precision
 
     assert chosen("resnet101", "fp32") == ("resnet101", "fp32")
-    assert chosen("resnet50", "mixed (AMP)") == ("resnet50", "amp_bf16")
+    assert chosen("resnet50", "amp") == ("resnet50", "amp_bf16")
     assert chosen("resnet50", "tf32") == ("resnet50", "fp32")
-    assert chosen("resnet50", "fp32 compute, fp16 all-reduce") == ("resnet50", "fp32")
     assert chosen("resnet152", "fp32") == ("resnet101", "fp32")
     assert chosen("vgg16", "fp32") == ("resnet50", "fp32")
     only_bf16 = [p for p in PROFILES if p.precision == "amp_bf16"]
-    assert pc.choose_profile(only_bf16, {"model": "resnet50", "precision": "fp32"}).precision == (
-        "amp_bf16"
-    )
+    assert pm.choose_profile(only_bf16, "resnet50", "fp32").precision == "amp_bf16"
 
 
 def test_a_borrowed_shape_of_another_model_or_precision_is_said(table):
@@ -97,7 +98,7 @@ def test_not_predicted_cases_say_why(table):
 
 
 def test_summary_counts_what_it_summarises(table):
-    result = pc.summary(table)
+    result = ps.summary(table)
     points = table["error_points"].dropna().abs()
     assert result["efficiency_cases"] == len(points)
     assert result["median_abs_error_points"] == pytest.approx(points.median())
@@ -108,74 +109,86 @@ def test_summary_counts_what_it_summarises(table):
 def test_an_infinitely_fast_link_scales_perfectly():
     case = by_id("horovod-512-vgg16")
     case["inter_node_link"]["nominal_gbit_s"] = math.inf
-    setup = pc.setup_for(case, {c["id"]: c for c in CASES}, KNOWN)
+    setup = setup_for(case, {c["id"]: c for c in CASES}, KNOWN)
     setup.alpha = 0.0
-    assert pc.efficiency(FOUR, setup) == pytest.approx(1.0)
-    assert pc.efficiency(H200_RESNET50_FP32.timeline, setup) == pytest.approx(1.0)
+    assert pm.efficiency(FOUR, setup) == pytest.approx(1.0)
+    assert pm.efficiency(H200_RESNET50_FP32.timeline, setup) == pytest.approx(1.0)
 
 
 def test_a_slow_link_costs_and_the_known_answer_is_met():
     # one bucket of all bytes ready at the backward's end: step = compute + ring time
-    one = pc.after_backward(FOUR)
-    compute, size, world, beta = 0.1, 1e8, 4, 1e9
-    step = pc.step_seconds(one, 64, compute, size, world, beta, 0.0)
-    assert step == pytest.approx(compute + 2 * 3 / 4 * size / beta)
+    one = pm.after_backward(FOUR)
+    compute, size, beta = 0.1, 1e8, 1e9
+    for layout in ((1, 4), (4, 1), (2, 2)):  # a ring over 4 devices, however they sit
+        step = pm.step_seconds(one, 64, compute, size, layout, beta, 0.0)
+        assert step == pytest.approx(compute + 2 * 3 / 4 * size / beta)
 
 
 def test_a_hidden_all_reduce_is_never_slower():
     for beta in (1e7, 1e8, 1e9, 1e10, 1e12):
-        plain = pc.step_seconds(FOUR, 64, 0.1, 1e8, 32, beta, 30e-6)
-        hidden = pc.step_seconds(FOUR, 64, 0.1, 1e8, 32, beta, 30e-6, hidden=True)
+        plain = pm.step_seconds(FOUR, 64, 0.1, 1e8, (4, 8), beta, 30e-6)
+        hidden = pm.step_seconds(FOUR, 64, 0.1, 1e8, (4, 8), beta, 30e-6, hidden=True)
         assert hidden <= plain + 1e-12
     # and it is the larger of compute and the all-reduces
-    slow = pc.step_seconds(FOUR, 64, 0.1, 1e8, 2, 1e8, 0.0, hidden=True)
+    slow = pm.step_seconds(FOUR, 64, 0.1, 1e8, (1, 2), 1e8, 0.0, hidden=True)
     assert slow == pytest.approx(max(0.1, 1e8 / 1e8))
 
 
 def test_fp16_all_reduce_halves_the_bytes():
     lookup = {c["id"]: c for c in CASES}
-    fp32 = pc.setup_for(lookup["chainermn-mn1-10gbe-32"], lookup, KNOWN)
-    fp16 = pc.setup_for(lookup["chainermn-mn1-10gbe-dbuf-fp16-32"], lookup, KNOWN)
-    assert fp16.gradient_bytes * 2 == fp32.gradient_bytes == pc.PARAMETERS["resnet50"] * 4
+    fp32 = setup_for(lookup["chainermn-mn1-10gbe-32"], lookup, KNOWN)
+    fp16 = setup_for(lookup["chainermn-mn1-10gbe-dbuf-fp16-32"], lookup, KNOWN)
+    assert fp16.gradient_bytes * 2 == fp32.gradient_bytes == pm.PARAMETERS["resnet50"] * 4
     assert fp16.hidden and not fp32.hidden
 
 
 def test_a_case_without_any_one_device_throughput_is_not_predicted():
     case = by_id("horovod-512-vgg16")
     case["single_device"] = {"img_s": None, "published_in_same_source": False}
-    reason = pc.setup_for(case, {}, KNOWN)
+    reason = setup_for(case, {}, KNOWN)
     assert isinstance(reason, str) and "one-device throughput" in reason
 
 
-def test_relative_to_one_node_uses_the_node_as_baseline():
+def test_a_one_node_baseline_is_the_node_on_its_own_nominal_link():
     lookup = {c["id"]: c for c in CASES}
-    setup = pc.setup_for(lookup["chainermn-aws-p3-25g-32"], lookup, KNOWN)
+    case = lookup["chainermn-aws-p3-25g-32"]
+    setup = setup_for(case, lookup, KNOWN)
     assert setup.base_world == 8 and setup.world == 32
-    assert setup.base_beta == pc.INTRA_NODE["V100"][0]
+    assert setup.base_beta == case["intra_node_link"]["nominal_gbyte_s"] * 1e9 == 150e9
+    assert setup.base_alpha == pm.ALPHA_S["nvlink"] and setup.base_traffic == RingAllReduce()
+    words = case["intra_node_link"]["nominal"]
+    assert f"baseline one node of 8 on {words}" in setup.assumptions
 
 
 def test_parameter_servers_load_the_busiest_nic_by_their_count():
-    # equal counts: the ring's 2(N-1)/N over the nodes
-    assert pc.server_factor(8, 8) == pytest.approx(2 * 7 / 8)
-    # half as many shards: a machine holding one takes 7 machines' quarter and pulls 3 quarters
-    assert pc.server_factor(8, 4) == pytest.approx((7 + 3) / 4)
-    # one server takes every other machine's whole gradient
-    assert pc.server_factor(8, 1) == pytest.approx(7.0)
-    one = pc.after_backward(FOUR)
-    step = pc.step_seconds(one, 32, 0.1, 1e8, 64, 1e9, 0.0, servers=(8, 4))
+    # plan.traffic prices them (its tests hold the factors); the step pays one bucket's
+    # push and pull: 4 shards on 8 machines move 2.5 x the bytes through the busiest NIC
+    one = pm.after_backward(FOUR)
+    servers = ParameterServers(4, per_node=True)
+    step = pm.step_seconds(one, 32, 0.1, 1e8, (8, 8), 1e9, 0.0, declared=servers)
     assert step == pytest.approx(0.1 + 2.5 * 1e8 / 1e9)
+    with_latency = pm.step_seconds(one, 32, 0.1, 1e8, (8, 8), 1e9, 1e-3, declared=servers)
+    assert with_latency == pytest.approx(step + 2 * 1e-3)  # one push, one pull
 
 
-def test_a_tf_case_takes_its_published_parameter_server_count():
+def test_a_case_takes_its_declared_traffic():
     lookup = {c["id"]: c for c in CASES}
-    resnet152 = pc.setup_for(lookup["tf-p2-k80-64-resnet152"], lookup, KNOWN)
-    resnet50 = pc.setup_for(lookup["tf-p2-k80-64-resnet50"], lookup, KNOWN)
-    assert resnet152.servers == (8, 4) and resnet50.servers == (8, 8)
+    resnet152 = setup_for(lookup["tf-p2-k80-64-resnet152"], lookup, KNOWN)
+    resnet50 = setup_for(lookup["tf-p2-k80-64-resnet50"], lookup, KNOWN)
+    assert resnet152.traffic == ParameterServers(4, per_node=True)
+    assert resnet50.traffic == ParameterServers(8, per_node=True)
     assert any("4 shards on 4 of the 8 worker machines" in a for a in resnet152.assumptions)
-    # a case that gives no count has one server per node
+    # a case that declares no traffic is a ring over every device
     case = by_id("tf-p2-k80-64-resnet152")
-    del case["parameter_servers"]
-    assert pc.setup_for(case, lookup, KNOWN).servers == (8, 8)
+    del case["traffic"]
+    assert setup_for(case, lookup, KNOWN).traffic == RingAllReduce()
+    # parameter servers summed per node leave one node's devices a ring of their own;
+    # servers off the devices in one node are the host's, a path with no nominal rate
+    one_node = by_id("tf-dgx1-p100-8-vgg16")
+    one_node["traffic"] = {"kind": "parameter_servers", "servers": 1, "per_node": True}
+    assert setup_for(one_node, lookup, KNOWN).traffic == RingAllReduce()
+    one_node["traffic"] = {"kind": "parameter_servers", "servers": 1}
+    assert "parameter servers in one node, off its devices" in setup_for(one_node, lookup, KNOWN)
 
 
 def test_the_implied_rate_has_a_known_answer_and_none_where_no_rate_fits():
@@ -183,20 +196,21 @@ def test_the_implied_rate_has_a_known_answer_and_none_where_no_rate_fits():
     def predict(rate: float) -> float:
         return 1 / (1 + 1e9 / rate)
 
-    assert pc.implied_rate(predict, 0.5, nominal=1e10) == pytest.approx(1e9, rel=1e-5)
+    assert pm.implied_rate(predict, 0.5, nominal=1e10) == pytest.approx(1e9, rel=1e-5)
     # more than compute alone allows, or less than 1 MB/s would give: no rate
-    assert math.isnan(pc.implied_rate(predict, 1.01, nominal=1e10))
-    assert math.isnan(pc.implied_rate(predict, 1e-6, nominal=1e10))
-    assert math.isnan(pc.implied_rate(predict, math.nan, nominal=1e10))
+    assert math.isnan(pm.implied_rate(predict, 1.01, nominal=1e10))
+    assert math.isnan(pm.implied_rate(predict, 1e-6, nominal=1e10))
+    assert math.isnan(pm.implied_rate(predict, math.nan, nominal=1e10))
 
 
 def test_a_case_predicted_at_its_implied_rate_meets_its_published_figure(table):
     lookup = {c["id"]: c for c in CASES}
     row = table.set_index("id").loc["tf-p2-k80-64-resnet50"]
-    profile = pc.choose_profile(PROFILES, lookup["tf-p2-k80-64-resnet50"])
-    setup = pc.setup_for(lookup["tf-p2-k80-64-resnet50"], lookup, profile)
+    case = lookup["tf-p2-k80-64-resnet50"]
+    profile = pm.choose_profile(PROFILES, case["model"], case_fields(case).compute_precision)
+    setup = setup_for(case, lookup, profile)
     setup.beta = row["implied_gbit_s"] * 1e9 / 8
-    assert 100 * pc.efficiency(profile.timeline, setup) == pytest.approx(row["published"], abs=1e-3)
+    assert 100 * pm.efficiency(profile.timeline, setup) == pytest.approx(row["published"], abs=1e-3)
     assert row["implied_pct_of_nominal"] == pytest.approx(100 * setup.beta / (10e9 / 8))
     assert row["link_kind"] == "tcp"
     # the ratio cases too, and a case compared with nothing implies nothing
@@ -206,12 +220,12 @@ def test_a_case_predicted_at_its_implied_rate_meets_its_published_figure(table):
 
 
 def test_the_implied_rates_are_summarised_per_kind_of_link(table):
-    ranges = pc.summary(table)["implied_pct_of_nominal"]
+    ranges = ps.summary(table)["implied_pct_of_nominal"]
     implied = table.dropna(subset=["implied_pct_of_nominal"])
     assert sum(found["cases"] for found in ranges.values()) == len(implied)
     tcp = implied.loc[implied["link_kind"] == "tcp", "implied_pct_of_nominal"]
     assert ranges["tcp"]["low"] == pytest.approx(tcp.min())
     assert ranges["tcp"]["median"] == pytest.approx(tcp.median())
-    line = pc.implied_line(ranges)
+    line = ps.implied_line(ranges)
     assert f"TCP Ethernet {tcp.min():.0f}-{tcp.max():.0f}% of nominal ({len(tcp)} cases" in line
     assert "a diagnostic, not a prediction" in line

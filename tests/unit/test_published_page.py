@@ -13,9 +13,10 @@ import shutil
 
 import pandas as pd
 import pytest
+import yaml
 
 from conftest import REPO
-from dpscale.analysis.answers import published_check as pc
+from dpscale.analysis.answers import published_summary as ps
 from dpscale.plan import published
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.study import plan_study
@@ -25,6 +26,8 @@ from dpscale.steps.published import check_table, published_cases
 from helpers.report_text import LANDING, render
 
 FILES = published.published_files({})
+K80 = "tf-p2-k80-64-resnet50"  # 8 nodes
+K80_CASE = next(case for case in published.read_cases(FILES["cases"]) if case["id"] == K80)
 CHAINERMN = "https://chainer.org/general/2018/05/25/chainermn-v1-3.html"
 
 
@@ -121,7 +124,7 @@ def test_the_summary_says_which_targets_are_met_and_which_not():
             | {"basis": "not predicted", "source": "s5"},
         ]
     )
-    lines = pc.summary_lines(table)
+    lines = ps.summary_lines(table)
     assert "4 of 5 cases predicted over 1 links" in lines[0]
     assert "4 cases are compared with a published figure (target at least 8: not met)" in lines[0]
     assert "No number here has an interval: the published figures" in lines[0]
@@ -225,8 +228,8 @@ def two_timelines(tmp_path) -> str:
         ("cases", "{tmp}/no_cases.yaml", "has no list of cases"),
         ("cases", "{tmp}/no_id.yaml", "cases[0] has no id"),
         ("cases", "{tmp}/broken.yaml", "YAML syntax error"),
-        ("cases", "{tmp}/servers.yaml", "cases[0] (a).parameter_servers is 9; allowed: a whole"),
-        ("cases", "{tmp}/servers_text.yaml", "cases[0] (a).parameter_servers is 'four'"),
+        ("cases", "{tmp}/servers.yaml", f"cases[0] ({K80}).traffic.servers: 9 is not allowed"),
+        ("cases", "{tmp}/servers_text.yaml", f"cases[0] ({K80}).traffic.servers: 'four' is not"),
         ("profile", "missing.csv", "published_cases.profile: 'missing.csv' is not a file"),
         ("profile", published.DEFAULT_CASES, "lacks column 'cell_id'"),
         ("profile", "{two}", "holds 2 strategies' timelines of ('resnet101-imagenet224-c1000'"),
@@ -237,8 +240,9 @@ def test_a_bad_file_is_one_line_naming_the_field(tmp_path, key, value, expected)
     (tmp_path / "no_cases.yaml").write_text("other: 1\n")
     (tmp_path / "no_id.yaml").write_text("cases:\n  - {model: resnet50}\n")
     (tmp_path / "broken.yaml").write_text("cases: [\n")
-    (tmp_path / "servers.yaml").write_text("cases:\n  - {id: a, nodes: 8, parameter_servers: 9}\n")
-    (tmp_path / "servers_text.yaml").write_text("cases:\n  - {id: a, parameter_servers: four}\n")
+    for name, servers in (("servers", 9), ("servers_text", "four")):
+        case = {**K80_CASE, "traffic": {"kind": "parameter_servers", "servers": servers}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"cases": [case]}))
     none = tmp_path / "none.csv"
     pd.read_csv(FILES["profile"]).assign(world_size=2).to_csv(none, index=False)
     value = value.format(tmp=tmp_path, two=two_timelines(tmp_path), none=none)

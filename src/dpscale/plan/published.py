@@ -18,6 +18,7 @@ from typing import Any
 from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import WORKFLOW_ROOT
+from dpscale.plan.published_cases import check_cases
 
 KEY = "published_cases"
 # relative to the workflow's folder; setup.py and MANIFEST.in ship both with an install
@@ -49,9 +50,9 @@ def published_files(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> di
 
 
 def check_published(config: Mapping[str, Any], root: Path = WORKFLOW_ROOT) -> None:
-    """Each file exists, the cases file holds a list of cases with ids, the profile holds
-    one-rank bucket timelines, one strategy per (model, precision); one line naming the
-    field otherwise."""
+    """Each file exists, the cases file holds a list of cases, each with its typed fields
+    right (plan.published_cases), the profile holds one-rank bucket timelines, one strategy
+    per (model, precision); one line naming the field otherwise."""
     files = published_files(config, root)
     for name, path in files.items():
         if not is_file(Path(path)):
@@ -71,31 +72,21 @@ def _checked(check: Callable[[str], None], path: str, stamp: tuple[int, int]) ->
 
 
 def _check_cases(path: str) -> None:
-    where = f"{KEY}.cases: {path[:80]!r}"
+    read_cases(path)
+
+
+def read_cases(path: str | Path) -> list[dict[str, Any]]:
+    """The cases file's cases, each checked (plan.published_cases.check_cases): one line
+    naming the file, the case and the field otherwise."""
+    where = f"{KEY}.cases: {str(path)[:80]!r}"
     try:
         cases = load_yaml(Path(path)).get("cases")
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from None
     if not isinstance(cases, list) or not cases:
         raise ConfigError(f"{where} has no list of cases; allowed: a file like {DEFAULT_CASES}")
-    for index, case in enumerate(cases):
-        if not isinstance(case, dict) or not case.get("id"):
-            raise ConfigError(f"{where}: cases[{index}] has no id; every case needs one")
-        _check_servers(case, f"{where}: cases[{index}] ({case['id']})")
-
-
-def _check_servers(case: Mapping[str, Any], where: str) -> None:
-    """``parameter_servers``, where given: a whole number from 1 to the case's nodes."""
-    servers, nodes = case.get("parameter_servers"), case.get("nodes")
-    if servers is None:
-        return
-    top = nodes if isinstance(nodes, int) and not isinstance(nodes, bool) else None
-    whole = isinstance(servers, int) and not isinstance(servers, bool)
-    if not whole or servers < 1 or (top is not None and servers > top):
-        raise ConfigError(
-            f"{where}.parameter_servers is {servers!r}; allowed: a whole number from 1 to the "
-            f"case's nodes ({top if top is not None else 'its nodes'}), or absent (one per node)"
-        )
+    check_cases(cases, where)
+    return cases
 
 
 def _check_profile(path: str) -> None:

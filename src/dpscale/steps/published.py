@@ -10,11 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check
+from dpscale.analysis.answers import published_check, published_summary
+from dpscale.analysis.answers.published_model import Profile
 from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.cell import MODEL_KEY
-from dpscale.plan.config_files import load_yaml
 from dpscale.plan.paths import WORKFLOW_ROOT
+from dpscale.plan.published import read_cases
 from dpscale.render.published_page import published_html
 from dpscale.steps.io import read, write, write_lines
 
@@ -29,7 +30,7 @@ def shown_path(path: str | Path) -> str:
     return str(path)
 
 
-def profiles(path: str | Path) -> list[published_check.Profile]:
+def profiles(path: str | Path) -> list[Profile]:
     """The profile table's one-rank timelines, one per (model, precision), each with the
     words naming it in a row (its file is named once, in the summary)."""
     table = read(path)
@@ -52,23 +53,22 @@ def profiles(path: str | Path) -> list[published_check.Profile]:
                 f"{precision or '(precision not recorded)'} {strategy} timeline "
                 f"({len(timeline.share)} buckets, batch {batches})"
             )
-            found.append(published_check.Profile(timeline, words, name, precision))
+            found.append(Profile(timeline, words, name, precision))
     if not found:
         raise SystemExit(f"dpscale: published_cases.profile: {path} holds no one-rank timeline")
     return found
 
 
 def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFrame:
-    """Every case of the cases file, predicted over the profile table (what the rule and
-    benchmarks/published_check.py print)."""
-    cases = load_yaml(Path(cases_path))["cases"]
-    return published_check.check(cases, profiles(profile_path))
+    """Every case of the cases file, checked (plan.published.read_cases) and predicted over
+    the profile table (what the rule and benchmarks/published_check.py print)."""
+    return published_check.check(read_cases(cases_path), profiles(profile_path))
 
 
 def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
     """cases file + borrowed profile -> the table, its summary sentences and its page."""
     table = check_table(inputs["cases"], inputs["profile"])
-    lines = published_check.summary_lines(table, shown_path(inputs["profile"]))
+    lines = published_summary.summary_lines(table, shown_path(inputs["profile"]))
     write(table, outputs["table"])
     write_lines(lines, outputs["top"])
     title = f"Published multi-GPU results, predicted ({published_check.KIND})"
