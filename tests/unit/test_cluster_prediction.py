@@ -215,6 +215,21 @@ def test_a_batch_the_results_lack_is_one_line(tmp_path):
     assert str(exit_.value.code).startswith(f"dpscale: {path}: batch_per_device: ")
 
 
+def test_a_strategy_that_declares_parameter_servers_is_refused_not_priced_as_a_ring(tmp_path):
+    """torch-dp sums on device 0 (plan.traffic.ParameterServers): the log measured an
+    all-reduce, so the command refuses it in one line rather than price a ring."""
+    folder = results(tmp_path)
+    for name in ("bucket_timeline.csv", "cells.csv"):
+        table = pd.read_csv(folder / "tables" / name)
+        table.assign(strategy="torch-dp").to_csv(folder / "tables" / name, index=False)
+    path = cluster_file(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(folder), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: traffic: a measured all-reduce curve cannot ")
+    assert "parameter servers" in message and "\n" not in message
+
+
 def test_a_log_of_other_ranks_names_inter_node_ranks(tmp_path):
     inter = {"nccl_tests_log": "slingshot.log", "ranks": 16}
     path = cluster_file(tmp_path, inter_node=inter)
