@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from dpscale.analysis.answers import exported_log_check as elc
+from dpscale.analysis.answers import exported_log_summary as els
 
 REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO / "evidence/2026-11-26-nvidia-h100/cpu16_torch_ddp_nodes_two_links"
@@ -35,7 +36,7 @@ def main(folder: Path) -> int:
     table = elc.check_cells(
         read["cells"], read["collectives"], read["bucket_timeline"], folder.name
     )
-    summary = elc.summarise(
+    summary = els.summarise(
         table, read["model_validation"], read["model_validation_summary"], read["comm_model"]
     )
     with pd.option_context("display.width", 220, "display.max_colwidth", 50):
@@ -49,7 +50,7 @@ def main(folder: Path) -> int:
         errors = rows["relative_error"].abs()
         print(
             f"2 and 4 nodes, {scheme}: median |error| {errors.median():.1%} over {len(rows)} "
-            f"cells, {int((errors <= elc.WITHIN).sum())} within 10%"
+            f"cells, {int((errors <= els.WITHIN).sum())} within 10%"
         )
     return 0
 

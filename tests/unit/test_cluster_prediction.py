@@ -22,6 +22,7 @@ from dpscale.analysis.results.import_logs import parse_all_reduce
 from dpscale.plan import ring
 from dpscale.plan.cluster_file import read_cluster
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.layout import Layout
 from helpers.timelines import FOUR
 
 EVIDENCE = REPO / "evidence" / "2026-11-26-nvidia-h100" / "gpu_resnet50_bucket_timeline"
@@ -93,7 +94,7 @@ def test_ranges_hold_the_point_value(curve):
 
 
 def test_the_compression_found_gives_ninety_percent():
-    world = 16
+    world = Layout(4, 4)
     c, reason = cp.compression_for(FOUR, DEVICE, SLOW, GRADIENT, world)
     assert c > 1 and "bisection" in reason
     assert cp.efficiency(FOUR, DEVICE, SLOW, GRADIENT, world) < 0.9
@@ -102,12 +103,15 @@ def test_the_compression_found_gives_ninety_percent():
 
 
 def test_compression_is_one_where_ninety_percent_is_met():
-    assert cp.compression_for(FOUR, DEVICE, FAST, GRADIENT, 16) == (1.0, "already met uncompressed")
+    assert cp.compression_for(FOUR, DEVICE, FAST, GRADIENT, Layout(4, 4)) == (
+        1.0,
+        "already met uncompressed",
+    )
 
 
 def test_latency_alone_too_slow_is_not_reachable():
     latency_bound = curve_of(5e-3, 2e9)  # 5 ms per ring step
-    c, reason = cp.compression_for(FOUR, DEVICE, latency_bound, GRADIENT, 64)
+    c, reason = cp.compression_for(FOUR, DEVICE, latency_bound, GRADIENT, Layout(16, 4))
     assert math.isnan(c) and "not reachable" in reason
 
 
@@ -209,6 +213,21 @@ def test_a_batch_the_results_lack_is_one_line(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path])
     assert str(exit_.value.code).startswith(f"dpscale: {path}: batch_per_device: ")
+
+
+def test_a_strategy_that_declares_parameter_servers_is_refused_not_priced_as_a_ring(tmp_path):
+    """torch-dp sums on device 0 (plan.traffic.ParameterServers): the log measured an
+    all-reduce, so the command refuses it in one line rather than price a ring."""
+    folder = results(tmp_path)
+    for name in ("bucket_timeline.csv", "cells.csv"):
+        table = pd.read_csv(folder / "tables" / name)
+        table.assign(strategy="torch-dp").to_csv(folder / "tables" / name, index=False)
+    path = cluster_file(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["predict", "--results", str(folder), "--cluster", path])
+    message = str(exit_.value.code)
+    assert message.startswith(f"dpscale: {path}: traffic: a measured all-reduce curve cannot ")
+    assert "parameter servers" in message and "\n" not in message
 
 
 def test_a_log_of_other_ranks_names_inter_node_ranks(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import REPO
 from dpscale.analysis.answers import exported_log_check as elc
+from dpscale.analysis.answers import exported_log_summary as els
 from dpscale.plan import ring
 
 EVIDENCE = REPO / "evidence/2026-11-26-nvidia-h100/cpu16_torch_ddp_nodes_two_links/tables"
@@ -164,6 +165,15 @@ def test_no_one_process_cell_at_the_batch_is_a_status_row():
     assert row["status"] == elc.NOT_PREDICTED and "no one-process cell" in row["reason"]
 
 
+def test_a_one_process_step_the_engine_refuses_is_a_status_row():
+    # no img/s on the one-process cell: no compute to extrapolate, one line saying why
+    one = cells(cell(2, 0.25))
+    one.loc[one["nodes"] == 1, "img_s_mean"] = math.nan
+    row = check(one, collectives()).iloc[0]
+    assert row["status"] == elc.NOT_PREDICTED and row["reason"].startswith("compute.step_s: ")
+    assert "\n" not in row["reason"]
+
+
 @pytest.mark.parametrize(
     ("table_cells", "table_collectives", "words"),
     [
@@ -177,10 +187,10 @@ def test_nothing_to_check_is_one_row_saying_why(table_cells, table_collectives, 
     assert list(table.columns) == elc.CELL_COLUMNS
     assert len(table) == 1 and table["status"].iloc[0] == elc.NOT_CHECKED
     assert words in table["reason"].iloc[0]
-    summary = elc.summarise(table, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    summary = els.summarise(table, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     assert len(summary) == 1 and summary["status"].iloc[0] == elc.NOT_CHECKED
     assert words in summary["note"].iloc[0]
-    assert elc.headline(summary).startswith(elc.NOT_CHECKED)
+    assert els.headline(summary).startswith(elc.NOT_CHECKED)
 
 
 def native_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -222,9 +232,9 @@ def native_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 def test_the_summary_sets_each_network_beside_the_native_median():
     table = check(cells(cell(2, 0.25), cell(2, 0.5, status="failed")), collectives())
-    summary = elc.summarise(table, *native_tables())
-    assert list(summary.columns) == elc.SUMMARY_COLUMNS
-    assert list(summary["network"]) == [NET, elc.ALL_NETWORKS]
+    summary = els.summarise(table, *native_tables())
+    assert list(summary.columns) == els.SUMMARY_COLUMNS
+    assert list(summary["network"]) == [NET, els.ALL_NETWORKS]
     per_network, overall = summary.iloc[0], summary.iloc[1]
     error = abs((COMPUTE + law(GRADIENT, 2)) / 0.25 - 1)
     assert per_network["median_abs_relative_error"] == pytest.approx(error, rel=1e-5)
@@ -252,11 +262,11 @@ def test_the_sixteen_core_evidence_through_its_exported_logs():
     # two nodes share few cores: the exported-log path is within 5% there
     two = same[same["nodes"] == 2]
     assert (two["relative_error"].abs() < 0.05).all()
-    summary = elc.summarise(
+    summary = els.summarise(
         table, read["model_validation"], read["model_validation_summary"], read["comm_model"]
     )
     overall = summary[
-        (summary["network"] == elc.ALL_NETWORKS) & (summary["scheme"] == elc.SAME_RANKS)
+        (summary["network"] == els.ALL_NETWORKS) & (summary["scheme"] == elc.SAME_RANKS)
     ].iloc[0]
     assert overall["native_median_abs_relative_error"] == pytest.approx(0.053495, rel=1e-4)
     assert overall["predicted_cells"] == 12

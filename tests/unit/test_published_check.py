@@ -115,22 +115,30 @@ def test_an_infinitely_fast_link_scales_perfectly():
     assert pm.efficiency(H200_RESNET50_FP32.timeline, setup) == pytest.approx(1.0)
 
 
+def known_setup(
+    layout: tuple[int, int], beta: float, alpha: float = 0.0, hidden: bool = False, **fields
+) -> pm.Setup:
+    """A case of 0.1 s compute at batch 64 and 1e8 gradient bytes over ``layout``."""
+    return pm.Setup(64, 640.0, 1e8, *layout, beta, alpha, hidden, "link", "known", **fields)
+
+
 def test_a_slow_link_costs_and_the_known_answer_is_met():
     # one bucket of all bytes ready at the backward's end: step = compute + ring time
-    one = pm.after_backward(FOUR)
     compute, size, beta = 0.1, 1e8, 1e9
     for layout in ((1, 4), (4, 1), (2, 2)):  # a ring over 4 devices, however they sit
-        step = pm.step_seconds(one, 64, compute, size, layout, beta, 0.0)
+        setup = known_setup(layout, beta, after_backward=True)
+        step = pm.case_step(FOUR, setup, 64)
         assert step == pytest.approx(compute + 2 * 3 / 4 * size / beta)
+        assert pm.case_step(FOUR, setup, 64, baseline=True) == pytest.approx(compute)
 
 
 def test_a_hidden_all_reduce_is_never_slower():
     for beta in (1e7, 1e8, 1e9, 1e10, 1e12):
-        plain = pm.step_seconds(FOUR, 64, 0.1, 1e8, (4, 8), beta, 30e-6)
-        hidden = pm.step_seconds(FOUR, 64, 0.1, 1e8, (4, 8), beta, 30e-6, hidden=True)
+        plain = pm.case_step(FOUR, known_setup((4, 8), beta, 30e-6), 64)
+        hidden = pm.case_step(FOUR, known_setup((4, 8), beta, 30e-6, hidden=True), 64)
         assert hidden <= plain + 1e-12
     # and it is the larger of compute and the all-reduces
-    slow = pm.step_seconds(FOUR, 64, 0.1, 1e8, (1, 2), 1e8, 0.0, hidden=True)
+    slow = pm.case_step(FOUR, known_setup((1, 2), 1e8, hidden=True), 64)
     assert slow == pytest.approx(max(0.1, 1e8 / 1e8))
 
 
@@ -138,8 +146,17 @@ def test_fp16_all_reduce_halves_the_bytes():
     lookup = {c["id"]: c for c in CASES}
     fp32 = setup_for(lookup["chainermn-mn1-10gbe-32"], lookup, KNOWN)
     fp16 = setup_for(lookup["chainermn-mn1-10gbe-dbuf-fp16-32"], lookup, KNOWN)
-    assert fp16.gradient_bytes * 2 == fp32.gradient_bytes == pm.PARAMETERS["resnet50"] * 4
+    # both make fp32 gradients; fp16 sends them at half the bytes (a wire ratio of 2)
+    assert fp16.gradient_bytes == fp32.gradient_bytes == pm.PARAMETERS["resnet50"] * 4
+    assert (fp16.remedy.wire_ratio, fp32.remedy.wire_ratio) == (2.0, 1.0)
     assert fp16.hidden and not fp32.hidden
+    assert fp16.remedy.hidden and not fp32.remedy.hidden
+    # halving the bytes on a pure-bandwidth link halves the collective, whatever the overlap
+    plain = known_setup((2, 1), 1e9, after_backward=True)
+    half = known_setup((2, 1), 1e9, after_backward=True, wire_ratio=2.0)
+    assert pm.case_step(FOUR, half, 64) - 0.1 == pytest.approx(
+        (pm.case_step(FOUR, plain, 64) - 0.1) / 2
+    )
 
 
 def test_a_case_without_any_one_device_throughput_is_not_predicted():
@@ -163,11 +180,13 @@ def test_a_one_node_baseline_is_the_node_on_its_own_nominal_link():
 def test_parameter_servers_load_the_busiest_nic_by_their_count():
     # plan.traffic prices them (its tests hold the factors); the step pays one bucket's
     # push and pull: 4 shards on 8 machines move 2.5 x the bytes through the busiest NIC
-    one = pm.after_backward(FOUR)
     servers = ParameterServers(4, per_node=True)
-    step = pm.step_seconds(one, 32, 0.1, 1e8, (8, 8), 1e9, 0.0, declared=servers)
+    setup = known_setup((8, 8), 1e9, traffic=servers, after_backward=True)
+    step = pm.case_step(FOUR, setup, 64)
     assert step == pytest.approx(0.1 + 2.5 * 1e8 / 1e9)
-    with_latency = pm.step_seconds(one, 32, 0.1, 1e8, (8, 8), 1e9, 1e-3, declared=servers)
+    with_latency = pm.case_step(
+        FOUR, known_setup((8, 8), 1e9, 1e-3, traffic=servers, after_backward=True), 64
+    )
     assert with_latency == pytest.approx(step + 2 * 1e-3)  # one push, one pull
 
 

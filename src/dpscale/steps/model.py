@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpscale.analysis.answers import exported_log_check as elc
+from dpscale.analysis.answers import exported_log_summary as els
 from dpscale.analysis.laws.commmodel.study import study_model
 from dpscale.plan.link import links_of
 from dpscale.plan.traffic import traffic_of
@@ -107,7 +108,7 @@ def exported_log_check(inputs: Files, outputs: Files, params: Files) -> str:
         str(params["name"]),
         emulated,
     )
-    summary = elc.summarise(
+    summary = els.summarise(
         table,
         read_optional(inputs["validation"]),
         read_optional(inputs["summary"]),
@@ -116,6 +117,6 @@ def exported_log_check(inputs: Files, outputs: Files, params: Files) -> str:
     write(table, outputs["table"])
     write(summary, outputs["summary"])
     title = "Exported nccl-tests logs, end to end"
-    write_table_html(summary, outputs["summary_html"], f"{title}: summary", elc.PAGE_NOTE)
-    write_table_html(table, outputs["table_html"], f"{title}: per cell", elc.PAGE_NOTE)
-    return f"[dpscale] exported-log check: {elc.headline(summary)}"
+    write_table_html(summary, outputs["summary_html"], f"{title}: summary", els.PAGE_NOTE)
+    write_table_html(table, outputs["table_html"], f"{title}: per cell", els.PAGE_NOTE)
+    return f"[dpscale] exported-log check: {els.headline(summary)}"

@@ -19,6 +19,8 @@ from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
+from dpscale.plan.traffic import Traffic
+from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read, read_optional, write, write_lines
 
@@ -100,6 +102,15 @@ def _shape(cluster: ClusterFile, curve: CollectiveCurve) -> cp.Cluster:
     )
 
 
+def declared_traffic(strategy: str) -> Traffic:
+    """What the strategy declares one step sends (its adapter's ``traffic``); a strategy
+    dpscale does not declare (results from elsewhere) is taken as the log measured it, a
+    ring all-reduce. A log measured an all-reduce, so a declared traffic of another kind is
+    refused by the prediction (laws.engine.CurvePricing), never priced as a ring."""
+    declared = STRATEGIES.get(strategy)
+    return cp.RING if declared is None else declared.traffic
+
+
 def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, where: str) -> Answer:
     """The cluster predicted from a study's cells.csv and bucket_timeline.csv (what
     ``dpscale predict`` and rule cluster_predictions both run); NotPredicted says why not."""
@@ -117,7 +128,7 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
     try:
         device = cp.one_device(cells, *key, cluster.batch_per_device)
         total, source = cp.gradient_bytes(buckets, *key, cells)
-        table = cp.predict(found[key], device, shape, total, source)
+        table = cp.predict(found[key], device, shape, total, source, declared_traffic(key[0]))
     except ValueError as error:
         raise NotPredicted(str(error)) from None
     return Answer(key, device, curve, table)

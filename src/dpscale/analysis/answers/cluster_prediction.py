@@ -1,35 +1,45 @@
 """A user's cluster predicted from one device and the cluster's nccl-tests log (issue 50).
 
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
-img_s interval) is the compute T_comp of the bucket model (commmodel.buckets); each gradient
-bucket's all-reduce is the cluster's own log (laws.cluster_link: measured where the log
-covers it, the ring law fitted to it elsewhere). One node's rows take the cluster's intra-node
+img_s interval) is the compute of the prediction engine (laws.engine: the bucket model,
+commmodel.buckets); each gradient bucket's all-reduce is priced by the cluster's own log
+(engine.CurvePricing over laws.cluster_link: measured where the log covers it, the ring law
+fitted to it elsewhere; a strategy whose declared traffic is not a ring all-reduce is
+refused, since the log measured one). One node's rows take the cluster's intra-node
 log (NVLink, PCIe) where it gives one, else the inter-node log stands in; rows of two or more
 nodes take the inter-node log. kappa = 0: the devices do not share cores.
 Every number is an extrapolation: nothing was measured on the cluster but its collectives.
 
 Ranges: the step at the ends of the compute interval and of the collective's range (a
 measured time has no range: the log prints one average per size, and the basis says so).
+The compression for 90% is the engine's search over a remedy's wire ratio.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from dpscale.analysis.laws.cluster_link import CollectiveCurve
-from dpscale.analysis.laws.cluster_link import bucket_costs as link_costs
-from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
+from dpscale.analysis.laws.engine import (
+    KIND,
+    NO_EFFECT,
+    TARGET_EFFICIENCY,
+    ComputeProfile,
+    CurvePricing,
+    point_efficiency,
+    predict_step,
+    wire_ratio_for,
+)
 from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.columns import SPREAD
+from dpscale.plan.layout import Layout
+from dpscale.plan.traffic import RingAllReduce, Traffic
 
-KIND = "extrapolated"
-TARGET_EFFICIENCY = 0.9
-MAX_COMPRESSION = 1000.0
+# what a cluster's nccl-tests log measured, and what a strategy declares unless told
+RING = RingAllReduce()
 # one node's devices talk over its own fabric, which the inter-node log did not measure
 ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
 # ... unless the cluster gave a log of that fabric: then the basis names it
@@ -147,33 +157,14 @@ def gradient_bytes(
     return total, f"{words} (trainable parameters x 4 would be {fp32:,.0f})"
 
 
-def _step(timeline: BucketTimeline, batch: int, compute: float, costs: np.ndarray) -> float:
-    rows = timeline_rows(timeline, np.array([math.inf]))
-    one = np.array([1.0])
-    step = bucket_step(
-        rows, np.array([float(batch)]), np.array([compute]), costs[None, :], 0.0, one, one * 0
+def profile(
+    timeline: BucketTimeline, device: OneDevice, total_bytes: float, source: str = ""
+) -> ComputeProfile:
+    """The one device as the engine takes it: its timeline, batch, step and interval, and
+    the gradient bytes it all-reduces each step."""
+    return ComputeProfile(
+        timeline, device.batch, device.step_s, device.lo, device.hi, total_bytes, source
     )
-    return float(step[0])
-
-
-def _costs(
-    timeline: BucketTimeline, curve: CollectiveCurve, total_bytes: float, world: int, c: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Each bucket's seconds (point, lo, hi) at ``world`` ranks with its bytes divided by c;
-    a bucket of no bytes costs nothing; at one rank nothing is sent."""
-    k = len(timeline.share)
-    point, lo, hi = np.zeros(k), np.zeros(k), np.zeros(k)
-    if world < 2:
-        return point, lo, hi, ("nothing sent (one device)",)
-    sent = np.flatnonzero(timeline.share > 0)
-    if not sent.size:
-        return point, lo, hi, ("nothing sent (no gradient bytes)",)
-    times = link_costs(curve, timeline.share[sent] * total_bytes / c, world).times
-    for index, time in zip(sent, times, strict=True):
-        point[index] = time.seconds
-        lo[index] = time.lo if math.isfinite(time.lo) else time.seconds
-        hi[index] = time.hi if math.isfinite(time.hi) else time.seconds
-    return point, lo, hi, tuple(dict.fromkeys(t.basis for t in times))
 
 
 def efficiency(
@@ -181,12 +172,15 @@ def efficiency(
     device: OneDevice,
     curve: CollectiveCurve,
     total_bytes: float,
-    world: int,
+    layout: Layout,
     compression: float = 1.0,
+    traffic: Traffic = RING,
 ) -> float:
-    """Speedup over one device divided by ``world``, at the point values."""
-    point = _costs(timeline, curve, total_bytes, world, compression)[0]
-    return device.step_s / _step(timeline, device.batch, device.step_s, point)
+    """The one-device step over the predicted step at the point values, with the gradient
+    bytes divided by ``compression`` (the latency kept)."""
+    remedy = NO_EFFECT.with_wire_ratio(compression)
+    one = profile(timeline, device, total_bytes)
+    return point_efficiency(one, traffic, CurvePricing(curve), layout, remedy)
 
 
 def compression_for(
@@ -194,27 +188,14 @@ def compression_for(
     device: OneDevice,
     curve: CollectiveCurve,
     total_bytes: float,
-    world: int,
+    layout: Layout,
     target: float = TARGET_EFFICIENCY,
+    traffic: Traffic = RING,
 ) -> tuple[float, str]:
     """The factor the gradient bytes must shrink by (the latency stays) for ``target``
-    efficiency: 1 where already met; bisection on [1, 1000]; NaN and why where not."""
-
-    def meets(c: float) -> bool:
-        return efficiency(timeline, device, curve, total_bytes, world, c) >= target
-
-    if meets(1.0):
-        return 1.0, "already met uncompressed"
-    if not meets(MAX_COMPRESSION):
-        return math.nan, (
-            f"not reachable by compression up to {MAX_COMPRESSION:.0f}x: the collectives' "
-            "latency alone keeps the efficiency below the target"
-        )
-    low, high = 1.0, MAX_COMPRESSION
-    while high / low > 1.001:
-        middle = math.sqrt(low * high)
-        low, high = (low, middle) if meets(middle) else (middle, high)
-    return high, "bisection on the bytes sent (latency kept)"
+    efficiency: the engine's search over a remedy's wire ratio (engine.wire_ratio_for)."""
+    one = profile(timeline, device, total_bytes)
+    return wire_ratio_for(one, traffic, CurvePricing(curve), layout, target=target)
 
 
 def predict(
@@ -223,43 +204,41 @@ def predict(
     cluster: Cluster,
     total_bytes: float,
     bytes_source: str,
+    traffic: Traffic = RING,
 ) -> pd.DataFrame:
-    """One row per node count: step, img/s, speedup and efficiency with their ranges."""
+    """One row per node count: step, img/s, speedup and efficiency with their ranges
+    (engine.predict_step, each bucket priced by the cluster's log); ``traffic``: the
+    strategy's declared traffic (a log measured an all-reduce: any other is refused)."""
+    one = profile(timeline, device, total_bytes, bytes_source)
     rows = []
     for nodes in cluster.nodes:
-        world = nodes * cluster.devices_per_node
+        layout = Layout(nodes, cluster.devices_per_node)
         curve, words = cluster.link(nodes)
-        point, lo, hi, basis = _costs(timeline, curve, total_bytes, world, 1.0)
+        found = predict_step(one, traffic, CurvePricing(curve), layout)
+        basis = found.collective_bases
         if words is not None:
             basis = (*basis, words)
-        step = _step(timeline, device.batch, device.step_s, point)
-        speedups, steps = [], []
-        for compute, costs in itertools.product((device.lo, device.hi), (lo, hi)):
-            corner = _step(timeline, device.batch, compute, costs)
-            steps.append(corner)
-            speedups.append(world * compute / corner)
-        speedup = world * device.step_s / step
-        c, c_reason = compression_for(timeline, device, curve, total_bytes, world)
+        c, c_reason = compression_for(timeline, device, curve, total_bytes, layout, traffic=traffic)
         rows.append(
             {
                 "cluster": cluster.name,
                 "nodes": nodes,
                 "devices_per_node": cluster.devices_per_node,
-                "world_size": world,
+                "world_size": layout.world_size,
                 "batch_per_device": device.batch,
-                "kind": KIND,
-                "step_time_s": step,
-                "step_time_lo_s": min(steps),
-                "step_time_hi_s": max(steps),
-                "img_s": world * device.batch / step,
-                "img_s_lo": world * device.batch / max(steps),
-                "img_s_hi": world * device.batch / min(steps),
-                "speedup": speedup,
-                "speedup_lo": min(speedups),
-                "speedup_hi": max(speedups),
-                "efficiency": speedup / world,
-                "efficiency_lo": min(speedups) / world,
-                "efficiency_hi": max(speedups) / world,
+                "kind": found.kind,
+                "step_time_s": found.step_s,
+                "step_time_lo_s": found.step_lo_s,
+                "step_time_hi_s": found.step_hi_s,
+                "img_s": found.img_s,
+                "img_s_lo": found.img_s_lo,
+                "img_s_hi": found.img_s_hi,
+                "speedup": found.speedup,
+                "speedup_lo": found.speedup_lo,
+                "speedup_hi": found.speedup_hi,
+                "efficiency": found.efficiency,
+                "efficiency_lo": found.efficiency_lo,
+                "efficiency_hi": found.efficiency_hi,
                 "compression_for_90pct": c,
                 "compression_reason": c_reason,
                 "gradient_bytes": total_bytes,

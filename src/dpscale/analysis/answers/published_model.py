@@ -1,12 +1,13 @@
 """The published check's mechanism (analysis.answers.published_check): one step of a case
-with the bucket model (commmodel.buckets), its efficiency against its baseline, a time to
+by the prediction engine (laws.engine), its efficiency against its baseline, a time to
 train over batch phases, and the link rate a published figure implies.
 
-A step: forward, backward with the gradient buckets ready at shares of it, each bucket's
-collectives priced by the case's declared traffic (plan.traffic.seconds: a ring, sharded
-parameter servers, ...) and served in order, optimizer; a delayed all-reduce runs behind
-the next step (step = max(compute, the buckets' collectives)). The compute's shape is a
-borrowed one-device profile (choose_profile), scaled to the case's one-device step.
+A step: forward, backward with the gradient buckets ready at shares of it (or one bucket
+after the backward: the case's overlap), each bucket's collectives priced by the case's
+declared traffic over its nominal link (engine.LinkPricing: plan.traffic.seconds) and
+served in order, optimizer; the case's wire precision divides its fp32 gradient bytes and
+a delayed all-reduce runs behind the next step (engine.RemedyEffect). The compute's shape
+is a borrowed one-device profile (choose_profile), scaled to the case's one-device step.
 """
 
 from __future__ import annotations
@@ -15,11 +16,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 from scipy.optimize import brentq
 
-from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
-from dpscale.plan import traffic
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
+from dpscale.analysis.laws.engine import (
+    ComputeProfile,
+    LinkPricing,
+    Overlap,
+    RemedyEffect,
+    predict_step,
+)
+from dpscale.plan.layout import Layout
+from dpscale.plan.link import Link
 from dpscale.plan.traffic import RingAllReduce, Traffic
 
 # Trainable parameters (1000 classes). ResNet-18/50/101: torchvision, as shared/BRIEF.md
@@ -45,6 +53,8 @@ FP32_BYTES = 4
 ALPHA_S = {"rdma": 5e-6, "tcp": 30e-6, "nvlink": 3e-6}
 LINK_KIND_WORDS = {"tcp": "TCP Ethernet", "rdma": "RDMA (InfiniBand, RoCE)", "nvlink": "NVLink"}
 RING = RingAllReduce()  # what a case declares unless it says otherwise
+NOMINAL = "the case's nominal rate"  # where a case's link comes from
+HIDDEN = ", all-reduced behind the next step (delayed)"
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ class Setup:
 
     batch: int
     img_s: float
-    gradient_bytes: float
+    gradient_bytes: float  # the backward pass's (fp32) gradient bytes
     nodes: int
     devices_per_node: int
     beta: float  # bytes/s of the slowest hop
@@ -103,6 +113,7 @@ class Setup:
     after_backward: bool = False  # one all-reduce of all bytes after the backward pass
     phases: tuple[tuple[float, int], ...] = ()  # (epochs, per-device batch) of a training
     own_img_s: bool = False  # the one-device img/s published in the case's own source
+    wire_ratio: float = 1.0  # fp32 gradient bytes per byte on the wire (wire_precision)
     link_kind: str = ""  # a key of ALPHA_S: rdma, tcp, nvlink
     assumptions: list[str] = field(default_factory=list)
 
@@ -110,71 +121,52 @@ class Setup:
     def world(self) -> int:
         return self.nodes * self.devices_per_node
 
+    @property
+    def remedy(self) -> RemedyEffect:
+        """What the case does to its collectives, from its typed fields: its wire precision's
+        bytes (a wire ratio over fp32 gradients) and its delayed all-reduce (hidden)."""
+        words = "gradients on the wire at their fp32 bytes"
+        if self.wire_ratio != 1:
+            words = f"gradients on the wire at 1/{self.wire_ratio:g} of their fp32 bytes"
+        return RemedyEffect(
+            self.wire_ratio, self.hidden, 1, words + (HIDDEN if self.hidden else "")
+        )
 
-def step_seconds(
-    timeline: BucketTimeline,
-    batch: int,
-    compute_s: float,
-    gradient_bytes: float,
-    layout: tuple[int, int],
-    beta: float,
-    alpha: float,
-    hidden: bool = False,
-    declared: Traffic = RING,
-) -> float:
-    """One step over ``layout`` (nodes, devices per node): the bucket model with each
-    bucket's collectives (its share of the bytes) priced by ``declared`` at ``beta`` bytes/s
-    and ``alpha`` s per hop (plan.traffic.seconds)."""
-    rows = timeline_rows(timeline, np.array([math.inf]))
-    rows.hidden = np.array([bool(hidden)])
-    costs = np.zeros(len(timeline.share))
-    nodes, devices_per_node = layout
-    if nodes * devices_per_node > 1:
-        sent = timeline.share > 0
-        message = timeline.share[sent] * gradient_bytes
-        costs[sent] = traffic.seconds(declared, message, nodes, devices_per_node, beta, alpha)
-    one = np.array([1.0])
-    step = bucket_step(
-        rows, np.array([float(batch)]), np.array([compute_s]), costs[None, :], 0.0, one, one * 0
+    @property
+    def overlap(self) -> Overlap:
+        return Overlap.AFTER_BACKWARD if self.after_backward else Overlap.BUCKETS
+
+    def over(self, baseline: bool) -> tuple[Layout, Traffic, LinkPricing]:
+        """The case's layout, traffic and nominal link, or its baseline's (one node of
+        ``base_world`` devices on its own link and traffic)."""
+        if baseline:
+            link = Link(f"{self.link} baseline", self.base_beta, self.base_alpha, source=NOMINAL)
+            return Layout(1, self.base_world), self.base_traffic, LinkPricing(link)
+        link = Link(self.link, self.beta, self.alpha, source=NOMINAL)
+        return Layout(self.nodes, self.devices_per_node), self.traffic, LinkPricing(link)
+
+
+def case_step(timeline: BucketTimeline, setup: Setup, batch: int, baseline: bool = False) -> float:
+    """The case's step at ``batch`` over its layout, or over its baseline's (``baseline``),
+    as the prediction engine gives it (laws.engine.predict_step: the compute a borrowed
+    ``timeline`` scaled to the case's one-device step, its overlap and remedy applied)."""
+    compute = ComputeProfile.point(
+        timeline, batch, batch / setup.img_s, setup.gradient_bytes, setup.compute_source
     )
-    return float(step[0])
-
-
-def after_backward(timeline: BucketTimeline) -> BucketTimeline:
-    """The same compute with one bucket of all the bytes, ready at the backward's end."""
-    return replace(timeline, ready=np.array([1.0]), share=np.array([1.0]))
-
-
-def case_step(timeline: BucketTimeline, setup: Setup, batch: int, baseline: bool = False):
-    """The case's step at ``batch`` over its layout, or over its baseline's (``baseline``:
-    one node of ``base_world`` devices); ``timeline`` already in the case's overlap."""
-    layout, beta, alpha, declared = (
-        ((1, setup.base_world), setup.base_beta, setup.base_alpha, setup.base_traffic)
-        if baseline
-        else ((setup.nodes, setup.devices_per_node), setup.beta, setup.alpha, setup.traffic)
-    )
-    compute = batch / setup.img_s
-    return step_seconds(
-        timeline, batch, compute, setup.gradient_bytes, layout, beta, alpha, setup.hidden, declared
-    )
-
-
-def case_timeline(timeline: BucketTimeline, setup: Setup) -> BucketTimeline:
-    return after_backward(timeline) if setup.after_backward else timeline
+    layout, declared, pricing = setup.over(baseline)
+    return predict_step(compute, declared, pricing, layout, setup.remedy, setup.overlap).step_s
 
 
 def efficiency(timeline: BucketTimeline, setup: Setup, batch: int | None = None) -> float:
     """Throughput at ``world`` over ``world / base_world`` times the baseline's (weak
     scaling: the per-device batch fixed)."""
     batch = batch or setup.batch
-    timeline = case_timeline(timeline, setup)
     step = case_step(timeline, setup, batch)
     return case_step(timeline, setup, batch, baseline=True) / step
 
 
 def train_time(timeline: BucketTimeline, setup: Setup) -> float:
     """A training's time, up to a constant: each phase's epochs x seconds per image."""
-    timeline = case_timeline(timeline, setup)
     return sum(epochs * case_step(timeline, setup, batch) / batch for epochs, batch in setup.phases)
 
 

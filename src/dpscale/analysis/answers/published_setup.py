@@ -7,7 +7,8 @@ repeated in those words at most, never read to decide.
 - compute: the borrowed profile's shape (published_model.choose_profile), scaled to the
   case's one-device step (per-device batch / one-device img/s): its own img/s, or the one
   of the case its single_device.borrowed_from names; else not predicted;
-- gradient bytes: the model's parameters x the bytes of its wire_precision;
+- gradient bytes: the model's parameters x 4 (fp32, as the backward pass makes them), sent
+  at the bytes of its wire_precision (a wire ratio, laws.engine.RemedyEffect);
 - link: between nodes, the inter-node nominal rate as the bandwidth of the declared
   traffic (one NIC per node carries the inter-node hop) with the latency of its kind (RDMA
   or TCP, published_model.ALPHA_S); inside one node, the intra-node link's nominal rate
@@ -22,6 +23,7 @@ from typing import Any
 
 from dpscale.analysis.answers.published_model import (
     ALPHA_S,
+    FP32_BYTES,
     LINK_KIND_WORDS,
     PARAMETERS,
     PROFILE_PRECISION,
@@ -129,10 +131,10 @@ def setup_for(
         )
     hidden = fields.overlap == DELAYED
     per_value = fields.wire_bytes
-    gradient = PARAMETERS[model] * per_value
+    gradient = PARAMETERS[model] * FP32_BYTES  # the backward's; the wire ratio divides it
     assumptions.append(
         f"gradient bytes {PARAMETERS[model]:,} parameters x {per_value} "
-        f"({fields.wire_precision} all-reduce) = {gradient / 1e6:.1f} MB"
+        f"({fields.wire_precision} all-reduce) = {PARAMETERS[model] * per_value / 1e6:.1f} MB"
     )
     if fields.compute_precision == "amp":
         assumptions.append(
@@ -170,6 +172,7 @@ def setup_for(
         )
     setup = Setup(batch, img_s, gradient, nodes, per_node, beta, alpha, hidden, link, source)
     setup.traffic, setup.link_kind, setup.phases = declared, link_kind, fields.phases
+    setup.wire_ratio = FP32_BYTES / per_value
     setup.own_img_s = bool(single.get("img_s") and single.get("published_in_same_source"))
     if nodes > 1 and isinstance(declared, ParameterServers):
         assumptions.append(_servers_words(declared, nodes, per_node))

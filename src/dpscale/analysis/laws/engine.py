@@ -1,0 +1,380 @@
+"""One step predicted from typed inputs: the one prediction engine every caller of a single
+configuration shares (a user's cluster, the exported-log check, the published cases).
+
+Its inputs, each typed once:
+
+- :class:`ComputeProfile`: one rank's bucket timeline (commmodel.buckets.BucketTimeline),
+  the per-device batch, the one-device step and its 95% range, the gradient bytes the
+  backward pass makes, and where they came from;
+- the traffic: a ``plan.traffic.Traffic``, declared by the strategy or the case;
+- :class:`RemedyEffect`: what a remedy does to the buckets, read from its declaration
+  (plan.remedies.Remedy: bytes divided by its wire ratio, hidden behind the next step,
+  collectives per bucket), never from its name;
+- :class:`Overlap`: the buckets as the timeline has them, or all bytes after the backward;
+- the pricing (:class:`Pricing`): a nominal or fitted ``plan.link.Link`` priced by
+  ``plan.traffic.seconds`` (:class:`LinkPricing`), or a measured collective curve
+  (laws.cluster_link.CollectiveCurve, :class:`CurvePricing`; an all-reduce, so it refuses
+  any other traffic);
+- the layout: a ``plan.layout.Layout``.
+
+The step is the bucket mechanism (commmodel.buckets.bucket_step) with kappa 0 (the devices
+share no cores): forward, backward with each bucket's collectives served in order as it is
+ready, optimizer; a hidden remedy runs the collectives behind the next step (step =
+max(compute, their sum)). Each bucket of ``S`` bytes sends ``k`` collectives of
+``S / (ratio k)`` bytes each, priced by the link or the curve (k x one collective's time).
+
+Ranges: the step at the corners of the compute range and the collectives' range (a
+measured time has none: the point stands for both ends). Every number is an extrapolation.
+
+The fitted study model (commmodel.model) keeps its own vectorised form: it fits its
+parameters by least squares over many rows at once, and its network term is plan.traffic's
+same price precomputed per row (wire_factor, hops) (docs/decisions/one-prediction-engine.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Protocol
+
+import numpy as np
+
+from dpscale.analysis.laws.cluster_link import CollectiveCurve, bucket_costs
+from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, bucket_step, timeline_rows
+from dpscale.plan import traffic as plan_traffic
+from dpscale.plan.layout import Layout
+from dpscale.plan.link import Link
+from dpscale.plan.remedies import BY_NAME, NO_REMEDY, Remedy
+from dpscale.plan.traffic import RING, Traffic
+
+KIND = "extrapolated"
+TARGET_EFFICIENCY = 0.9
+MAX_WIRE_RATIO = 1000.0
+ONE_DEVICE = "nothing sent (one device)"
+NO_BYTES = "nothing sent (no gradient bytes)"
+
+
+class Overlap(Enum):
+    """How the collectives overlap the backward pass: each bucket as the timeline has it
+    (DDP, Horovod), or one bucket of all the bytes after the backward (ChainerMN)."""
+
+    BUCKETS = "buckets"
+    AFTER_BACKWARD = "after_backward"
+
+    def words(self) -> str:
+        if self is Overlap.AFTER_BACKWARD:
+            return "all gradient bytes all-reduced after the backward pass"
+        return "buckets served in order as the backward pass makes them ready"
+
+
+def overlapped(timeline: BucketTimeline, overlap: Overlap) -> BucketTimeline:
+    """The timeline in ``overlap``: the one place an overlap changes the buckets (after the
+    backward: the same compute, one bucket of all the bytes, ready at the backward's end)."""
+    if overlap is Overlap.AFTER_BACKWARD:
+        return replace(timeline, ready=np.array([1.0]), share=np.array([1.0]))
+    return timeline
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """One device's compute: its bucket timeline, per-device batch, step seconds with the
+    95% range (lo, hi; the point where none), the gradient bytes its backward pass makes
+    (before any remedy) and the words saying where they came from."""
+
+    timeline: BucketTimeline
+    batch: int
+    step_s: float
+    lo: float
+    hi: float
+    gradient_bytes: float
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("step_s", "lo", "hi"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"compute.{name}: {value!r} is not a finite number > 0")
+        if not self.lo <= self.step_s <= self.hi:
+            raise ValueError(
+                f"compute: the range {self.lo!r}-{self.hi!r} does not hold the step {self.step_s!r}"
+            )
+        if not (math.isfinite(self.gradient_bytes) and self.gradient_bytes >= 0):
+            raise ValueError(f"compute.gradient_bytes: {self.gradient_bytes!r} is not >= 0")
+
+    @classmethod
+    def point(
+        cls, timeline: BucketTimeline, batch: int, step_s: float, gradient_bytes: float, source: str
+    ) -> ComputeProfile:
+        """A profile without a range: the point stands for both ends."""
+        return cls(timeline, batch, step_s, step_s, step_s, gradient_bytes, source)
+
+
+@dataclass(frozen=True)
+class RemedyEffect:
+    """What a remedy does to one step's collectives: the gradient bytes divided by
+    ``wire_ratio``, ``hidden`` behind the next step, ``collectives_per_bucket`` each
+    bucket sends; ``words`` names it."""
+
+    wire_ratio: float = 1.0
+    hidden: bool = False
+    collectives_per_bucket: int = 1
+    words: str = "no remedy"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.wire_ratio) and self.wire_ratio > 0):
+            raise ValueError(f"remedy.wire_ratio: {self.wire_ratio!r} is not a finite number > 0")
+        if self.collectives_per_bucket < 1:
+            raise ValueError(
+                f"remedy.collectives_per_bucket: {self.collectives_per_bucket!r} is not >= 1"
+            )
+
+    @classmethod
+    def of(cls, remedy: Remedy, wire_ratio: float | None = None) -> RemedyEffect:
+        """A declared remedy's effect (plan.remedies.Remedy); ``wire_ratio``: the measured
+        ratio of a remedy that declares none (PowerSGD's depends on the layers)."""
+        ratio = remedy.wire_ratio if wire_ratio is None else wire_ratio
+        if ratio is None:
+            raise ValueError(
+                f"remedy.wire_ratio: {remedy.name} declares none (it is measured); give the "
+                "ratio its cells recorded"
+            )
+        words = f"remedy {remedy.name}: {remedy.words}"
+        return cls(float(ratio), remedy.hidden, remedy.collectives_per_bucket, words)
+
+    def with_wire_ratio(self, ratio: float) -> RemedyEffect:
+        """The same remedy sending its bytes divided by ``ratio`` instead."""
+        return replace(self, wire_ratio=ratio)
+
+
+NO_EFFECT = RemedyEffect.of(BY_NAME[NO_REMEDY])
+
+
+@dataclass(frozen=True)
+class BucketPrices:
+    """Each bucket's collectives, seconds: the point and its 95% range (the point where the
+    pricing has none), and the basis of the numbers in a few words each."""
+
+    point: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    bases: tuple[str, ...]
+
+
+class Pricing(Protocol):
+    """Prices one collective of each message (bytes) through ``traffic`` over ``layout``."""
+
+    def price(self, messages: np.ndarray, traffic: Traffic, layout: Layout) -> BucketPrices: ...
+
+
+@dataclass(frozen=True)
+class LinkPricing:
+    """A nominal or fitted link, priced by plan.traffic.seconds (no range: a link's rate is
+    taken as given; an infinite rate sends its bytes in no time, an unknown one is refused)."""
+
+    link: Link
+
+    def price(self, messages: np.ndarray, traffic: Traffic, layout: Layout) -> BucketPrices:
+        link = self.link
+        if not (link.bytes_per_s > 0 and math.isfinite(link.latency_s) and link.latency_s >= 0):
+            raise ValueError(
+                f"link: {link.name} has no known bandwidth and latency "
+                f"({link.bytes_per_s!r} bytes/s, {link.latency_s!r} s) to price {traffic.words()}"
+            )
+        nodes, per_node = layout.nodes, layout.devices_per_node
+        point = plan_traffic.seconds(
+            traffic, messages, nodes, per_node, link.bytes_per_s, link.latency_s
+        )
+        point = np.asarray(point, dtype=float)
+        basis = f"{traffic.words()} on {link.name} ({link.words()}, {link.source})"
+        return BucketPrices(point, point, point, (basis,))
+
+
+@dataclass(frozen=True)
+class CurvePricing:
+    """A measured all-reduce curve (an nccl-tests log): its own times where it covers the
+    size and ranks, the ring law fitted to it elsewhere. It measured an all-reduce, so any
+    other traffic is refused rather than priced as a ring."""
+
+    curve: CollectiveCurve
+
+    def price(self, messages: np.ndarray, traffic: Traffic, layout: Layout) -> BucketPrices:
+        if traffic.kind != RING:
+            raise ValueError(
+                f"traffic: a measured all-reduce curve cannot price {traffic.words()} "
+                f"({traffic.kind}); it prices only {RING}"
+            )
+        times = bucket_costs(self.curve, messages, layout.world_size).times
+        point = np.array([time.seconds for time in times], dtype=float)
+        lo = np.array([t.lo if math.isfinite(t.lo) else t.seconds for t in times], dtype=float)
+        hi = np.array([t.hi if math.isfinite(t.hi) else t.seconds for t in times], dtype=float)
+        return BucketPrices(point, lo, hi, tuple(dict.fromkeys(t.basis for t in times)))
+
+
+def collective_prices(
+    profile: ComputeProfile,
+    timeline: BucketTimeline,
+    traffic: Traffic,
+    pricing: Pricing,
+    layout: Layout,
+    remedy: RemedyEffect,
+) -> BucketPrices:
+    """Each bucket of ``timeline`` priced: its share of the gradient bytes divided by the
+    remedy's wire ratio, in its collectives per bucket; a bucket of no bytes costs nothing;
+    at one device nothing is sent."""
+    k = len(timeline.share)
+    point, lo, hi = np.zeros(k), np.zeros(k), np.zeros(k)
+    if layout.world_size < 2:
+        return BucketPrices(point, lo, hi, (ONE_DEVICE,))
+    sent = np.flatnonzero(timeline.share > 0)
+    if not sent.size:
+        return BucketPrices(point, lo, hi, (NO_BYTES,))
+    each = remedy.collectives_per_bucket
+    message = timeline.share[sent] * profile.gradient_bytes / remedy.wire_ratio / each
+    prices = pricing.price(message, traffic, layout)
+    point[sent], lo[sent], hi[sent] = each * prices.point, each * prices.lo, each * prices.hi
+    return BucketPrices(point, lo, hi, prices.bases)
+
+
+def bucket_step_s(
+    timeline: BucketTimeline, batch: int, compute_s: float, costs: np.ndarray, hidden: bool
+) -> float:
+    """One step of the bucket mechanism (commmodel.buckets.bucket_step) at one row: kappa 0,
+    no remedy work, no host ceiling."""
+    rows = timeline_rows(timeline, np.array([math.inf]))
+    rows.hidden = np.array([bool(hidden)])
+    one = np.array([1.0])
+    step = bucket_step(
+        rows, np.array([float(batch)]), np.array([compute_s]), costs[None, :], 0.0, one, one * 0
+    )
+    return float(step[0])
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    """One configuration's step predicted: seconds, img/s, speed-up and efficiency over one
+    device (its compute alone), each with its range, and what they rest on."""
+
+    layout: Layout
+    batch: int
+    step_s: float
+    step_lo_s: float
+    step_hi_s: float
+    img_s: float
+    img_s_lo: float
+    img_s_hi: float
+    speedup: float
+    speedup_lo: float
+    speedup_hi: float
+    efficiency: float
+    efficiency_lo: float
+    efficiency_hi: float
+    collective_bases: tuple[str, ...]
+    remedy: str
+    overlap: str
+    compute_source: str
+    kind: str = KIND
+
+    @property
+    def basis(self) -> str:
+        """Everything the numbers rest on, in one line."""
+        parts = (*self.collective_bases, self.remedy, self.overlap, self.compute_source)
+        return f"{self.kind}: " + "; ".join(parts)
+
+
+def predict_step(
+    profile: ComputeProfile,
+    traffic: Traffic,
+    pricing: Pricing,
+    layout: Layout,
+    remedy: RemedyEffect = NO_EFFECT,
+    overlap: Overlap = Overlap.BUCKETS,
+) -> StepPrediction:
+    """The step of ``profile`` over ``layout``, its collectives ``traffic`` priced by
+    ``pricing``, with ``remedy`` and ``overlap`` applied (module doc)."""
+    timeline = overlapped(profile.timeline, overlap)
+    prices = collective_prices(profile, timeline, traffic, pricing, layout, remedy)
+    step = bucket_step_s(timeline, profile.batch, profile.step_s, prices.point, remedy.hidden)
+    world = layout.world_size
+    steps, speedups = [step], [world * profile.step_s / step]
+    ranged = profile.lo != profile.hi or not (
+        np.array_equal(prices.lo, prices.point) and np.array_equal(prices.hi, prices.point)
+    )
+    if ranged:
+        steps, speedups = [], []
+        for compute, costs in itertools.product((profile.lo, profile.hi), (prices.lo, prices.hi)):
+            corner = bucket_step_s(timeline, profile.batch, compute, costs, remedy.hidden)
+            steps.append(corner)
+            speedups.append(world * compute / corner)
+    speedup = world * profile.step_s / step
+    images = world * profile.batch
+    return StepPrediction(
+        layout=layout,
+        batch=profile.batch,
+        step_s=step,
+        step_lo_s=min(steps),
+        step_hi_s=max(steps),
+        img_s=images / step,
+        img_s_lo=images / max(steps),
+        img_s_hi=images / min(steps),
+        speedup=speedup,
+        speedup_lo=min(speedups),
+        speedup_hi=max(speedups),
+        efficiency=speedup / world,
+        efficiency_lo=min(speedups) / world,
+        efficiency_hi=max(speedups) / world,
+        collective_bases=prices.bases,
+        remedy=remedy.words,
+        overlap=overlap.words(),
+        compute_source=profile.source,
+    )
+
+
+def point_efficiency(
+    profile: ComputeProfile,
+    traffic: Traffic,
+    pricing: Pricing,
+    layout: Layout,
+    remedy: RemedyEffect = NO_EFFECT,
+    overlap: Overlap = Overlap.BUCKETS,
+) -> float:
+    """The one-device step over the predicted step, at the point values."""
+    step = predict_step(profile, traffic, pricing, layout, remedy, overlap).step_s
+    return profile.step_s / step
+
+
+def wire_ratio_for(
+    profile: ComputeProfile,
+    traffic: Traffic,
+    pricing: Pricing,
+    layout: Layout,
+    remedy: RemedyEffect = NO_EFFECT,
+    overlap: Overlap = Overlap.BUCKETS,
+    target: float = TARGET_EFFICIENCY,
+) -> tuple[float, str]:
+    """The wire ratio the remedy must reach (the bytes divided by it, the latency kept) for
+    ``target`` efficiency: 1 where already met; bisection on [1, MAX_WIRE_RATIO]; NaN and
+    why where not."""
+
+    def efficiency_at(ratio: float) -> float:
+        sent = remedy.with_wire_ratio(ratio)
+        return point_efficiency(profile, traffic, pricing, layout, sent, overlap)
+
+    return _bisect(lambda ratio: efficiency_at(ratio) >= target)
+
+
+def _bisect(meets: Callable[[float], bool]) -> tuple[float, str]:
+    if meets(1.0):
+        return 1.0, "already met uncompressed"
+    if not meets(MAX_WIRE_RATIO):
+        return math.nan, (
+            f"not reachable by compression up to {MAX_WIRE_RATIO:.0f}x: the collectives' "
+            "latency alone keeps the efficiency below the target"
+        )
+    low, high = 1.0, MAX_WIRE_RATIO
+    while high / low > 1.001:
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high, "bisection on the bytes sent (latency kept)"
