@@ -5,6 +5,7 @@ config errors."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -40,15 +41,26 @@ def true_step(nodes: int, devices: int, network: str, batch: float, g: float) ->
 
 
 def synthetic_windows(g: float, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    return windows_of(lambda n, d, net, b: true_step(n, d, net, b, g), noise=noise, seed=seed)
+
+
+def windows_of(
+    step_of: Callable[[int, int, str, int], float],
+    strategy: str = "torch-ddp",
+    noise: float = 0.0,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Three windows of every layout and batch, each ``step_of(nodes, devices, network,
+    batch)`` seconds with log-normal ``noise``."""
     random = np.random.default_rng(seed)
     rows = []
     for nodes, devices, network in LAYOUTS:
         for batch in BATCHES:
-            step = true_step(nodes, devices, network, batch, g)
+            step = step_of(nodes, devices, network, batch)
             for window in range(3):
                 rows.append(
                     {
-                        "strategy": "torch-ddp",
+                        "strategy": strategy,
                         "model": "m",
                         "mode": "synthetic",
                         "nodes": nodes,

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_commmodel import BATCHES, LAYOUTS, NETWORKS, PARAMS, TRUE, value
+from test_commmodel import NETWORKS, PARAMS, TRUE, value, windows_of
 
 from dpscale.analysis.laws import commmodel
 from dpscale.plan import ring, traffic
@@ -154,33 +154,16 @@ ZERO = "zero-test"
 def zero_windows(declared: traffic.Traffic) -> pd.DataFrame:
     """test_commmodel's synthetic study, its network part priced by ``declared``."""
     rate = {"slow": 1e9 / 8 * TRUE["eta"], "fast": 1e10 / 8 * TRUE["eta"], "host": TRUE["host"]}
-    rows = []
-    for nodes, devices, network in LAYOUTS:
+
+    def step_of(nodes: int, devices: int, network: str, batch: int) -> float:
         colocated = nodes * devices if network != "host" else devices
-        for batch in BATCHES:
-            step = (1 + TRUE["sigma"] * (colocated - 1)) * batch / TRUE["v0"] + TRUE["t_c1"]
-            if nodes * devices > 1:
-                latency = TRUE["alpha0"]
-                step += traffic.seconds(
-                    declared, 4 * PARAMS, nodes, devices, rate[network], latency
-                )
-            for window in range(3):
-                rows.append(
-                    {
-                        "strategy": ZERO,
-                        "model": "m",
-                        "mode": "synthetic",
-                        "nodes": nodes,
-                        "network": network,
-                        "devices_per_node": devices,
-                        "world_size": nodes * devices,
-                        "batch_per_device": batch,
-                        "quality": "ok",
-                        "window": window,
-                        "step_time_s": step,
-                    }
-                )
-    return pd.DataFrame(rows)
+        step = (1 + TRUE["sigma"] * (colocated - 1)) * batch / TRUE["v0"] + TRUE["t_c1"]
+        if nodes * devices == 1:
+            return step
+        latency = TRUE["alpha0"]
+        return step + traffic.seconds(declared, 4 * PARAMS, nodes, devices, rate[network], latency)
+
+    return windows_of(step_of, strategy=ZERO)
 
 
 def fit_zero(declared: traffic.Traffic, windows: pd.DataFrame) -> pd.DataFrame:
