@@ -76,6 +76,12 @@ def shown(table: pd.DataFrame) -> str:
     """The printed table: each number with its range."""
     lines = []
     for _, row in table.iterrows():
+        if row["status"] != cp.OK:
+            lines.append(
+                f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  {row['status']}: "
+                f"{row['reason']}  [{row['kind']}]"
+            )
+            continue
         lines.append(
             f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  "
             f"step {row['step_time_s'] * 1e3:.1f} ms "
