@@ -219,6 +219,8 @@ LARGEST = "  1907.8   70.35  123.11      0"
          "has algbw 'inf' at line 42 (in-place): not a number"),
         (lambda: edited(LARGEST, "  1e999   70.35  123.11      0"),
          "has time '1e999' at line 42 (in-place): not a finite number"),
+        (lambda: edited(LARGEST, "  1.91e3   70.35  123.11      0"),
+         "has time '1.91e3' at line 42 (in-place): not as all_reduce_perf prints it"),
         (lambda: edited(LARGEST, "  1907.8   70.35 -123.11      0"),
          "has busbw '-123.11' GB/s at line 42 (in-place); allowed: a bandwidth of 0 or more"),
         (lambda: edited(LARGEST, "  1_907.8  70.35  123.11      0"),
@@ -249,7 +251,7 @@ LARGEST = "  1907.8   70.35  123.11      0"
          "says '# Out of bounds values : 00003 OK': nccl-tests found wrong results"),
     ],
     ids=["one-negative-time", "all-negative", "zero-time", "nan-busbw", "inf-algbw",
-         "huge-time", "negative-busbw", "underscore", "algbw-edited", "busbw-edited",
+         "huge-time", "exponent", "negative-busbw", "underscore", "algbw-edited", "busbw-edited",
          "zero-size", "negative-size", "arabic-digit-size", "shrinking-sizes", "extra-column",
          "missing-column", "negative-wrong", "wrong-in-g-format", "out-of-bounds"],
 )  # fmt: skip
@@ -350,8 +352,21 @@ def test_several_runs_in_one_log_are_rows_of_their_own(tmp_path):
         ("tf-cnn-benchmarks", lambda: lines(TF_CNN)[:-1], 2,
          "is truncated: the run from line 2 has no 'total images/sec:' line"),
         ("tf-cnn-benchmarks", lambda: lines(SLINGSHOT), 2, "has no tf-cnn-benchmarks run"),
+        ("tf-cnn-benchmarks",
+         lambda: [line.replace("Batch size:  128 global", "Batch size:  32 global")
+                  for line in lines(TF_CNN)], 2,
+         "has 'Batch size: 32 global' and '64 per device' in the run from line 2; allowed: a "
+         "global batch that is a whole number of devices' batches"),
+        ("horovod-synthetic",
+         lambda: [line.replace("432.8 +-4.9", "0.0 +-4.9") for line in lines(HOROVOD_4)], 4,
+         "has img_s 0.0 in the run from line 1; allowed: above 0"),
+        ("horovod-synthetic",
+         lambda: [line.replace("Batch size: 32", "Batch size: " + "9" * 5000)
+                  for line in lines(HOROVOD_4)], 4,
+         "has no 'Batch size:' line in the run from line 1"),
     ],
-    ids=["truncated", "other-layout", "other-kind", "tf-truncated", "not-a-tf-log"],
+    ids=["truncated", "other-layout", "other-kind", "tf-truncated", "not-a-tf-log",
+         "tf-global-below-per-device", "zero-img-s", "batch-of-5000-digits"],
 )  # fmt: skip
 def test_a_bad_throughput_log_is_refused_with_one_line(kind, log, ranks, expected):
     with pytest.raises(LogError) as error:

@@ -57,12 +57,39 @@ def _over(kind: FileKind, found: str) -> Unreadable:
     )
 
 
-def _not_utf8(data: bytes, error: UnicodeDecodeError) -> Unreadable:
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return Unreadable(
-            "is not UTF-8 (UTF-16: it starts with a UTF-16 byte-order mark); allowed: UTF-8 "
-            "text (iconv -f UTF-16 -t UTF-8 converts it)"
+# byte-order marks of the encodings a Windows tool or PowerShell's redirection writes
+MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def _other_encoding(data: bytes) -> None:
+    """Unreadable where ``data`` starts with another encoding's byte-order mark or holds a
+    NUL byte (UTF-16 without a mark, binary, or a file cut by a crash, which ends in NULs):
+    each decodes as UTF-8 but is not text."""
+    for mark, name in MARKS:
+        if data.startswith(mark):
+            raise Unreadable(
+                f"is not UTF-8 ({name}: it starts with a {name} byte-order mark); allowed: "
+                f"UTF-8 text (iconv -f {name} -t UTF-8 converts it)"
+            )
+    if b"\0" in data:
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        if b"\0" not in data.rstrip(b"\0"):  # what a crash leaves of a file being written
+            raise Unreadable(
+                f"is cut short: NUL bytes from line {line} to its end (the machine stopped "
+                "while it was written); allowed: the whole output of a run"
+            )
+        raise Unreadable(
+            f"is not UTF-8 text (a NUL byte at line {line}: UTF-16 without a byte-order mark, "
+            "or binary); allowed: UTF-8 text (iconv -f UTF-16 -t UTF-8 converts UTF-16)"
         )
+
+
+def _invalid(data: bytes, error: UnicodeDecodeError) -> Unreadable:
     line = data.count(b"\n", 0, error.start) + 1
     return Unreadable(
         f"is not UTF-8 (byte 0x{data[error.start]:02x} at line {line}); allowed: UTF-8 text "
@@ -84,13 +111,8 @@ def read_text(path: str | Path, kind: FileKind) -> str:
     if len(data) > kind.bound:  # a file that grew, or a device with no end
         raise _over(kind, f"more than {kind.bound:,} bytes")
     data = data.removeprefix(b"\xef\xbb\xbf")
-    if b"\0" in data and data[:2] not in (b"\xff\xfe", b"\xfe\xff"):
-        line = data.count(b"\n", 0, data.index(b"\0")) + 1
-        raise Unreadable(
-            f"is not UTF-8 text (a NUL byte at line {line}: UTF-16 without a byte-order mark, "
-            "or binary); allowed: UTF-8 text (iconv -f UTF-16 -t UTF-8 converts UTF-16)"
-        )
+    _other_encoding(data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _not_utf8(data, error) from None
+        raise _invalid(data, error) from None

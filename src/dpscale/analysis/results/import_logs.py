@@ -106,6 +106,11 @@ ROW_START = re.compile(r"^(?:[+-]?\.?\d|[+-]?(?:nan|inf))", re.IGNORECASE)
 # the numbers nccl-tests prints (printf %f, %g): ASCII digits, a short exponent
 NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
 WHOLE = re.compile(r"[0-9]{1,18}")
+# a type or op name as nccl-tests prints them (float, bfloat16, f8e4m3; sum, avg, mulsum):
+# a lower-case word, not a closed list, so a later version's new names still read
+NAME = re.compile(r"[a-z][a-z0-9_]{0,15}")
+ROOT = re.compile(r"-?[0-9]{1,9}")
+DECIMAL = re.compile(r"[0-9]+\.?[0-9]*|\.[0-9]+")  # printf %f: time, algbw, busbw
 # all_reduce_perf -e is bounded by a device's memory: a petabyte is no device's message
 MAX_MESSAGE_BYTES = 2**50
 MAX_TIME_US = 3.6e9  # an hour per call: no all-reduce nccl-tests times
@@ -191,15 +196,20 @@ class _Cell:
 
 
 def _number(word: str, what: str, line: int, placement: str) -> float:
-    """A printed number, finite; else a LogError naming the line."""
+    """A number as printf's %f prints it (a negative one is returned for its caller to
+    refuse with its own words); else a LogError naming the line."""
     value = float(word) if NUMBER.fullmatch(word) else math.nan
-    if not math.isfinite(value):
-        kind = "not a finite number" if NUMBER.fullmatch(word) else "not a number"
-        raise LogError(
-            f"has {what} {quoted(word, 20)} at line {line} ({placement}): {kind}; allowed: the "
-            "numbers all_reduce_perf prints"
-        )
-    return value
+    if math.isfinite(value) and (value < 0 or DECIMAL.fullmatch(word)):
+        return value
+    kind = "not a number"
+    if math.isfinite(value):
+        kind = "not as all_reduce_perf prints it (digits and a point)"
+    elif NUMBER.fullmatch(word):
+        kind = "not a finite number"
+    raise LogError(
+        f"has {what} {quoted(word, 20)} at line {line} ({placement}): {kind}; allowed: the "
+        "numbers all_reduce_perf prints"
+    )
 
 
 def _cell(words: list[str], start: int, line: int, placement: str, size: int) -> _Cell:
@@ -224,8 +234,9 @@ def _cell(words: list[str], start: int, line: int, placement: str, size: int) ->
     return _Cell(line, placement, size, tuple(words[start : start + 3]), (time_us, algbw, busbw))
 
 
-def _size(words: list[str], line: int, previous: tuple[int, int] | None) -> int:
-    """The row's size in bytes: whole, above 0, not below the row before's."""
+def _size(words: list[str], line: int, previous: tuple[int, int] | None, root: bool) -> int:
+    """The row's size in bytes (whole, above 0, not below the row before's), once its count,
+    type, op and root (where the table has one) are as nccl-tests prints them."""
     if not WHOLE.fullmatch(words[0]) or not 0 < int(words[0]) <= MAX_MESSAGE_BYTES:
         raise LogError(
             f"has size {quoted(words[0], 20)} at line {line}; allowed: a whole number of bytes "
@@ -237,10 +248,20 @@ def _size(words: list[str], line: int, previous: tuple[int, int] | None) -> int:
             f"has size {size:,} at line {line} after {previous[0]:,} at line {previous[1]}; "
             "allowed: sizes that grow down the table (one run per file)"
         )
+    if root and not ROOT.fullmatch(words[4]):
+        raise LogError(
+            f"has root {quoted(words[4], 20)} at line {line}; allowed: a rank number (-1: none)"
+        )
     if not WHOLE.fullmatch(words[1]):
         raise LogError(
             f"has count {quoted(words[1], 20)} at line {line}; allowed: a whole number of elements"
         )
+    for what, word in (("type", words[2]), ("redop", words[3])):
+        if not NAME.fullmatch(word) or word in ("nan", "inf", "infinity"):
+            raise LogError(
+                f"has {what} {quoted(word, 20)} at line {line}; allowed: a name as "
+                "all_reduce_perf prints it (float, bfloat16; sum, avg)"
+            )
     return size
 
 
@@ -249,7 +270,7 @@ def _wrong(value: str, kind: str, line: int, placement: str) -> bool:
     'error' column holds a rounding error, a number of 0 or more."""
     if value == "N/A":
         return False
-    number = float(value) if NUMBER.fullmatch(value) else math.nan
+    number = float(value) if NUMBER.fullmatch(value) and value[0] not in "+-" else math.nan
     counted = math.isfinite(number) and number >= 0
     if not counted or (kind == "#wrong" and number != int(number)):
         allowed = "a count of wrong elements or N/A" if kind == "#wrong" else "a number or N/A"
@@ -287,7 +308,7 @@ def _rows(
         line = number + 1
         if len(words) != len(columns):
             raise _short_row(lines, number, len(columns), len(words))
-        size = _size(words, line, previous)
+        size = _size(words, line, previous, columns[4] == "root")
         previous = (size, line)
         for name, block in names.items():
             cells.append(_cell(words, block, line, name, size))
