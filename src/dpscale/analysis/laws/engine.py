@@ -59,6 +59,10 @@ KIND = "extrapolated"
 NOT_RESOLVED = "not resolved"
 TARGET_EFFICIENCY = 0.9
 MAX_WIRE_RATIO = 1000.0
+# the largest data-parallel runs use about 10^5 devices: a layout ten times that is no
+# cluster a one-device profile and one log can stand for (and the ring law at 10^400 ranks
+# overflows a float); refused in one line
+MAX_DEVICES = 2**20
 ONE_DEVICE = "nothing sent (one device)"
 NO_BYTES = "nothing sent (no gradient bytes)"
 
@@ -99,6 +103,8 @@ class ComputeProfile:
     source: str
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise ValueError(f"compute.batch: {self.batch!r} is not a whole number >= 1")
         for name in ("step_s", "lo", "hi"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -309,7 +315,9 @@ def predict_step(
     overlap: Overlap = Overlap.BUCKETS,
 ) -> StepPrediction:
     """The step of ``profile`` over ``layout``, its collectives ``traffic`` priced by
-    ``pricing``, with ``remedy`` and ``overlap`` applied (module doc)."""
+    ``pricing``, with ``remedy`` and ``overlap`` applied (module doc); a layout of more
+    than MAX_DEVICES devices is refused."""
+    check_layout(layout)
     timeline = overlapped(profile.timeline, overlap)
     prices = collective_prices(profile, timeline, traffic, pricing, layout, remedy)
     if prices.unresolved:
@@ -348,6 +356,24 @@ def predict_step(
         overlap=overlap.words(),
         compute_source=profile.source,
     )
+
+
+def check_layout(layout: Layout) -> None:
+    """A layout a prediction can stand for: 1 to MAX_DEVICES devices; else one line."""
+    world = layout.world_size
+    if not 1 <= world <= MAX_DEVICES:
+        nodes, per_node = _count(layout.nodes), _count(layout.devices_per_node)
+        raise ValueError(
+            f"layout: {nodes} nodes x {per_node} devices per node is {_count(world)} devices; "
+            f"allowed: 1 to {MAX_DEVICES:,} (no cluster is larger)"
+        )
+
+
+def _count(number: int) -> str:
+    """A whole number in words a line can hold, however many digits it has."""
+    if abs(number) < 10**15:
+        return f"{number:,}"
+    return f"about 10^{int(abs(number).bit_length() * math.log10(2))}"
 
 
 def _not_resolved(
