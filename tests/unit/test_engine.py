@@ -210,14 +210,14 @@ def test_bad_inputs_are_refused_in_one_line():
         # implausible layouts: the ring law at 10^400 ranks overflowed a float (a traceback)
         (
             lambda: en.predict_step(profile(), RING, link(), Layout(10**400, 4)),
-            "layout: about 10^400 nodes x 4 devices per node is about 10^400 devices; allowed: "
-            "1 to 1,048,576",
+            "layout: about 10^400 devices in all (nodes about 10^400, devices_per_node 4); "
+            "allowed: 1 to 1,048,576",
         ),
         (
             lambda: en.predict_step(profile(), RING, en.CurvePricing(curve()), Layout(2, 2**20)),
-            "layout: 2 nodes x 1,048,576 devices per node is 2,097,152 devices",
+            "layout: 2,097,152 devices in all (nodes 2, devices_per_node 1,048,576)",
         ),
-        (lambda: en.wire_ratio_for(profile(), RING, link(), Layout(0, 4)), "layout: 0 nodes"),
+        (lambda: en.wire_ratio_for(profile(), RING, link(), Layout(0, 4)), "layout: 0 devices"),
     ]
     for call, words in cases:
         with pytest.raises(ValueError) as error:

@@ -362,10 +362,10 @@ def check_layout(layout: Layout) -> None:
     """A layout a prediction can stand for: 1 to MAX_DEVICES devices; else one line."""
     world = layout.world_size
     if not 1 <= world <= MAX_DEVICES:
-        nodes, per_node = _count(layout.nodes), _count(layout.devices_per_node)
         raise ValueError(
-            f"layout: {nodes} nodes x {per_node} devices per node is {_count(world)} devices; "
-            f"allowed: 1 to {MAX_DEVICES:,} (no cluster is larger)"
+            f"layout: {_count(world)} devices in all (nodes {_count(layout.nodes)}, "
+            f"devices_per_node {_count(layout.devices_per_node)}); allowed: 1 to "
+            f"{MAX_DEVICES:,} (no cluster is larger)"
         )
 
 
