@@ -113,9 +113,11 @@ def _curve(log_path: Path, ranks: int, rate: Link | None, field: str) -> Collect
         log = parse_all_reduce(read_lines(log_path), ranks)
         return CollectiveCurve.from_log(log, ranks, rate)
     except ValueError as error:  # LogError too
-        name = f"{field}.ranks" if "ranks" in str(error) else f"{field}.nccl_tests_log"
+        if "ranks" not in str(error):  # the file itself: its size, encoding or a row
+            raise NotPredicted(f"{field}.nccl_tests_log: {log_path.name} {error}") from None
         raise NotPredicted(
-            f"{name}: {log_path.name} {error} ({field}.ranks is {ranks}: the ranks the log ran at)"
+            f"{field}.ranks: {log_path.name} {error} ({field}.ranks is {ranks}: the ranks the "
+            "log ran at)"
         ) from None
 
 
