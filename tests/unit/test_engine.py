@@ -206,6 +206,18 @@ def test_bad_inputs_are_refused_in_one_line():
             lambda: en.predict_step(profile(), RING, en.LinkPricing(HOST_LINK), Layout(2, 1)),
             "link: host has no known bandwidth",
         ),
+        (lambda: en.ComputeProfile.point(ONE, 0, 0.1, GRADIENT, "x"), "compute.batch: 0 is"),
+        # implausible layouts: the ring law at 10^400 ranks overflowed a float (a traceback)
+        (
+            lambda: en.predict_step(profile(), RING, link(), Layout(10**400, 4)),
+            "layout: about 10^400 devices in all (nodes about 10^400, devices_per_node 4); "
+            "allowed: 1 to 1,048,576",
+        ),
+        (
+            lambda: en.predict_step(profile(), RING, en.CurvePricing(curve()), Layout(2, 2**20)),
+            "layout: 2,097,152 devices in all (nodes 2, devices_per_node 1,048,576)",
+        ),
+        (lambda: en.wire_ratio_for(profile(), RING, link(), Layout(0, 4)), "layout: 0 devices"),
     ]
     for call, words in cases:
         with pytest.raises(ValueError) as error:

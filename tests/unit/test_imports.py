@@ -183,6 +183,105 @@ def test_a_bad_all_reduce_log_is_refused_with_one_line(log, expected):
     assert "\n" not in str(error.value)
 
 
+def edited(old: str, new: str, path: Path = SLINGSHOT) -> list[str]:
+    """The published log with ``old`` (once, on a row) replaced by ``new``."""
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    return text.replace(old, new).splitlines()
+
+
+def every_time_negated() -> list[str]:
+    """Every row's in-place time negated (the table row of the issue: busbw -41.5 GB/s)."""
+    out = []
+    for line in lines(SLINGSHOT):
+        words = line.split()
+        if words and words[0].isdigit():
+            line = line.replace(f" {words[9]} ", f" -{words[9]} ", 1)
+        out.append(line)
+    return out
+
+
+ROW_8192 = "        8192          2048     float     sum      -1    37.21    0.22    0.39      0"
+LARGEST = "  1907.8   70.35  123.11      0"
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        (lambda: edited("    35.84    0.23", "   -35.84    0.23"),
+         "has time '-35.84' us at line 28 (in-place); allowed: a time above 0"),
+        (every_time_negated, "has time '-17.72' us at line 18 (in-place)"),
+        (lambda: edited("    37.21    0.22", "     0.00    0.22"),
+         "has time '0.00' us at line 28 (out-of-place); allowed: a time above 0"),
+        (lambda: edited(LARGEST, "  1907.8   70.35     nan      0"),
+         "has busbw 'nan' at line 42 (in-place): not a number"),
+        (lambda: edited(LARGEST, "  1907.8     inf  123.11      0"),
+         "has algbw 'inf' at line 42 (in-place): not a number"),
+        (lambda: edited(LARGEST, "  1e999   70.35  123.11      0"),
+         "has time '1e999' at line 42 (in-place): not a finite number"),
+        (lambda: edited(LARGEST, "  1.91e3   70.35  123.11      0"),
+         "has time '1.91e3' at line 42 (in-place): not as all_reduce_perf prints it"),
+        (lambda: edited(LARGEST, "  1907.8   70.35 -123.11      0"),
+         "has busbw '-123.11' GB/s at line 42 (in-place); allowed: a bandwidth of 0 or more"),
+        (lambda: edited(LARGEST, "  1_907.8  70.35  123.11      0"),
+         "has time '1_907.8' at line 42 (in-place): not a number"),
+        (lambda: edited(LARGEST, "  1907.8   72.35  126.61      0"),
+         "has algbw 72.35 GB/s at line 42 (in-place) where size 134,217,728 B over time "
+         "1907.8 us gives 70.35; allowed: nccl-tests' algbw = size / time"),
+        (lambda: edited(LARGEST, "  1907.8   70.35  125.11      0"),
+         "has busbw 125.11 GB/s at line 42 (in-place) where algbw 70.35 x 2(N-1)/N at N = 8 "
+         "ranks gives 123.11"),
+        (lambda: edited("           8             2", "           0             0"),
+         "has size '0' at line 18; allowed: a whole number of bytes from 1 to"),
+        (lambda: edited("           8             2", "          -8             2"),
+         "has size '-8' at line 18"),
+        (lambda: edited("           8             2", "         ٨           2"),
+         "has size '٨' at line 18"),
+        (lambda: edited("        4096          1024", "        1024          1024"),
+         "has size 1,024 at line 27 after 2,048 at line 26; allowed: sizes that grow"),
+        (lambda: edited(ROW_8192, ROW_8192 + "   5"),
+         "has 14 columns at line 28 where its header has 13: '8192"),
+        (lambda: edited(ROW_8192, ROW_8192.replace("   37.21", "")),
+         "has 12 columns at line 28 where its header has 13"),
+        (lambda: edited(LARGEST, "  1907.8   70.35  123.11     -1"),
+         "has #wrong '-1' at line 42 (in-place); allowed: a count of wrong elements or N/A"),
+        (lambda: edited(LARGEST, "  1907.8   70.35  123.11   1e+06"),
+         "has 1 result(s) with #wrong > 0 (first: line 42, size 134217728, #wrong 1e+06)"),
+        (lambda: edited("# Out of bounds values : 0 OK", "# Out of bounds values : 00003 OK"),
+         "says '# Out of bounds values : 00003 OK': nccl-tests found wrong results"),
+    ],
+    ids=["one-negative-time", "all-negative", "zero-time", "nan-busbw", "inf-algbw",
+         "huge-time", "exponent", "negative-busbw", "underscore", "algbw-edited", "busbw-edited",
+         "zero-size", "negative-size", "arabic-digit-size", "shrinking-sizes", "extra-column",
+         "missing-column", "negative-wrong", "wrong-in-g-format", "out-of-bounds"],
+)  # fmt: skip
+def test_a_row_no_run_prints_is_refused_naming_its_line(log, expected):
+    with pytest.raises(LogError) as error:
+        parse_all_reduce(log(), ranks=8)
+    assert str(error.value).startswith(expected), error.value
+    assert "\n" not in str(error.value) and str(error.value).isprintable()
+
+
+def test_no_negative_bandwidth_reaches_the_collectives_table(tmp_path):
+    """The issue's all-negative log gave busbw -41.5 GB/s in the table; now the import stops
+    with one line naming the file and the row."""
+    log = tmp_path / "negative.log"
+    log.write_text("\n".join(every_time_negated()) + "\n")
+    with pytest.raises(LogError) as error:
+        imported_collectives([entry(log)], "demo")
+    assert str(error.value).startswith(f"imports: '{log}' has time '-17.72' us at line 18")
+
+
+def test_a_log_timed_on_the_cpu_checks_busbw_against_algbw_only():
+    """all_reduce_perf -C 1 prints CPU time beside the GPU's bandwidths: they need not agree."""
+    cpu = [line.replace("     time   algbw", "  cputime   algbw") for line in lines(SLINGSHOT)]
+    cpu = [line.replace("  1907.8   70.35", "  1000.0   70.35") for line in cpu]
+    assert parse_all_reduce(cpu, ranks=8).rows[-1].time_us == 1000.0
+    wrong = [line.replace("70.35  123.11", "70.35  125.11") for line in cpu]
+    with pytest.raises(LogError, match="^has busbw 125.11 GB/s at line 42"):
+        parse_all_reduce(wrong, ranks=8)
+
+
 def test_a_log_of_another_layout_is_refused():
     with pytest.raises(LogError, match=r"^lists 8 ranks \('#  Rank' lines\) but nodes x devi"):
         parse_all_reduce(lines(SLINGSHOT), ranks=4)
@@ -253,8 +352,21 @@ def test_several_runs_in_one_log_are_rows_of_their_own(tmp_path):
         ("tf-cnn-benchmarks", lambda: lines(TF_CNN)[:-1], 2,
          "is truncated: the run from line 2 has no 'total images/sec:' line"),
         ("tf-cnn-benchmarks", lambda: lines(SLINGSHOT), 2, "has no tf-cnn-benchmarks run"),
+        ("tf-cnn-benchmarks",
+         lambda: [line.replace("Batch size:  128 global", "Batch size:  32 global")
+                  for line in lines(TF_CNN)], 2,
+         "has 'Batch size: 32 global' and '64 per device' in the run from line 2; allowed: a "
+         "global batch that is a whole number of devices' batches"),
+        ("horovod-synthetic",
+         lambda: [line.replace("432.8 +-4.9", "0.0 +-4.9") for line in lines(HOROVOD_4)], 4,
+         "has img_s 0.0 in the run from line 1; allowed: above 0"),
+        ("horovod-synthetic",
+         lambda: [line.replace("Batch size: 32", "Batch size: " + "9" * 5000)
+                  for line in lines(HOROVOD_4)], 4,
+         "has no 'Batch size:' line in the run from line 1"),
     ],
-    ids=["truncated", "other-layout", "other-kind", "tf-truncated", "not-a-tf-log"],
+    ids=["truncated", "other-layout", "other-kind", "tf-truncated", "not-a-tf-log",
+         "tf-global-below-per-device", "zero-img-s", "batch-of-5000-digits"],
 )  # fmt: skip
 def test_a_bad_throughput_log_is_refused_with_one_line(kind, log, ranks, expected):
     with pytest.raises(LogError) as error:

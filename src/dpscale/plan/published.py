@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import WORKFLOW_ROOT
 from dpscale.plan.published_cases import check_cases
+from dpscale.plan.user_files import TABLE, Unreadable, read_text
 
 KEY = "published_cases"
 # relative to the workflow's folder; setup.py and MANIFEST.in ship both with an install
@@ -91,10 +93,11 @@ def read_cases(path: str | Path) -> list[dict[str, Any]]:
 
 def _check_profile(path: str) -> None:
     where = f"{KEY}.profile: {path[:80]!r}"
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+    try:  # within the bound for a table, as UTF-8 (plan.user_files)
+        rows = list(csv.DictReader(io.StringIO(read_text(path, TABLE), newline="")))
+    except Unreadable as error:
+        raise ConfigError(f"{where} {error}") from None
+    except csv.Error as error:
         raise ConfigError(f"{where} cannot be read as CSV ({error})") from None
     missing = [c for c in PROFILE_COLUMNS if not rows or c not in rows[0]]
     if missing:

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from dpscale.plan.user_files import TABLE, Unreadable, read_text
+
 
 def read(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
+
+
+def read_given(path: str | Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table a person names (on the command line, in the config): read only within
+    plan.user_files' bound for a table, as UTF-8 CSV holding ``columns``; else Unreadable,
+    one line without the file's name."""
+    text = read_text(path, TABLE)
+    try:
+        table = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise Unreadable(f"is not a CSV table ({first[:120]})") from None
+    missing = [column for column in columns if column not in table]
+    if missing:
+        raise Unreadable(f"lacks column {missing[0]!r} (and {len(missing) - 1} more)")
+    return table
 
 
 def read_optional(path: str | Path | None) -> pd.DataFrame:

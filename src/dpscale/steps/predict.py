@@ -19,10 +19,12 @@ from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
+from dpscale.plan.published import PROFILE_COLUMNS
 from dpscale.plan.traffic import Traffic
+from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
-from dpscale.steps.io import read, read_optional, write, write_lines
+from dpscale.steps.io import read_given, read_optional, write, write_lines
 
 Files = Mapping[str, Any]
 
@@ -41,19 +43,45 @@ class Answer:
     table: pd.DataFrame
 
 
-def _table(path: Path, what: str) -> pd.DataFrame:
+# what the prediction reads of a study's tables (one_device, gradient_bytes, timelines)
+CELLS_COLUMNS = (
+    "strategy",
+    "model",
+    "world_size",
+    "batch_per_device",
+    "status",
+    "comm",
+    "img_s_mean",
+    "img_s_ci95",
+)
+
+
+def _table(path: Path, what: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A study's table the command names by its folder: read within plan.user_files' bound,
+    as UTF-8, with the columns the prediction reads; else one line."""
     if not path.is_file():
         raise SystemExit(
             f"dpscale: predict: {path.parent.parent} has no tables/{path.name} ({what}); give "
             "a study's results folder (results/<study>) after its analysis ran"
         )
-    return read(path)
+    try:
+        return read_given(path, columns)
+    except Unreadable as error:
+        raise SystemExit(
+            f"dpscale: predict: {path} {error}; allowed: {what} as dpscale's analysis wrote it"
+        ) from None
 
 
 def shown(table: pd.DataFrame) -> str:
     """The printed table: each number with its range."""
     lines = []
     for _, row in table.iterrows():
+        if row["status"] != cp.OK:
+            lines.append(
+                f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  {row['status']}: "
+                f"{row['reason']}  [{row['kind']}]"
+            )
+            continue
         lines.append(
             f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  "
             f"step {row['step_time_s'] * 1e3:.1f} ms "
@@ -85,9 +113,11 @@ def _curve(log_path: Path, ranks: int, rate: Link | None, field: str) -> Collect
         log = parse_all_reduce(read_lines(log_path), ranks)
         return CollectiveCurve.from_log(log, ranks, rate)
     except ValueError as error:  # LogError too
-        name = f"{field}.ranks" if "ranks" in str(error) else f"{field}.nccl_tests_log"
+        if "ranks" not in str(error):  # the file itself: its size, encoding or a row
+            raise NotPredicted(f"{field}.nccl_tests_log: {log_path.name} {error}") from None
         raise NotPredicted(
-            f"{name}: {log_path.name} {error} ({field}.ranks is {ranks}: the ranks the log ran at)"
+            f"{field}.ranks: {log_path.name} {error} ({field}.ranks is {ranks}: the ranks the "
+            "log ran at)"
         ) from None
 
 
@@ -150,8 +180,10 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     except ConfigError as error:
         raise SystemExit(f"dpscale: {error}") from None
     tables = Path(results) / "tables"
-    cells = _table(tables / "cells.csv", "the one-device cells")
-    buckets = _table(tables / "bucket_timeline.csv", "the one-rank bucket timeline")
+    cells = _table(tables / "cells.csv", "the one-device cells", CELLS_COLUMNS)
+    buckets = _table(
+        tables / "bucket_timeline.csv", "the one-rank bucket timeline", PROFILE_COLUMNS
+    )
     try:
         found = answer(cells, buckets, cluster, str(tables))
     except NotPredicted as error:

@@ -16,8 +16,9 @@ from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.cell import MODEL_KEY
 from dpscale.plan.paths import WORKFLOW_ROOT
 from dpscale.plan.published import read_cases
+from dpscale.plan.user_files import Unreadable
 from dpscale.render.published_page import published_html
-from dpscale.steps.io import read, write, write_lines
+from dpscale.steps.io import read_given, write, write_lines
 
 Files = Mapping[str, Any]
 
@@ -33,7 +34,10 @@ def shown_path(path: str | Path) -> str:
 def profiles(path: str | Path) -> list[Profile]:
     """The profile table's one-rank timelines, one per (model, precision), each with the
     words naming it in a row (its file is named once, in the summary)."""
-    table = read(path)
+    try:  # checked at plan time (plan.published): read within the same bound
+        table = read_given(path)
+    except Unreadable as error:
+        raise SystemExit(f"dpscale: published_cases.profile: {path} {error}") from None
     for column, unknown in (("precision", ""), ("gpus", "")):
         if column not in table:
             table[column] = unknown  # a study's bucket_timeline.csv from before they existed

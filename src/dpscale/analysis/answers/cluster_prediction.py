@@ -13,6 +13,13 @@ Every number is an extrapolation: nothing was measured on the cluster but its co
 Ranges: the step at the ends of the compute interval and of the collective's range (a
 measured time has no range: the log prints one average per size, and the basis says so).
 The compression for 90% is the engine's search over a remedy's wire ratio.
+
+Not resolved: where a bucket's all-reduce needs the ring law fitted to the log (another rank
+count, a size beyond the log's) and that fit left alpha or beta not resolved, the row has no
+number: every value and range NaN, ``status`` "not resolved" and ``reason`` saying why and
+what would resolve it; the sentence says so instead of a speed-up
+(docs/decisions/not-resolved-predictions.md). A measured time needs no law: rows the log
+covers keep their numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
 from dpscale.analysis.laws.engine import (
     KIND,
     NO_EFFECT,
+    NOT_RESOLVED,
     TARGET_EFFICIENCY,
     ComputeProfile,
     CurvePricing,
@@ -68,7 +76,10 @@ COLUMNS = (
     "gradient_bytes_source",
     "collective_basis",
     "algorithm",
+    "status",
+    "reason",
 )
+OK = "ok"
 
 
 @dataclass(frozen=True)
@@ -245,6 +256,8 @@ def predict(
                 "gradient_bytes_source": bytes_source,
                 "collective_basis": "; ".join(basis),
                 "algorithm": curve.algorithm,
+                "status": OK if found.resolved else NOT_RESOLVED,
+                "reason": found.unresolved,
             }
         )
     return pd.DataFrame(rows, columns=list(COLUMNS))
@@ -257,8 +270,15 @@ def times(value: float) -> str:
 
 
 def sentence(table: pd.DataFrame) -> str:
-    """The answer for the largest node count, with its range and the word extrapolated."""
+    """The answer for the largest node count, with its range and the word extrapolated; or
+    that it is not resolved, why and what would resolve it (no number)."""
     row = table.sort_values("world_size").iloc[-1]
+    if row.get("status", OK) != OK:
+        return (
+            f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
+            f"{row['batch_per_device']}: {NOT_RESOLVED} ({row['reason']}); no speed-up or "
+            "efficiency is given from one device and the cluster's nccl-tests log."
+        )
     return (
         f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
         f"{row['batch_per_device']} are predicted {times(row['speedup'])}x the one-device "

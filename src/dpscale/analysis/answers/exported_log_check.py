@@ -288,6 +288,8 @@ def predict_cell(
         predicted = cp.predict(inputs.timelines[run], device, cluster, total, source).iloc[0]
     except ValueError as error:  # the engine refuses what it cannot price, in one line
         return dict(row, status=NOT_PREDICTED, reason=str(error))
+    if predicted["status"] != cp.OK:  # the law this log's fit leaves open: no number
+        return dict(row, status=NOT_PREDICTED, reason=predicted["reason"])
     step, lo, hi = (predicted[c] for c in ("step_time_s", "step_time_lo_s", "step_time_hi_s"))
     basis = predicted["collective_basis"]
     if basis == MEASURED:

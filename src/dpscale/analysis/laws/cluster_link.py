@@ -3,7 +3,8 @@ collective time of each gradient bucket, and where each number came from.
 
 The log's own times are used wherever it measured the case asked (its rank count, a size
 within its range); elsewhere the ring law (plan.ring) fitted to the log (alpha_beta) stands
-in, and the basis says so. A log whose bus bandwidth exceeds the link's nominal rate did not
+in, and the basis says so; where that fit left alpha or beta not resolved, the law gives no
+number there (NaN, and why). A log whose bus bandwidth exceeds the link's nominal rate did not
 run a plain ring over that link (a tree, NVLS, or the nodes' own fabric carrying part of
 it): its measured times are still what that cluster does, and the curve says which it is.
 """
@@ -33,12 +34,26 @@ GB = 1e9  # nccl-tests' GB/s are 1e9 bytes/s
 @dataclass(frozen=True)
 class CollectiveTime:
     """One all-reduce's seconds, its 95% range where one is justified (NaN where not: the
-    log prints one average per size), and the basis of the number in a few words."""
+    log prints one average per size), and the basis of the number in a few words; where the
+    fitted law is needed and its fit left alpha or beta not resolved, no number (NaN) and
+    ``unresolved`` says why and what would resolve it."""
 
     seconds: float
     lo: float
     hi: float
     basis: str
+    unresolved: str = ""
+
+    @property
+    def resolved(self) -> bool:
+        return not self.unresolved
+
+
+# what would resolve a parameter the log's sizes leave open, in all_reduce_perf's options
+RESOLVES = {
+    "alpha": "sizes down to where latency sets the time (all_reduce_perf -b 8)",
+    "beta": "sizes up to where bandwidth sets the time (all_reduce_perf -e 1G)",
+}
 
 
 def _check_request(message_bytes: float, ranks: int) -> None:
@@ -119,7 +134,8 @@ class CollectiveCurve:
 
     def seconds(self, message_bytes: float, ranks: int) -> CollectiveTime:
         """One all-reduce of ``message_bytes`` over ``ranks``: measured where the log covers
-        it (log-log interpolation between its two nearest sizes), else the fitted ring law."""
+        it (log-log interpolation between its two nearest sizes), else the fitted ring law,
+        or no number (``unresolved``) where the fit left alpha or beta not resolved."""
         _check_request(message_bytes, ranks)
         if ranks == self.ranks and self.sizes[0] <= message_bytes <= self.sizes[-1]:
             return CollectiveTime(self._interpolated(message_bytes), math.nan, math.nan, MEASURED)
@@ -153,15 +169,26 @@ class CollectiveCurve:
         if self.plain_ring is False:
             basis += f"; {NOT_PLAIN_RING}"
         if not fit.resolved:
-            basis += "; " + "; ".join(
-                f"{name} {why}"
-                for name, why in (("alpha", fit.alpha_unresolved), ("beta", fit.beta_unresolved))
-                if why
-            )
+            return self._not_resolved(ranks, basis, fit)
         lo = ring.ring_allreduce_seconds(message_bytes, ranks, fit.beta_hi_bytes_s, fit.alpha_lo)
         hi = ring.ring_allreduce_seconds(message_bytes, ranks, fit.beta_lo_bytes_s, fit.alpha_hi)
         seconds = ring_seconds(message_bytes, ranks, fit)
         return CollectiveTime(float(seconds), float(lo), float(hi), basis)
+
+    def _not_resolved(self, ranks: int, basis: str, fit: AlphaBetaFit) -> CollectiveTime:
+        """No time where the law is needed and its fit left a parameter open: the law
+        stands on both (docs/decisions/not-resolved-predictions.md)."""
+        open_ = [
+            (name, why)
+            for name, why in (("alpha", fit.alpha_unresolved), ("beta", fit.beta_unresolved))
+            if why
+        ]
+        why = "; ".join(f"{name} {reason}" for name, reason in open_)
+        resolves = "would resolve it: a log with " + " and ".join(RESOLVES[n] for n, _ in open_)
+        if ranks != self.ranks:
+            resolves += f", or a log at {ranks} ranks spanning the sizes (its times need no law)"
+        unresolved = f"{basis}; {why}; {resolves}"
+        return CollectiveTime(math.nan, math.nan, math.nan, f"{basis}; {why}", unresolved)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ max(compute, their sum)). Each bucket of ``S`` bytes sends ``k`` collectives of
 Ranges: the step at the corners of the compute range and the collectives' range (a
 measured time has none: the point stands for both ends). Every number is an extrapolation.
 
+Not resolved: where a bucket's price needs a fitted law whose parameter the measurements
+left open (laws.alpha_beta's ``*_unresolved``; a curve's time says so), the step has no
+number: every value and range is NaN and ``unresolved`` says why and what would resolve it
+(docs/decisions/not-resolved-predictions.md).
+
 The fitted study model (commmodel.model) keeps its own vectorised form: it fits its
 parameters by least squares over many rows at once, and its network term is plan.traffic's
 same price precomputed per row (wire_factor, hops) (docs/decisions/one-prediction-engine.md).
@@ -51,8 +56,13 @@ from dpscale.plan.remedies import BY_NAME, NO_REMEDY, Remedy
 from dpscale.plan.traffic import RING, Traffic
 
 KIND = "extrapolated"
+NOT_RESOLVED = "not resolved"
 TARGET_EFFICIENCY = 0.9
 MAX_WIRE_RATIO = 1000.0
+# the largest data-parallel runs use about 10^5 devices: a layout ten times that is no
+# cluster a one-device profile and one log can stand for (and the ring law at 10^400 ranks
+# overflows a float); refused in one line
+MAX_DEVICES = 2**20
 ONE_DEVICE = "nothing sent (one device)"
 NO_BYTES = "nothing sent (no gradient bytes)"
 
@@ -93,6 +103,8 @@ class ComputeProfile:
     source: str
 
     def __post_init__(self) -> None:
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise ValueError(f"compute.batch: {self.batch!r} is not a whole number >= 1")
         for name in ("step_s", "lo", "hi"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -161,6 +173,9 @@ class BucketPrices:
     lo: np.ndarray
     hi: np.ndarray
     bases: tuple[str, ...]
+    unresolved: tuple[
+        str, ...
+    ] = ()  # why some bucket has no price (NaN), and what would resolve it
 
 
 class Pricing(Protocol):
@@ -210,7 +225,9 @@ class CurvePricing:
         point = np.array([time.seconds for time in times], dtype=float)
         lo = np.array([t.lo if math.isfinite(t.lo) else t.seconds for t in times], dtype=float)
         hi = np.array([t.hi if math.isfinite(t.hi) else t.seconds for t in times], dtype=float)
-        return BucketPrices(point, lo, hi, tuple(dict.fromkeys(t.basis for t in times)))
+        unresolved = tuple(dict.fromkeys(t.unresolved for t in times if not t.resolved))
+        bases = tuple(dict.fromkeys(t.basis for t in times))
+        return BucketPrices(point, lo, hi, bases, unresolved)
 
 
 def collective_prices(
@@ -235,7 +252,7 @@ def collective_prices(
     message = timeline.share[sent] * profile.gradient_bytes / remedy.wire_ratio / each
     prices = pricing.price(message, traffic, layout)
     point[sent], lo[sent], hi[sent] = each * prices.point, each * prices.lo, each * prices.hi
-    return BucketPrices(point, lo, hi, prices.bases)
+    return BucketPrices(point, lo, hi, prices.bases, prices.unresolved)
 
 
 def bucket_step_s(
@@ -276,6 +293,11 @@ class StepPrediction:
     overlap: str
     compute_source: str
     kind: str = KIND
+    unresolved: str = ""  # why no number (every value NaN), and what would resolve it
+
+    @property
+    def resolved(self) -> bool:
+        return not self.unresolved
 
     @property
     def basis(self) -> str:
@@ -293,9 +315,13 @@ def predict_step(
     overlap: Overlap = Overlap.BUCKETS,
 ) -> StepPrediction:
     """The step of ``profile`` over ``layout``, its collectives ``traffic`` priced by
-    ``pricing``, with ``remedy`` and ``overlap`` applied (module doc)."""
+    ``pricing``, with ``remedy`` and ``overlap`` applied (module doc); a layout of more
+    than MAX_DEVICES devices is refused."""
+    check_layout(layout)
     timeline = overlapped(profile.timeline, overlap)
     prices = collective_prices(profile, timeline, traffic, pricing, layout, remedy)
+    if prices.unresolved:
+        return _not_resolved(profile, layout, prices, remedy, overlap)
     step = bucket_step_s(timeline, profile.batch, profile.step_s, prices.point, remedy.hidden)
     world = layout.world_size
     steps, speedups = [step], [world * profile.step_s / step]
@@ -332,6 +358,62 @@ def predict_step(
     )
 
 
+def check_layout(layout: Layout) -> None:
+    """A layout a prediction can stand for: 1 to MAX_DEVICES devices; else one line."""
+    world = layout.world_size
+    if not 1 <= world <= MAX_DEVICES:
+        raise ValueError(
+            f"layout: {_count(world)} devices in all (nodes {_count(layout.nodes)}, "
+            f"devices_per_node {_count(layout.devices_per_node)}); allowed: 1 to "
+            f"{MAX_DEVICES:,} (no cluster is larger)"
+        )
+
+
+def _count(number: int) -> str:
+    """A whole number in words a line can hold, however many digits it has."""
+    if abs(number) < 10**15:
+        return f"{number:,}"
+    return f"about 10^{int(abs(number).bit_length() * math.log10(2))}"
+
+
+def _not_resolved(
+    profile: ComputeProfile,
+    layout: Layout,
+    prices: BucketPrices,
+    remedy: RemedyEffect,
+    overlap: Overlap,
+) -> StepPrediction:
+    """A step with no number: a bucket's price needs a parameter its fit left open."""
+    nan = math.nan
+    return StepPrediction(
+        layout=layout,
+        batch=profile.batch,
+        **dict.fromkeys(NUMBERS, nan),
+        collective_bases=prices.bases,
+        remedy=remedy.words,
+        overlap=overlap.words(),
+        compute_source=profile.source,
+        unresolved="; ".join(prices.unresolved),
+    )
+
+
+# every number of a StepPrediction, each NaN where it is not resolved
+NUMBERS = (
+    "step_s",
+    "step_lo_s",
+    "step_hi_s",
+    "img_s",
+    "img_s_lo",
+    "img_s_hi",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "efficiency",
+    "efficiency_lo",
+    "efficiency_hi",
+)
+
+
 def point_efficiency(
     profile: ComputeProfile,
     traffic: Traffic,
@@ -340,7 +422,8 @@ def point_efficiency(
     remedy: RemedyEffect = NO_EFFECT,
     overlap: Overlap = Overlap.BUCKETS,
 ) -> float:
-    """The one-device step over the predicted step, at the point values."""
+    """The one-device step over the predicted step, at the point values (NaN where the
+    step is not resolved)."""
     step = predict_step(profile, traffic, pricing, layout, remedy, overlap).step_s
     return profile.step_s / step
 
@@ -356,13 +439,24 @@ def wire_ratio_for(
 ) -> tuple[float, str]:
     """The wire ratio the remedy must reach (the bytes divided by it, the latency kept) for
     ``target`` efficiency: 1 where already met; bisection on [1, MAX_WIRE_RATIO]; NaN and
-    why where not."""
+    why where not, "not resolved" where a ratio tried needs a parameter left open."""
 
-    def efficiency_at(ratio: float) -> float:
+    def meets(ratio: float) -> bool:
         sent = remedy.with_wire_ratio(ratio)
-        return point_efficiency(profile, traffic, pricing, layout, sent, overlap)
+        found = predict_step(profile, traffic, pricing, layout, sent, overlap)
+        if not found.resolved:
+            where = "" if ratio == 1.0 else f" at wire ratio {ratio:.3g}"
+            raise _Unresolved(f"{NOT_RESOLVED}{where}: {found.unresolved}")
+        return profile.step_s / found.step_s >= target
 
-    return _bisect(lambda ratio: efficiency_at(ratio) >= target)
+    try:
+        return _bisect(meets)
+    except _Unresolved as error:
+        return math.nan, str(error)
+
+
+class _Unresolved(Exception):
+    """A ratio the search tried has no step: the search has no answer."""
 
 
 def _bisect(meets: Callable[[float], bool]) -> tuple[float, str]:

@@ -36,9 +36,11 @@ import pandas as pd
 from scipy import stats
 
 from dpscale.analysis.results.bucket_tables import TIMELINE_CELL
+from dpscale.analysis.results.import_logs import LogError, quoted
 from dpscale.analysis.results.tables import cell_row
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES
 from dpscale.plan.result import cells_dir_of
+from dpscale.plan.user_files import TIMELINE, Unreadable, read_text
 
 ALLREDUCE, NEGOTIATE = "ALLREDUCE", "NEGOTIATE_ALLREDUCE"
 GRADIENT_SCOPE = "_Allreduce/"  # in the names of the gradient wrappers' all-reduces
@@ -60,8 +62,12 @@ COLUMNS = [
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """The trace's events, whole ones only: the array may lack its closing ``]`` or end in
-    the middle of an event (Horovod still writing, or killed)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    the middle of an event (Horovod still writing, or killed). A LogError where the file is
+    over plan.user_files' bound for a timeline or not UTF-8."""
+    try:
+        text = read_text(path, TIMELINE)
+    except Unreadable as error:
+        raise LogError(str(error)) from None
     try:
         events = json.loads(text)
     except json.JSONDecodeError:
@@ -88,24 +94,73 @@ def _whole_events(text: str) -> list[dict[str, Any]]:
             events.append(event)
 
 
+def _value(value: Any) -> str:
+    """A value of the trace in a message: its repr, cut at 20 characters."""
+    text = repr(value)
+    return text[:20] + ("..." if len(text) > 20 else "")
+
+
+def _refused(index: int, event: dict[str, Any], what: str, allowed: str) -> LogError:
+    phase = quoted(str(event.get("ph")), 8)
+    return LogError(f"has event {index} (ph {phase}) with {what}; allowed: {allowed}")
+
+
+def _pid(index: int, event: dict[str, Any]) -> int | str:
+    pid = event.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int | str):
+        raise _refused(index, event, f"pid {_value(pid)}", "a number or a name")
+    return pid
+
+
+def _ts(index: int, event: dict[str, Any]) -> float:
+    """The event's time in microseconds since Horovod started: a number of 0 or more."""
+    ts = event.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= ts < math.inf:
+        raise _refused(
+            index,
+            event,
+            f"ts {_value(ts)}",
+            "microseconds since Horovod started, 0 or more",
+        )
+    return float(ts)
+
+
+def _text(index: int, event: dict[str, Any], value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _refused(index, event, f"{what} {_value(value)}", "a string")
+    return value
+
+
 def activities(events: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per closed ``B``/``E`` pair: tensor name, activity, nesting depth (0: the
     top level, NEGOTIATE_ALLREDUCE or ALLREDUCE), begin and end in microseconds since
-    Horovod started. A ``B`` left open (the trace cut short) is left out."""
+    Horovod started. A ``B`` left open (the trace cut short) is left out; an event no
+    Horovod writes (a time that is no number, or below 0; an end before its begin) is a
+    LogError naming it."""
     names: dict[Any, str] = {}
     open_: dict[Any, list[tuple[str, float]]] = {}
     rows = []
-    for event in events:
-        phase, pid = event.get("ph"), event.get("pid")
+    for index, event in enumerate(events):
+        phase = event.get("ph")
         if phase == "M":
-            if event.get("name") == "process_name" and "name" in (event.get("args") or {}):
-                names[pid] = event["args"]["name"]
+            args = event.get("args")
+            if event.get("name") == "process_name" and isinstance(args, dict) and "name" in args:
+                names[_pid(index, event)] = _text(index, event, args["name"], "args.name")
         elif phase == "B":
-            open_.setdefault(pid, []).append((event.get("name", ""), float(event["ts"])))
-        elif phase == "E" and open_.get(pid):
+            name = _text(index, event, event.get("name", ""), "name")
+            open_.setdefault(_pid(index, event), []).append((name, _ts(index, event)))
+        elif phase == "E" and open_.get(pid := _pid(index, event)):
             activity, begin = open_[pid].pop()
+            end = _ts(index, event)
+            if end < begin:
+                raise _refused(
+                    index,
+                    event,
+                    f"ts {end:g}, before its begin at {begin:g}",
+                    "an end after its begin",
+                )
             depth = len(open_[pid])
-            rows.append((names.get(pid, str(pid)), activity, depth, begin, float(event["ts"])))
+            rows.append((names.get(pid, str(pid)), activity, depth, begin, end))
     return pd.DataFrame(rows, columns=ACTIVITY_COLUMNS)
 
 
@@ -204,7 +259,10 @@ def cell_timeline_row(result: dict[str, Any], cells_dir: str | Path) -> dict[str
     if not path.is_file():
         row["reason"] = f"{path.name} is missing beside the result"
         return row
-    steps = step_overlap(activities(read_events(path)), warmup)
+    try:
+        steps = step_overlap(activities(read_events(path)), warmup)
+    except LogError as error:
+        raise LogError(f"{path.name} {error}") from None
     if steps.empty:
         row["reason"] = "no whole step of gradient all-reduces after the warm-up steps"
         return row

@@ -15,6 +15,7 @@ from typing import Any
 
 from dpscale.plan import ring
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.user_files import LOG, Unreadable, read_text
 
 # data-parallel training reduces its gradients in place (DDP's buckets, dpscale's own
 # collectives cells), so that is the column taken unless an entry says otherwise
@@ -67,24 +68,55 @@ class ThroughputRun:
     line: int
 
 
+def quoted(text: str, limit: int = 60) -> str:
+    """Text from a log quoted in a message: one line however it reads, cut at ``limit``."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def split_lines(text: str) -> list[str]:
+    """The log's lines as an editor numbers them (split at newlines only), without rank
+    prefixes or trailing blanks (nor the empty line after a final newline)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [RANK_PREFIX.sub("", line).rstrip() for line in lines]
+
+
 def read_lines(path: str | Path) -> list[str]:
-    """The log's lines without rank prefixes; a missing or empty file is a LogError."""
+    """The log's lines without rank prefixes: a LogError where the file is missing, empty,
+    over plan.user_files' bound for a log or not UTF-8."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as error:
-        raise LogError(f"cannot be read: {error.strerror}") from None
+        text = read_text(path, LOG)
+    except Unreadable as error:
+        raise LogError(str(error)) from None
     if not text.strip():
         raise LogError("is empty")
-    return [RANK_PREFIX.sub("", line).rstrip() for line in text.splitlines()]
+    return split_lines(text)
 
 
 # -- nccl-tests ---------------------------------------------------------------------------
 
-NAMED_TEST = re.compile(r"# Collective test (?:starting|concluded): (\S+)")
+NAMED_TEST = re.compile(r"# Collective test (?:starting|concluded): ([A-Za-z0-9_]+)")
 PERF_BINARY = re.compile(r"\b([a-z_]+_perf)(?:_mpi)?\b")
-RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\b")
-OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values\s*:\s*(\d+)")
+RANK_LINE = re.compile(r"^#\s+Rank\s+([0-9]{1,9})\b")
+OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values\s*:\s*([0-9]+)")
 FOOTER = re.compile(r"^# (?:Out of bounds values|Avg bus bandwidth)")
+# a table row starts with a number (its size); other lines (NCCL INFO, MPI's warnings) do not
+ROW_START = re.compile(r"^(?:[+-]?\.?\d|[+-]?(?:nan|inf))", re.IGNORECASE)
+# the numbers nccl-tests prints (printf %f, %g): ASCII digits, a short exponent
+NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+WHOLE = re.compile(r"[0-9]{1,18}")
+# a type or op name as nccl-tests prints them (float, bfloat16, f8e4m3; sum, avg, mulsum):
+# a lower-case word, not a closed list, so a later version's new names still read
+NAME = re.compile(r"[a-z][a-z0-9_]{0,15}")
+ROOT = re.compile(r"-?[0-9]{1,9}")
+DECIMAL = re.compile(r"[0-9]+\.?[0-9]*|\.[0-9]+")  # printf %f: time, algbw, busbw
+# all_reduce_perf -e is bounded by a device's memory: a petabyte is no device's message
+MAX_MESSAGE_BYTES = 2**50
+MAX_TIME_US = 3.6e9  # an hour per call: no all-reduce nccl-tests times
+# a block's columns after its time, as nccl-tests 2.x names them ("error" before 2.11)
+BLOCK = ("algbw", "busbw")
+SLACK = 1e-6  # relative: floating point around nccl-tests' own rounding
 
 
 def _is_header(line: str) -> bool:
@@ -105,11 +137,14 @@ def named_tests(lines: list[str]) -> list[tuple[int, str]]:
 
 
 def _check_test(lines: list[str]) -> str:
-    for number, name in named_tests(lines):
+    named = named_tests(lines)
+    for number, name in named:
         if name != "all_reduce_perf":
             article = "an" if name[0] in "aeiou" else "a"
-            raise LogError(f"is {article} {name} log (line {number}); allowed: all_reduce_perf")
-    return "all_reduce_perf" if named_tests(lines) else "all_reduce_perf (not named in the log)"
+            raise LogError(
+                f"is {article} {quoted(name)[1:-1]} log (line {number}); allowed: all_reduce_perf"
+            )
+    return "all_reduce_perf" if named else "all_reduce_perf (not named in the log)"
 
 
 def _header(lines: list[str]) -> int:
@@ -120,7 +155,7 @@ def _header(lines: list[str]) -> int:
             "allowed: the output of all_reduce_perf"
         )
     if len(headers) > 1:
-        numbers = ", ".join(str(i + 1) for i in headers)
+        numbers = ", ".join(str(i + 1) for i in headers[:5]) + (", ..." if len(headers) > 5 else "")
         raise LogError(f"holds {len(headers)} tables (lines {numbers}); allowed: one run per file")
     return headers[0]
 
@@ -136,63 +171,167 @@ def _blocks(columns: list[str]) -> list[int]:
     """Where each placement's columns start (time, algbw, busbw, #wrong): out-of-place, then
     in-place."""
     starts = [i for i, name in enumerate(columns) if name in ("time", "cputime")]
-    if len(starts) != 2 or columns[starts[0] + 3] not in ("#wrong", "error"):
+    if (
+        len(starts) != 2
+        or starts[1] + 4 != len(columns)
+        or any(tuple(columns[s + 1 : s + 3]) != BLOCK for s in starts)
+        or any(columns[s + 3] not in ("#wrong", "error") for s in starts)
+    ):
         raise LogError(
-            f"has an unknown table layout {' '.join(columns)!r}; allowed: nccl-tests 2.x"
+            f"has an unknown table layout {quoted(' '.join(columns), 120)}; allowed: nccl-tests "
+            "2.x (size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong)"
         )
     return starts
 
 
-def _wrong(value: str, kind: str) -> bool:
-    """A #wrong count above 0 (the old 'error' column holds a rounding error, not a count)."""
-    if kind != "#wrong" or value == "N/A":
+@dataclass(frozen=True)
+class _Cell:
+    """One placement's time, algbw and busbw in one row, as printed and as numbers."""
+
+    line: int
+    placement: str
+    message_bytes: int
+    words: tuple[str, str, str]
+    values: tuple[float, float, float]
+
+
+def _number(word: str, what: str, line: int, placement: str) -> float:
+    """A number as printf's %f prints it (a negative one is returned for its caller to
+    refuse with its own words); else a LogError naming the line."""
+    value = float(word) if NUMBER.fullmatch(word) else math.nan
+    if math.isfinite(value) and (value < 0 or DECIMAL.fullmatch(word)):
+        return value
+    kind = "not a number"
+    if math.isfinite(value):
+        kind = "not as all_reduce_perf prints it (digits and a point)"
+    elif NUMBER.fullmatch(word):
+        kind = "not a finite number"
+    raise LogError(
+        f"has {what} {quoted(word, 20)} at line {line} ({placement}): {kind}; allowed: the "
+        "numbers all_reduce_perf prints"
+    )
+
+
+def _cell(words: list[str], start: int, line: int, placement: str, size: int) -> _Cell:
+    time_us, algbw, busbw = (
+        _number(words[start + k], name, line, placement)
+        for k, name in enumerate(("time", "algbw", "busbw"))
+    )
+    if not 0 < time_us <= MAX_TIME_US:
+        raise LogError(
+            f"has time {quoted(words[start], 20)} us at line {line} ({placement}); allowed: a "
+            f"time above 0 and at most {MAX_TIME_US:.1e} us (an hour)"
+        )
+    for name, value, word in (
+        ("algbw", algbw, words[start + 1]),
+        ("busbw", busbw, words[start + 2]),
+    ):
+        if value < 0:
+            raise LogError(
+                f"has {name} {quoted(word, 20)} GB/s at line {line} ({placement}); allowed: a "
+                "bandwidth of 0 or more"
+            )
+    return _Cell(line, placement, size, tuple(words[start : start + 3]), (time_us, algbw, busbw))
+
+
+def _size(words: list[str], line: int, previous: tuple[int, int] | None, root: bool) -> int:
+    """The row's size in bytes (whole, above 0, not below the row before's), once its count,
+    type, op and root (where the table has one) are as nccl-tests prints them."""
+    if not WHOLE.fullmatch(words[0]) or not 0 < int(words[0]) <= MAX_MESSAGE_BYTES:
+        raise LogError(
+            f"has size {quoted(words[0], 20)} at line {line}; allowed: a whole number of bytes "
+            f"from 1 to {MAX_MESSAGE_BYTES:,} (1 PiB)"
+        )
+    size = int(words[0])
+    if previous is not None and size < previous[0]:
+        raise LogError(
+            f"has size {size:,} at line {line} after {previous[0]:,} at line {previous[1]}; "
+            "allowed: sizes that grow down the table (one run per file)"
+        )
+    if root and not ROOT.fullmatch(words[4]):
+        raise LogError(
+            f"has root {quoted(words[4], 20)} at line {line}; allowed: a rank number (-1: none)"
+        )
+    if not WHOLE.fullmatch(words[1]):
+        raise LogError(
+            f"has count {quoted(words[1], 20)} at line {line}; allowed: a whole number of elements"
+        )
+    for what, word in (("type", words[2]), ("redop", words[3])):
+        if not NAME.fullmatch(word) or word in ("nan", "inf", "infinity"):
+            raise LogError(
+                f"has {what} {quoted(word, 20)} at line {line}; allowed: a name as "
+                "all_reduce_perf prints it (float, bfloat16; sum, avg)"
+            )
+    return size
+
+
+def _wrong(value: str, kind: str, line: int, placement: str) -> bool:
+    """A #wrong count above 0 (printf %g of the count, or N/A where not validated); the old
+    'error' column holds a rounding error, a number of 0 or more."""
+    if value == "N/A":
         return False
-    try:
-        return float(value) != 0
-    except ValueError:
-        raise LogError(f"has #wrong {value!r}, not a number") from None
+    number = float(value) if NUMBER.fullmatch(value) and value[0] not in "+-" else math.nan
+    counted = math.isfinite(number) and number >= 0
+    if not counted or (kind == "#wrong" and number != int(number)):
+        allowed = "a count of wrong elements or N/A" if kind == "#wrong" else "a number or N/A"
+        raise LogError(
+            f"has {kind} {quoted(value, 20)} at line {line} ({placement}); allowed: {allowed}"
+        )
+    return kind == "#wrong" and number != 0
+
+
+def _short_row(lines: list[str], number: int, width: int, found: int) -> LogError:
+    """A row of the wrong width: the file cut there (nothing but blanks after it), or not a
+    row of this table."""
+    if not any(line.strip() for line in lines[number + 1 :]):
+        return LogError(f"is truncated at line {number + 1}: {quoted(lines[number].strip())}")
+    return LogError(
+        f"has {found} columns at line {number + 1} where its header has {width}: "
+        f"{quoted(lines[number].strip())}; allowed: the rows all_reduce_perf prints"
+    )
 
 
 def _rows(
     lines: list[str], header: int, footer: int, placement: str
-) -> tuple[list[AllReduceRow], bool]:
+) -> tuple[list[AllReduceRow], list[_Cell], bool]:
+    """The table's rows in ``placement``, every placement's cells (checked against their
+    size and the ranks later), and whether every row was validated (#wrong not N/A)."""
     columns = lines[header].lstrip("#").split()
     starts = _blocks(columns)
-    start = starts[0] if placement == "out-of-place" else starts[1]
-    width = starts[1] + 4
-    rows, wrong, unvalidated = [], [], False
+    names = dict(zip(("out-of-place", "in-place"), starts, strict=True))
+    rows, cells, wrong, unvalidated = [], [], [], False
+    previous: tuple[int, int] | None = None
     for number in range(header + 1, footer):
         words = lines[number].split()
-        if lines[number].startswith("#") or not words or not words[0].isdigit():
+        if lines[number].startswith("#") or not words or not ROW_START.match(words[0]):
             continue  # the units line, or other output (NCCL INFO, warnings)
-        if len(words) < width:
-            raise LogError(f"is truncated at line {number + 1}: {lines[number].strip()!r}")
-        for block in starts:
-            if _wrong(words[block + 3], columns[block + 3]):
-                wrong.append((number + 1, words[0], words[block + 3]))
+        line = number + 1
+        if len(words) != len(columns):
+            raise _short_row(lines, number, len(columns), len(words))
+        size = _size(words, line, previous, columns[4] == "root")
+        previous = (size, line)
+        for name, block in names.items():
+            cells.append(_cell(words, block, line, name, size))
+            if _wrong(words[block + 3], columns[block + 3], line, name):
+                wrong.append((line, words[0], words[block + 3]))
             unvalidated |= words[block + 3] == "N/A"
-        try:
-            time_us, algbw, busbw = (float(words[start + k]) for k in range(3))
-        except ValueError:
-            raise LogError(
-                f"has no number at line {number + 1}: {words[start : start + 3]}"
-            ) from None
-        rows.append(AllReduceRow(int(words[0]), words[2], words[3], time_us, algbw, busbw))
+        time_us, algbw, busbw = cells[-2 if placement == "out-of-place" else -1].values
+        rows.append(AllReduceRow(size, words[2], words[3], time_us, algbw, busbw))
     if wrong:
         line, size, count = wrong[0]
         raise LogError(
             f"has {len(wrong)} result(s) with #wrong > 0 (first: line {line}, size {size}, "
             f"#wrong {count}): nccl-tests found wrong sums; allowed: #wrong 0 or N/A"
         )
-    return rows, not unvalidated
+    return rows, cells, not unvalidated
 
 
 def _check_footer(lines: list[str], footer: int) -> None:
     for line in lines[footer:]:
         found = OUT_OF_BOUNDS.match(line)
-        if found and int(found.group(1)):
+        if found and found.group(1).strip("0"):
             raise LogError(
-                f"says '{line.strip()}': nccl-tests found wrong results; allowed: "
+                f"says {quoted(line.strip())}: nccl-tests found wrong results; allowed: "
                 "'Out of bounds values : 0 OK'"
             )
 
@@ -224,15 +363,59 @@ def _check_all_reduce(rows: list[AllReduceRow], ranks: int) -> None:
         )
 
 
+def half_unit(word: str) -> float:
+    """Half the last digit a printed number shows: its rounding (printf %.2f: 0.005)."""
+    mantissa, _, exponent = word.lower().partition("e")
+    return 0.5 * 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+
+
+def _within(printed: float, word: str, low: float, high: float) -> bool:
+    """``printed`` (as ``word`` shows it) rounds a value between ``low`` and ``high``."""
+    margin = half_unit(word) + SLACK * abs(printed)
+    return low - margin <= printed <= high + margin
+
+
+def _check_bandwidths(cells: list[_Cell], ranks: int, cputime: bool) -> None:
+    """Each cell's algbw is its size over its time and its busbw is algbw x 2(N-1)/N, as
+    nccl-tests computes them, within the digits it prints (the time's included). A log
+    timed with -C 1 prints CPU time beside bandwidths of the GPU's: only busbw is checked."""
+    factor = ring.ring_factor(ranks)
+    for cell in cells:
+        time_us, algbw, busbw = cell.values
+        words = cell.words
+        if cputime:
+            low, high = algbw - half_unit(words[1]), algbw + half_unit(words[1])
+        else:
+            slow, fast = time_us + half_unit(words[0]), time_us - half_unit(words[0])
+            low = cell.message_bytes / slow / 1e3
+            high = cell.message_bytes / fast / 1e3 if fast > 0 else math.inf
+            if not _within(algbw, words[1], low, high):
+                raise LogError(
+                    f"has algbw {words[1]} GB/s at line {cell.line} ({cell.placement}) where "
+                    f"size {cell.message_bytes:,} B over time {words[0]} us gives "
+                    f"{cell.message_bytes / time_us / 1e3:.2f}; allowed: nccl-tests' algbw = "
+                    "size / time, as an unedited log prints it"
+                )
+        if not _within(busbw, words[2], max(low, 0.0) * factor, high * factor):
+            raise LogError(
+                f"has busbw {words[2]} GB/s at line {cell.line} ({cell.placement}) where "
+                f"algbw {words[1]} x 2(N-1)/N at N = {ranks} ranks gives "
+                f"{algbw * factor:.2f}; allowed: nccl-tests' busbw for an all-reduce of "
+                "nodes x devices_per_node ranks, as an unedited log prints it"
+            )
+
+
 def parse_all_reduce(
     lines: list[str], ranks: int, placement: str = DEFAULT_PLACEMENT
 ) -> AllReduceLog:
-    """An all_reduce_perf table: one row per size in ``placement``; a LogError if the log
-    is another test, cut short, wrong (#wrong > 0) or of another rank count."""
+    """An all_reduce_perf table: one row per size in ``placement``; a LogError naming the
+    line where the log is another test, cut short, wrong (#wrong > 0), of another rank
+    count, or holds a row no run prints (a time not above 0, a number that is none, sizes
+    that shrink, bandwidths its size and time contradict)."""
     test = _check_test(lines)
     header = _header(lines)
     footer = _footer(lines, header)
-    rows, validated = _rows(lines, header, footer or len(lines), placement)
+    rows, cells, validated = _rows(lines, header, footer or len(lines), placement)
     if footer is None:
         raise LogError(
             "is truncated: no '# Avg bus bandwidth' line after the table (the run stopped or "
@@ -243,22 +426,27 @@ def parse_all_reduce(
     _check_footer(lines, footer)
     listed = _check_ranks(lines, ranks)
     _check_all_reduce(rows, ranks)
+    cputime = "cputime" in lines[header].lstrip("#").split()
+    _check_bandwidths(cells, ranks, cputime)
     return AllReduceLog(test, listed, placement, validated, tuple(rows))
 
 
 # -- throughput logs ----------------------------------------------------------------------
 
+# the numbers Horovod's and tf_cnn_benchmarks' scripts print (%d, %.1f): ASCII digits, bounded
+INT = "[0-9]{1,9}"
+REAL = r"[0-9]{1,15}(?:\.[0-9]{0,15})?"
 MODEL = re.compile(r"^Model:\s+(\S+)\s*$")
-HVD_BATCH = re.compile(r"^Batch size:\s+(\d+)\s*$")
-HVD_DEVICES = re.compile(r"^Number of ([A-Z]+)s:\s+(\d+)\s*$")
-HVD_ITER = re.compile(r"^Iter #\d+:\s+([0-9.]+) img/sec per ")
-HVD_PER_DEVICE = re.compile(r"^Img/sec per [A-Z]+:\s+([0-9.]+)\s+\+-([0-9.]+)\s*$")
-HVD_TOTAL = re.compile(r"^Total img/sec on (\d+) [A-Z]+\(s\):\s+([0-9.]+)\s+\+-([0-9.]+)\s*$")
-TF_BATCH = re.compile(r"^Batch size:\s+(\d+) global\s*$")
-TF_PER_DEVICE = re.compile(r"^\s+(\d+) per device\s*$")
+HVD_BATCH = re.compile(rf"^Batch size:\s+({INT})\s*$")
+HVD_DEVICES = re.compile(rf"^Number of ([A-Z]+)s:\s+({INT})\s*$")
+HVD_ITER = re.compile(rf"^Iter #\d+:\s+({REAL}) img/sec per ")
+HVD_PER_DEVICE = re.compile(rf"^Img/sec per [A-Z]+:\s+({REAL})\s+\+-({REAL})\s*$")
+HVD_TOTAL = re.compile(rf"^Total img/sec on ({INT}) [A-Z]+\(s\):\s+({REAL})\s+\+-({REAL})\s*$")
+TF_BATCH = re.compile(rf"^Batch size:\s+({INT}) global\s*$")
+TF_PER_DEVICE = re.compile(rf"^\s+({INT}) per device\s*$")
 TF_MODE = re.compile(r"^Mode:\s+(\S+)")
-TF_BATCHES = re.compile(r"^Num batches:\s+(\d+)")
-TF_TOTAL = re.compile(r"^total images/sec:\s+([0-9.]+)\s*$")
+TF_BATCHES = re.compile(rf"^Num batches:\s+({INT})\b")
+TF_TOTAL = re.compile(rf"^total images/sec:\s+({REAL})\s*$")
 HVD_INTERVAL = "+-: 1.96 x the standard deviation of the iterations' img/s (as printed)"
 TF_INTERVAL = "none: tf_cnn_benchmarks prints no interval for the total"
 
@@ -286,6 +474,13 @@ def _truncated(start: int, what: str) -> LogError:
     )
 
 
+def _positive(start: int, **values: float) -> None:
+    """Numbers of a run that mean nothing at 0 (a batch, an img/s) are above 0."""
+    for name, value in values.items():
+        if not value > 0:
+            raise LogError(f"has {name} {value} in the run from line {start + 1}; allowed: above 0")
+
+
 def _horovod_run(lines: list[str], start: int, end: int) -> ThroughputRun:
     values: dict[str, Any] = {"iterations": 0}
     for line in lines[start:end]:
@@ -305,6 +500,7 @@ def _horovod_run(lines: list[str], start: int, end: int) -> ThroughputRun:
         if key not in values:
             raise LogError(f"has no '{what}' line in the run from line {start + 1}")
     world, img_s, pm = values["total"]
+    _positive(start, batch=values["batch"], img_s=img_s, img_s_per_device=values["per_device"][0])
     return ThroughputRun(
         model=MODEL.match(lines[start]).group(1),
         batch_per_device=values["batch"],
@@ -341,7 +537,14 @@ def _tf_cnn_run(lines: list[str], start: int, end: int) -> ThroughputRun:
             f"has no 'Batch size: N global' and 'M per device' lines in the run from line "
             f"{start + 1}"
         )
+    if values["global"] % values["per_device"] or values["global"] < values["per_device"]:
+        raise LogError(
+            f"has 'Batch size: {values['global']} global' and '{values['per_device']} per "
+            f"device' in the run from line {start + 1}; allowed: a global batch that is a "
+            "whole number of devices' batches"
+        )
     world, img_s = values["global"] // values["per_device"], values["total"]
+    _positive(start, img_s=img_s)
     return ThroughputRun(
         model=MODEL.match(lines[start]).group(1),
         batch_per_device=values["per_device"],

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from dpscale.analysis.results.collectives import COLLECTIVES_COLUMNS, FIT_GROUP
-from dpscale.analysis.results.import_logs import AllReduceLog, read_entry
+from dpscale.analysis.results.import_logs import AllReduceLog, LogError, ThroughputRun
+from dpscale.analysis.results.import_logs import read_entry as read_log
 from dpscale.plan import ring
 from dpscale.plan.columns import LAYOUT
 from dpscale.plan.config_rules import import_source
@@ -33,6 +34,15 @@ THROUGHPUT_COLUMNS = [
     "log",
     "log_line",
 ]
+
+
+def read_entry(entry: dict[str, Any]) -> AllReduceLog | list[ThroughputRun]:
+    """The entry's log parsed (checked at plan time; a log changed since is a LogError of one
+    line naming its file)."""
+    try:
+        return read_log(entry)
+    except LogError as error:
+        raise LogError(f"imports: {entry['path']!r} {error}") from None
 
 
 def _layout(entry: dict[str, Any], study: str) -> dict[str, Any]:
