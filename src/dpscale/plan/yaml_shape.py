@@ -1,14 +1,22 @@
-"""Bounds on what a loaded YAML document may be before any check walks it.
+"""Bounds on a YAML document: while it is parsed (the loader every user file is read with)
+and before any check walks it.
 
 YAML aliases let a short file denote a cycle (``b: &b [4, *b]``) or, nested, billions of
 values (an "alias bomb"); every recursive walk over such a document crashes or never ends.
 One iterative walk here, with a budget, refuses both with one line naming the field.
+
+PyYAML's own composer recurses once per level of nesting (``[[[[...]]]]`` ten thousand deep
+is a RecursionError) and keeps the last of two equal keys in a mapping without a word.
+``StrictLoader`` stops at the same depth and value budget while it composes, and refuses a
+key given twice, naming both lines; a problem is a ``DocumentError`` with its mark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+import yaml
 
 from dpscale.plan.errors import ConfigError
 
@@ -66,3 +74,66 @@ def check_shape(document: Any, where: str = "") -> None:
             )
         inside = above | {id(value)}
         stack.extend((item, (*path, key), inside) for key, item in reversed(children))
+
+
+class DocumentError(yaml.MarkedYAMLError):
+    """A document StrictLoader refuses: ``problem`` says why, ``problem_mark`` where."""
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses nesting deeper than MAX_DEPTH and more than
+    MAX_VALUES values as it composes (before any recursion runs deep or any time is spent
+    on the rest of a huge file), and a key given twice in one mapping."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._values = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        self._values += 1
+        if self._values > MAX_VALUES:
+            raise DocumentError(
+                problem=f"the document holds more than {MAX_VALUES:,} values; "
+                f"allowed: at most {MAX_VALUES:,}",
+                problem_mark=event.start_mark,
+            )
+        # the top mapping is depth 1; check_shape counts the levels below it
+        if self._depth >= MAX_DEPTH + 1 and isinstance(
+            event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        ):
+            raise DocumentError(
+                problem=f"nested deeper than {MAX_DEPTH} levels; allowed: at most {MAX_DEPTH}",
+                problem_mark=event.start_mark,
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == MERGE_TAG:  # << merges keys another mapping gives
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = lines.get(key)
+                except TypeError:  # an unhashable key: the constructor says so
+                    continue
+                if first is not None:
+                    raise DocumentError(
+                        problem=f"{key!r}: the key is given twice in one mapping (lines "
+                        f"{first} and {line}); allowed: each key once (YAML would keep the "
+                        "last without a word)",
+                        problem_mark=key_node.start_mark,
+                    )
+                lines[key] = line
+        return super().construct_mapping(node, deep=deep)
