@@ -38,7 +38,7 @@ from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.published import check_published
 from dpscale.plan.remedies import comm_description
 from dpscale.plan.strategy import Strategy
-from dpscale.plan.yaml_shape import check_shape, field_name
+from dpscale.plan.yaml_shape import StrictValidator, check_shape, field_name, float_for_integer
 
 
 @functools.lru_cache(maxsize=4)
@@ -73,6 +73,9 @@ def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str,
 
 def _one_line(error: jsonschema.ValidationError) -> str:
     field = field_name(error.absolute_path)
+    as_float = float_for_integer(error)
+    if as_float:
+        return as_float
     if error.validator == "enum":
         return f"{field}: {error.instance!r} is not allowed; allowed: {error.validator_value}"
     if error.validator in ("oneOf", "anyOf"):
@@ -124,9 +127,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     train_comm = train.get("comm") if isinstance(train, dict) else None
     if train_comm is not None:
         check_comm(train_comm, [HOST_NETWORK], "train.comm")
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(config)
-    )
+    # integers as written: 16.0 is not one (plan.yaml_shape.StrictValidator)
+    error = jsonschema.exceptions.best_match(StrictValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)

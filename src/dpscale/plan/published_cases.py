@@ -23,7 +23,7 @@ import yaml
 from dpscale.plan import traffic
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
-from dpscale.plan.yaml_shape import field_name
+from dpscale.plan.yaml_shape import StrictValidator, field_name, float_for_integer
 
 SCHEMA_FILE = "published_cases.schema.yaml"
 
@@ -121,7 +121,7 @@ def check_cases(cases: Any, where: str) -> None:
                 "too; allowed: an id no other case has"
             )
         seen[case["id"]] = index
-    validator = jsonschema.Draft202012Validator(case_schema())
+    validator = StrictValidator(case_schema())  # 16.0 is not an integer
     for index, case in enumerate(cases):
         error = jsonschema.exceptions.best_match(validator.iter_errors(case))
         if error is not None:
@@ -136,6 +136,9 @@ def _one_line(error: jsonschema.ValidationError) -> str:
     """A schema error as ``field: what is wrong; allowed: ...``, the field dotted below the
     case (``intra_node_link.kind``)."""
     field = field_name(error.absolute_path)
+    as_float = float_for_integer(error)
+    if as_float:
+        return as_float
     if error.validator == "required":
         missing = error.message.split("'")[1]
         name = f"{field}.{missing}" if error.absolute_path else missing

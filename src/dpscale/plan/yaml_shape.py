@@ -5,6 +5,10 @@ YAML aliases let a short file denote a cycle (``b: &b [4, *b]``) or, nested, bil
 values (an "alias bomb"); every recursive walk over such a document crashes or never ends.
 One iterative walk here, with a budget, refuses both with one line naming the field.
 
+Numbers keep the type they are written with: a schema's ``integer`` is an int in the
+document (``16``), never a float that happens to be whole (``16.0``, ``1.0e+3``), which
+jsonschema alone accepts and the cell ids would then spell ``b16.0`` (``StrictValidator``).
+
 PyYAML's own composer recurses once per level of nesting (``[[[[...]]]]`` ten thousand deep
 is a RecursionError) and keeps the last of two equal keys in a mapping without a word.
 ``StrictLoader`` stops at the same depth and value budget while it composes, and refuses a
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import jsonschema
 import yaml
 
 from dpscale.plan.errors import ConfigError
@@ -137,3 +142,31 @@ class StrictLoader(yaml.SafeLoader):
                     )
                 lines[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+def _written_integer(checker: Any, value: Any) -> bool:
+    """An int as the document wrote it: not a bool (``true``), not a whole float (``16.0``)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# every schema a user's file is checked against (the config, a published case) uses this
+StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _written_integer),
+)
+
+
+def float_for_integer(error: jsonschema.ValidationError) -> str | None:
+    """One line for a whole number written as a float where the schema wants an integer
+    (``batch_sizes[0]: 16.0 is written as a float; ...``); None for any other error (6.5
+    is simply not an integer: the schema's own words say so)."""
+    types = error.validator_value if error.validator == "type" else None
+    types = [types] if isinstance(types, str) else list(types or [])
+    value = error.instance
+    if "integer" not in types or not isinstance(value, float) or not value.is_integer():
+        return None
+    example = f" ({int(value)})" if abs(value) <= 2**53 else ""
+    return (
+        f"{field_name(error.absolute_path)}: {value!r} is written as a float; allowed: an "
+        f"integer written without a decimal point or exponent{example}"
+    )
