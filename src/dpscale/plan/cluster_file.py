@@ -41,6 +41,7 @@ from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.units import RATE_UNITS
+from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy", "intra_node")
@@ -85,7 +86,9 @@ def _keys(entry: dict[str, Any], required: tuple, optional: tuple, where: str, p
     allowed = (*required, *optional)
     for key in entry:
         if key not in allowed:
-            raise ConfigError(f"{where}: {prefix}{key}: unknown key; allowed: {list(allowed)}")
+            raise ConfigError(
+                f"{where}: {prefix}{shown(str(key))}: unknown key; allowed: {list(allowed)}"
+            )
     for key in required:
         if key not in entry:
             raise ConfigError(f"{where}: {prefix}{key}: missing (required: {list(required)})")
@@ -125,8 +128,8 @@ def _log(entry: dict[str, Any], path: Path, field: str) -> Path:
     log = (path.parent / log_name).resolve()
     if not log.is_file():
         raise ConfigError(
-            f"{where}: {field}.nccl_tests_log: {log_name} is not a file "
-            f"(looked for {log}; paths are relative to the cluster file)"
+            f"{where}: {field}.nccl_tests_log: {shown(log_name)} is not a file "
+            f"(looked for {shown(str(log))}; paths are relative to the cluster file)"
         )
     return log
 

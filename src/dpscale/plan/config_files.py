@@ -94,7 +94,7 @@ def parse_yaml(text: str, where: str) -> Any:
     except yaml.reader.ReaderError as error:  # a character YAML does not allow
         line = text[: error.position].count("\n") + 1
         raise ConfigError(
-            f"{where}:{line}: character {error.character!r} is not allowed in YAML "
+            f"{where}:{line}: character U+{error.character:04X} is not allowed in YAML "
             "(a control character); allowed: printable text"
         ) from None
     except yaml.YAMLError as error:

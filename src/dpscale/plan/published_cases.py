@@ -23,7 +23,7 @@ import yaml
 from dpscale.plan import traffic
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
-from dpscale.plan.yaml_shape import StrictValidator, field_name, float_for_integer
+from dpscale.plan.yaml_shape import StrictValidator, field_name, float_for_integer, shown
 
 SCHEMA_FILE = "published_cases.schema.yaml"
 
@@ -125,11 +125,11 @@ def check_cases(cases: Any, where: str) -> None:
     for index, case in enumerate(cases):
         error = jsonschema.exceptions.best_match(validator.iter_errors(case))
         if error is not None:
-            raise ConfigError(f"{where}: cases[{index}] ({case['id']}).{_one_line(error)}")
-        _finite(case, f"{where}: cases[{index}] ({case['id']})")
+            raise ConfigError(f"{where}: cases[{index}] ({shown(case['id'])}).{_one_line(error)}")
+        _finite(case, f"{where}: cases[{index}] ({shown(case['id'])})")
     by_id = {case["id"]: case for case in cases}
     for index, case in enumerate(cases):
-        _check_rules(case, by_id, f"{where}: cases[{index}] ({case['id']})")
+        _check_rules(case, by_id, f"{where}: cases[{index}] ({shown(case['id'])})")
 
 
 def _one_line(error: jsonschema.ValidationError) -> str:
@@ -149,7 +149,7 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"{field}.{given}: given without {needs}; allowed: with {needs} beside it"
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        name = f"{field}.{extra[0]}" if error.absolute_path else str(extra[0])
+        name = f"{field}.{shown(str(extra[0]))}" if error.absolute_path else shown(str(extra[0]))
         return f"{name}: not a field of a case here; allowed: {sorted(error.schema['properties'])}"
     return f"{field}: {_shown(error.instance)} is not allowed; allowed: {_allowed(error.schema)}"
 

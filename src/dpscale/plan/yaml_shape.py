@@ -36,8 +36,15 @@ def field_name(path: Iterable[Any]) -> str:
     """A config field in the dotted form errors name it: ``train.comm[0].name``."""
     name = ""
     for part in path:
+        part = shown(part) if isinstance(part, str) else part
         name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
     return name or "<config>"
+
+
+def shown(name: str) -> str:
+    """A key or a name as a one-line error shows it: as written where it is printable, else
+    as Python writes it (``'a\\nb'``), so that a line break in it cannot break the line."""
+    return name if name.isprintable() else repr(name)
 
 
 def _children(value: Any) -> list[tuple[Any, Any]]:
