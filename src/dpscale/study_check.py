@@ -19,7 +19,7 @@ from typing import Any
 
 from dpscale.launch.setup.interpreters import InterpreterError, probe_configured
 from dpscale.plan.cell import Cell
-from dpscale.plan.config_files import study_config
+from dpscale.plan.config_files import merged, study_config
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.profile import check_default_resources
 from dpscale.plan.strategy import Strategy
@@ -39,7 +39,7 @@ class CheckedStudy:
 
 def check_study(
     files: Iterable[str | Path],
-    config: dict[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
     *,
     strategies: Mapping[str, Strategy] = STRATEGIES,
     default_resources: Sequence[str] = (),
@@ -47,15 +47,19 @@ def check_study(
 ) -> CheckedStudy:
     """The checked study, or a ConfigError of one line naming the file or the field.
 
-    ``files``: the study files (``--configfile``), read and merged over config.yaml as the
-    workflow merges them. ``config``: the merged config to plan where the caller has it
-    already (the workflow: Snakemake's, with ``--config``'s overrides); the files are still
-    read, with the same bounds, so a file Snakemake's own loader took (a key given twice, a
-    document nested too deep) is refused here as check-config refuses it.
+    ``files``: the study files (``--configfile``), read and merged over config.yaml as
+    check-config merges them, whoever calls. ``overrides``: Snakemake's ``--config KEY=VALUE``
+    (the workflow's ``workflow.config_settings.config``), merged over them last.
+    The workflow plans this merge, not the config Snakemake merged itself: Snakemake's
+    loader keeps the last of two equal keys and keeps config.yaml's value where a study file
+    gives an empty mapping (``repeats: {}``), so a study it took would differ from the one
+    check-config judged (the rules read the checked config, common.smk's config.update).
     ``probe``: run the configured interpreters' probe (``dpscale status`` and the other
     commands that only read a study leave it out; check-config and the workflow run it)."""
-    merged = study_config(Path(path) for path in files)
-    checked, cells = plan_study(merged if config is None else config, strategies)
+    config = study_config(Path(path) for path in files)
+    if overrides:
+        config = merged(config, dict(overrides))
+    checked, cells = plan_study(config, strategies)
     if checked["imports"]:  # the logs, read as the rules read them (this loads pandas)
         from dpscale.analysis.results.import_logs import check_imports
 

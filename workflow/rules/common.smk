@@ -32,18 +32,19 @@ from dpscale.workflow_door import (
 )
 
 # One check, before any job, the one `dpscale check-config` runs (dpscale.study_check): the
-# study files read again with dpscale's bounds (Snakemake's loader took them: a key given
-# twice, a document nested too deep pass it), the schema (workflow/schemas/config.schema.yaml
-# plus the keys strategies declare) with defaults filled in, the rules a schema cannot
-# express, the matrix, expanded once here (plan.study), every imported log, read once, a
-# --profile's placeholders (slurm/config.yaml) and a site's own interpreter or container
-# (config interpreters), probed: it must import the framework and dpscale's runner (cached
-# while nothing changes).
+# study files read again with dpscale's bounds and merged as check-config merges them, with
+# --config's values over them (Snakemake's own loader and merge let a key given twice or an
+# empty mapping through), the schema (workflow/schemas/config.schema.yaml plus the keys
+# strategies declare) with defaults filled in, the rules a schema cannot express, the
+# matrix, expanded once here (plan.study), every imported log, read once, a --profile's
+# placeholders (slurm/config.yaml) and a site's own interpreter or container (config
+# interpreters), probed: it must import the framework and dpscale's runner (cached while
+# nothing changes). The rules read the checked config (config.update below).
 PROFILE_RESOURCES = getattr(workflow.resource_settings.default_resources, "args", None)
 try:
     STUDY = check_study(
         workflow.overwrite_configfiles,
-        config,
+        workflow.config_settings.config,
         default_resources=PROFILE_RESOURCES or (),
     )
 except ConfigError as error:
