@@ -2,8 +2,9 @@
 beyond the schema are plan.config_rules, loading and merging files plan.config_files.
 
 Snakemake reads ``--configfile`` itself and says only "Config file is not valid JSON or
-YAML" for a syntax error; ``dpscale check-config FILE...`` (dpscale.cli) checks study files
-as the workflow merges them (over config.yaml) and names the file, line and column.
+YAML" for a syntax error; ``dpscale check-config FILE...`` (dpscale.cli) names the file, line
+and column. Both it and the workflow read and merge the study files with plan.config_files
+and check them with dpscale.study_check, so they give one verdict.
 """
 
 from __future__ import annotations
