@@ -11,28 +11,37 @@ from pathlib import Path
 from typing import Any
 
 
-def _planned(files: list[Path]) -> tuple[dict[str, Any], list]:
+def _planned(files: list[Path], probe: bool = False) -> tuple[dict[str, Any], list]:
     """config.yaml, then each study file over it, as the workflow merges them; the checked
-    config and its cells, or one line naming the bad field."""
-    from dpscale.plan.config_files import study_config
+    config and its cells, or one line naming the bad file or field. The check is the
+    workflow's own (dpscale.study_check); ``probe`` also runs the configured interpreters'
+    probe, as the workflow does (check-config; the commands that only read a study skip it)."""
     from dpscale.plan.errors import ConfigError
-    from dpscale.plan.study import plan_study
-    from dpscale.registry import STRATEGIES
+    from dpscale.study_check import check_study
 
     try:
-        checked, cells = plan_study(study_config(files), STRATEGIES)
-        if checked["imports"]:  # the logs, read as the workflow reads them (this loads pandas)
-            from dpscale.steps.imports import check
-
-            check(checked)
-        return checked, cells
+        study = check_study(files, probe=probe)
     except ConfigError as error:
         raise SystemExit(f"dpscale: config error: {error}") from None
+    return study.config, study.cells
 
 
 def check_config_files(args: argparse.Namespace) -> None:
-    _planned(args.files)
+    _planned(args.files, probe=True)
     print(f"dpscale: config ok: {', '.join(map(str, args.files)) or 'config.yaml'}")
+
+
+def _readable(files: list[Path]) -> None:
+    """Each study file read as the workflow reads it (size, encoding, YAML), before
+    Snakemake loads it with ``--configfile``: its own loader ends a file it cannot open or
+    decode in a traceback, before dpscale's Snakefile runs."""
+    from dpscale.plan.config_files import study_config
+    from dpscale.plan.errors import ConfigError
+
+    try:
+        study_config(files)
+    except ConfigError as error:
+        raise SystemExit(f"dpscale: config error: {error}") from None
 
 
 def report_path(args: argparse.Namespace) -> None:
@@ -140,6 +149,7 @@ DRY_RUN = {"-n", "--dry-run", "--dryrun"}
 def run(args: argparse.Namespace) -> None:
     """The study, then its report (as `make study` does in a checkout)."""
     files = study_files(args)
+    _readable(files)
     code = _call(workflow_command(files, args.snakemake_args))
     dry = bool(DRY_RUN & set(args.snakemake_args))  # no figures yet to report
     if code == 0 and not (args.no_report or dry):
@@ -294,7 +304,8 @@ def main(argv: list[str] | None = None) -> None:
         "check-config",
         "example: dpscale check-config studies/post003_interconnect_mini.yaml",
         aliases=["check"],
-        help="check study files as the workflow merges them over config.yaml",
+        help="check study files as the workflow does (the same check: merged over "
+        "config.yaml, imported logs read, configured interpreters probed)",
     )
     check.add_argument("files", nargs="*", type=Path, help="study files (YAML)")
     check.set_defaults(func=check_config_files)

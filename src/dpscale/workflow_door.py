@@ -12,14 +12,10 @@ re-exports: no logic lives here.
 
 from __future__ import annotations
 
-# a log imported from elsewhere (config imports) is read and checked once, at plan time
-from dpscale.analysis.results.import_logs import check_imports
-
 # launching: emulated nodes left behind, environments and their locks, a site's own
 # interpreter, a cell's SLURM resources and the jobs SLURM ended, Snakemake's job selector
 from dpscale.launch.emulation.netns import reap_orphans
 from dpscale.launch.setup.envs import READY_MARKER, LockError, env_folder_name
-from dpscale.launch.setup.interpreters import InterpreterError, probe_configured
 from dpscale.launch.setup.interpreters import configured as interpreter_command
 from dpscale.launch.slurm.faults import record_after_error as record_slurm_failures
 from dpscale.launch.slurm.faults import started as run_started
@@ -28,18 +24,16 @@ from dpscale.launch.snakemake_hooks.scheduler_fix import coalesce_reevaluations
 from dpscale.launch.snakemake_hooks.slurm_job import end_with_job_shell
 from dpscale.launch.snakemake_hooks.slurm_status import survive_status_outages
 
-# planning: the checked config and its cells, the order they run in, a profile's defaults,
-# the cell id as the rules' wildcards, the study's size told to each cell's launcher, the
-# links the communication model reads (parsed once, here), the clusters' files
+# planning: the order cells run in, the cell id as the rules' wildcards, the study's size
+# told to each cell's launcher, the links the communication model reads (parsed once, here),
+# the clusters' files
 from dpscale.plan.cell import CELL_PATTERN
 from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.model_inputs import model_inputs
-from dpscale.plan.profile import check_default_resources
 from dpscale.plan.progress import STUDY_CELLS_ENV
 from dpscale.plan.published import published_files
-from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 
 # the report lists a page only where its table has a row; a study's own words, shown in the
@@ -47,35 +41,35 @@ from dpscale.registry import STRATEGIES
 from dpscale.render.pages import has_data
 from dpscale.render.rst import plain_text
 
+# the one plan-time check of a study, the one `dpscale check-config` runs too: its files
+# read with bounds, its config and cells, imported logs, a profile's defaults, interpreters
+from dpscale.study_check import check_study
+
 __all__ = [
     # planning
     "CELL_PATTERN",
     "STRATEGIES",
     "STUDY_CELLS_ENV",
     "ConfigError",
-    "check_default_resources",
+    "check_study",
     "cluster_inputs",
     "cluster_paths",
     "model_inputs",
-    "plan_study",
     "published_files",
     "run_priorities",
     # launching
     "READY_MARKER",
-    "InterpreterError",
     "LockError",
     "cell_resource",
     "coalesce_reevaluations",
     "end_with_job_shell",
     "env_folder_name",
     "interpreter_command",
-    "probe_configured",
     "reap_orphans",
     "record_slurm_failures",
     "run_started",
     "survive_status_outages",
-    # imported logs and the report's pages and text
-    "check_imports",
+    # the report's pages and text
     "has_data",
     "plain_text",
 ]

@@ -57,11 +57,17 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the rules' bodies (workflow/scripts/step.py): named inputs -> analysis -> render -> outputs
     "steps": ({"plan", "analysis", "render", "registry", "steps"}, {"pandas"}),
+    # the one plan-time check of a study, which cli and the workflow's door both call: it
+    # reads the imported logs (analysis) and probes a site's interpreters (launch)
+    "study_check": ({"plan", "registry", "launch", "analysis"}, set()),
     # what a person types; compare runs an analysis step (the analysis extra), lock
     # freezes a built environment (launch.setup.envs)
-    "cli": ({"plan", "registry", "steps", "launch"}, set()),
+    "cli": ({"plan", "registry", "steps", "launch", "study_check"}, set()),
     # the workflow's one door (Snakefile, workflow/rules/*.smk): re-exports only
-    "workflow_door": ({"plan", "registry", "launch", "analysis", "render"}, set()),
+    "workflow_door": (
+        {"plan", "registry", "launch", "analysis", "render", "study_check"},
+        set(),
+    ),
 }
 
 

@@ -14,11 +14,9 @@ from dpscale.workflow_door import (
     STRATEGIES,
     STUDY_CELLS_ENV,
     ConfigError,
-    InterpreterError,
     LockError,
     cell_resource,
-    check_default_resources,
-    check_imports,
+    check_study,
     coalesce_reevaluations,
     end_with_job_shell,
     env_folder_name,
@@ -26,8 +24,6 @@ from dpscale.workflow_door import (
     interpreter_command,
     model_inputs,
     plain_text,
-    plan_study,
-    probe_configured,
     reap_orphans,
     record_slurm_failures,
     run_priorities,
@@ -35,18 +31,25 @@ from dpscale.workflow_door import (
     survive_status_outages,
 )
 
-# One check, before any job: the schema (workflow/schemas/config.schema.yaml plus the keys
+# One check, before any job, the one `dpscale check-config` runs (dpscale.study_check): the
+# study files read again with dpscale's bounds and merged as check-config merges them, with
+# --config's values over them (Snakemake's own loader and merge let a key given twice or an
+# empty mapping through), the schema (workflow/schemas/config.schema.yaml plus the keys
 # strategies declare) with defaults filled in, the rules a schema cannot express, the
-# matrix, expanded once here (plan.study), and every imported log, read once.
+# matrix, expanded once here (plan.study), every imported log, read once, a --profile's
+# placeholders (slurm/config.yaml) and a site's own interpreter or container (config
+# interpreters), probed: it must import the framework and dpscale's runner (cached while
+# nothing changes). The rules read the checked config (config.update below).
+PROFILE_RESOURCES = getattr(workflow.resource_settings.default_resources, "args", None)
 try:
-    checked, planned_cells = plan_study(config, STRATEGIES)
-    check_imports(checked["imports"])
-    # a --profile's placeholders (slurm/config.yaml): before any job is submitted
-    check_default_resources(
-        getattr(workflow.resource_settings.default_resources, "args", None) or ()
+    STUDY = check_study(
+        workflow.overwrite_configfiles,
+        workflow.config_settings.config,
+        default_resources=PROFILE_RESOURCES or (),
     )
 except ConfigError as error:
     sys.exit(f"dpscale: config error: {error}")
+checked, planned_cells = STUDY.config, STUDY.cells
 config.update(checked)
 
 # Snakemake re-runs its job selector once a second per finished job while cells wait for the
@@ -83,15 +86,6 @@ shell.prefix(
     f"export DPSCALE_PYTHON={shlex.quote(sys.executable)} "
     f"{STUDY_CELLS_ENV}='{len(CELLS)} {TO_MEASURE}'; "
 )
-
-# A site's own interpreter or container (config interpreters) is probed once here, before
-# any job: it must import the framework and dpscale's runner (cached while nothing changes).
-try:
-    PROBED = probe_configured(
-        config, STRATEGIES, {c.strategy for c in CELLS.values() if not c.skip_reason}
-    )
-except InterpreterError as error:
-    sys.exit(f"dpscale: config error: {error}")
 
 
 # Emulated nodes of a launcher killed with the run before (SIGKILL leaves no chance to clean

@@ -16,6 +16,11 @@ name the file, the field and what it allows.
     model: resnet50-imagenet224-c1000           # as the results name it
     batch_per_device: 256
 
+Each number must lie in a plausible range (RANGES; a cluster beyond them is a typo, and the
+prediction would print a number as if it were one): devices_per_node 1 to 1,024, nodes 1 to
+100,000, ranks 2 to 1,024 x 100,000, batch_per_device 1 to 65,536 (the study's own bound),
+a rate 1 mbit to 10,000 gbit (10 Tbit/s). An integer is written as one (``4``, not ``4.0``).
+
 One-node rows (nodes: 1) take their all-reduce from ``intra_node`` where given (a log at
 fewer ranks than devices_per_node is extended by the ring law fitted to it); without it the
 inter-node log stands in. Rows of two or more nodes always take the inter-node log.
@@ -36,6 +41,7 @@ from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.units import RATE_UNITS
+from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy", "intra_node")
@@ -43,6 +49,14 @@ INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
 INTER_NODE_OPTIONAL = ("rate",)
 # the node's own fabric is described as the inter-node link is
 INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL = INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
+# What a cluster can plausibly be: beyond these, a number is a typo (1000000000 devices per
+# node), not a cluster to predict. A node of today holds at most a few dozen accelerators
+# (a 1,024 bound leaves room); the largest machines have tens of thousands of nodes.
+MAX_DEVICES_PER_NODE = 1024
+MAX_NODES = 100_000
+MAX_BATCH = 65536  # as the study's batch_sizes (workflow/schemas/config.schema.yaml)
+# a link's nominal rate in bit/s: 1 Mbit/s to 10 Tbit/s
+MIN_RATE_BIT_S, MAX_RATE_BIT_S = 1e6, 1e13
 
 
 @dataclass(frozen=True)
@@ -72,15 +86,23 @@ def _keys(entry: dict[str, Any], required: tuple, optional: tuple, where: str, p
     allowed = (*required, *optional)
     for key in entry:
         if key not in allowed:
-            raise ConfigError(f"{where}: {prefix}{key}: unknown key; allowed: {list(allowed)}")
+            raise ConfigError(
+                f"{where}: {prefix}{shown(str(key))}: unknown key; allowed: {list(allowed)}"
+            )
     for key in required:
         if key not in entry:
             raise ConfigError(f"{where}: {prefix}{key}: missing (required: {list(required)})")
 
 
-def _int(value: Any, where: str, field: str, least: int) -> int:
+def _int(value: Any, where: str, field: str, least: int, most: int) -> int:
+    """An integer as written (``4``, not ``4.0`` or ``true``) from ``least`` to ``most``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{where}: {field}: {value!r} is not an integer >= {least}")
+        written = " (written as a float: leave out the decimal point)" * isinstance(value, float)
+        raise ConfigError(f"{where}: {field}: {value!r} is not an integer >= {least}{written}")
+    if value > most:
+        raise ConfigError(
+            f"{where}: {field}: {value:,} is out of range; allowed: {least} to {most:,}"
+        )
     return value
 
 
@@ -106,8 +128,8 @@ def _log(entry: dict[str, Any], path: Path, field: str) -> Path:
     log = (path.parent / log_name).resolve()
     if not log.is_file():
         raise ConfigError(
-            f"{where}: {field}.nccl_tests_log: {log_name} is not a file "
-            f"(looked for {log}; paths are relative to the cluster file)"
+            f"{where}: {field}.nccl_tests_log: {shown(log_name)} is not a file "
+            f"(looked for {shown(str(log))}; paths are relative to the cluster file)"
         )
     return log
 
@@ -123,9 +145,15 @@ def _rate(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link | 
             f"one of {sorted(RATE_UNITS)} (e.g. 200gbit)"
         )
     try:
-        return Link.from_rate(field, text, field=field, emulated=False, source="cluster file")
+        link = Link.from_rate(field, text, field=field, emulated=False, source="cluster file")
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
+    if not MIN_RATE_BIT_S <= link.bits_per_s <= MAX_RATE_BIT_S:
+        raise ConfigError(
+            f"{where}: {field}.rate: {text!r} is out of range; allowed: 1mbit to 10000gbit "
+            "(1 Mbit/s to 10 Tbit/s)"
+        )
+    return link
 
 
 def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNode | None:
@@ -138,7 +166,7 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
         entry["intra_node"], where, "intra_node", INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL
     )
     log = _log(intra, path, "intra_node")
-    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2)
+    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2, MAX_DEVICES_PER_NODE)
     if devices_per_node < 2:
         raise ConfigError(
             f"{where}: intra_node: devices_per_node is {devices_per_node}; a node of one device "
@@ -162,13 +190,19 @@ def read_cluster(path: str | Path) -> ClusterFile:
         entry["inter_node"], where, "inter_node", INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
     )
     log = _log(inter, path, "inter_node")
-    ranks = _int(inter["ranks"], where, "inter_node.ranks", 2)
+    ranks = _int(inter["ranks"], where, "inter_node.ranks", 2, MAX_NODES * MAX_DEVICES_PER_NODE)
     rate = _rate(inter, where)
     nodes = entry["nodes"]
     if not isinstance(nodes, list) or not nodes:
-        raise ConfigError(f"{where}: nodes: {nodes!r} is not a non-empty list of integers >= 1")
-    counts = tuple(sorted({_int(n, where, f"nodes[{i}]", 1) for i, n in enumerate(nodes)}))
-    devices_per_node = _int(entry["devices_per_node"], where, "devices_per_node", 1)
+        raise ConfigError(
+            f"{where}: nodes: {repr(nodes)[:80]} is not a non-empty list of integers >= 1"
+        )
+    counts = tuple(
+        sorted({_int(n, where, f"nodes[{i}]", 1, MAX_NODES) for i, n in enumerate(nodes)})
+    )
+    devices_per_node = _int(
+        entry["devices_per_node"], where, "devices_per_node", 1, MAX_DEVICES_PER_NODE
+    )
     return ClusterFile(
         name=_text(entry["name"], where, "name"),
         log=log,
@@ -178,7 +212,7 @@ def read_cluster(path: str | Path) -> ClusterFile:
         nodes=counts,
         strategy=(None if "strategy" not in entry else _text(entry["strategy"], where, "strategy")),
         model=_text(entry["model"], where, "model"),
-        batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1),
+        batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1, MAX_BATCH),
         intra=_intra(entry, path, devices_per_node),
     )
 

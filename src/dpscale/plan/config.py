@@ -2,8 +2,9 @@
 beyond the schema are plan.config_rules, loading and merging files plan.config_files.
 
 Snakemake reads ``--configfile`` itself and says only "Config file is not valid JSON or
-YAML" for a syntax error; ``dpscale check-config FILE...`` (dpscale.cli) checks study files
-as the workflow merges them (over config.yaml) and names the file, line and column.
+YAML" for a syntax error; ``dpscale check-config FILE...`` (dpscale.cli) names the file, line
+and column. Both it and the workflow read and merge the study files with plan.config_files
+and check them with dpscale.study_check, so they give one verdict.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.published import check_published
 from dpscale.plan.remedies import comm_description
 from dpscale.plan.strategy import Strategy
-from dpscale.plan.yaml_shape import check_shape, field_name
+from dpscale.plan.yaml_shape import StrictValidator, check_shape, field_name, float_for_integer
 
 
 @functools.lru_cache(maxsize=4)
@@ -73,6 +74,9 @@ def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str,
 
 def _one_line(error: jsonschema.ValidationError) -> str:
     field = field_name(error.absolute_path)
+    as_float = float_for_integer(error)
+    if as_float:
+        return as_float
     if error.validator == "enum":
         return f"{field}: {error.instance!r} is not allowed; allowed: {error.validator_value}"
     if error.validator in ("oneOf", "anyOf"):
@@ -124,9 +128,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     train_comm = train.get("comm") if isinstance(train, dict) else None
     if train_comm is not None:
         check_comm(train_comm, [HOST_NETWORK], "train.comm")
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(config)
-    )
+    # integers as written: 16.0 is not one (plan.yaml_shape.StrictValidator)
+    error = jsonschema.exceptions.best_match(StrictValidator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)

@@ -23,7 +23,7 @@ import yaml
 from dpscale.plan import traffic
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
-from dpscale.plan.yaml_shape import field_name
+from dpscale.plan.yaml_shape import StrictValidator, field_name, float_for_integer, shown
 
 SCHEMA_FILE = "published_cases.schema.yaml"
 
@@ -121,21 +121,24 @@ def check_cases(cases: Any, where: str) -> None:
                 "too; allowed: an id no other case has"
             )
         seen[case["id"]] = index
-    validator = jsonschema.Draft202012Validator(case_schema())
+    validator = StrictValidator(case_schema())  # 16.0 is not an integer
     for index, case in enumerate(cases):
         error = jsonschema.exceptions.best_match(validator.iter_errors(case))
         if error is not None:
-            raise ConfigError(f"{where}: cases[{index}] ({case['id']}).{_one_line(error)}")
-        _finite(case, f"{where}: cases[{index}] ({case['id']})")
+            raise ConfigError(f"{where}: cases[{index}] ({shown(case['id'])}).{_one_line(error)}")
+        _finite(case, f"{where}: cases[{index}] ({shown(case['id'])})")
     by_id = {case["id"]: case for case in cases}
     for index, case in enumerate(cases):
-        _check_rules(case, by_id, f"{where}: cases[{index}] ({case['id']})")
+        _check_rules(case, by_id, f"{where}: cases[{index}] ({shown(case['id'])})")
 
 
 def _one_line(error: jsonschema.ValidationError) -> str:
     """A schema error as ``field: what is wrong; allowed: ...``, the field dotted below the
     case (``intra_node_link.kind``)."""
     field = field_name(error.absolute_path)
+    as_float = float_for_integer(error)
+    if as_float:
+        return as_float
     if error.validator == "required":
         missing = error.message.split("'")[1]
         name = f"{field}.{missing}" if error.absolute_path else missing
@@ -146,7 +149,7 @@ def _one_line(error: jsonschema.ValidationError) -> str:
         return f"{field}.{given}: given without {needs}; allowed: with {needs} beside it"
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        name = f"{field}.{extra[0]}" if error.absolute_path else str(extra[0])
+        name = f"{field}.{shown(str(extra[0]))}" if error.absolute_path else shown(str(extra[0]))
         return f"{name}: not a field of a case here; allowed: {sorted(error.schema['properties'])}"
     return f"{field}: {_shown(error.instance)} is not allowed; allowed: {_allowed(error.schema)}"
 

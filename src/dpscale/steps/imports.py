@@ -8,7 +8,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dpscale.analysis.results.import_logs import check_imports
 from dpscale.analysis.results.imports import imported_collectives, imported_throughput
 from dpscale.render.html import write_table_html
 from dpscale.steps.io import or_message, write
@@ -34,8 +33,3 @@ def imports(inputs: Files, outputs: Files, params: Files) -> str:
         f"[dpscale] {len(entries)} imported logs: {len(collectives)} all-reduce sizes, "
         f"{len(throughput)} throughput runs"
     )
-
-
-def check(config: Mapping[str, Any]) -> None:
-    """Plan time (dpscale check-config): every configured log parses, else ConfigError."""
-    check_imports(list(config.get("imports") or []))
