@@ -12,6 +12,7 @@ import pytest
 from test_cluster_link import logged_seconds, nccl_log
 
 from dpscale.analysis.laws import engine as en
+from dpscale.analysis.laws import pricing as pr
 from dpscale.analysis.laws.cluster_link import MEASURED, CollectiveCurve
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
 from dpscale.analysis.results.import_logs import parse_all_reduce
@@ -34,8 +35,8 @@ def profile(timeline: BucketTimeline = ONE, lo: float = COMPUTE, hi: float = COM
     return en.ComputeProfile(timeline, 64, COMPUTE, lo, hi, GRADIENT, "known")
 
 
-def link(beta: float = BETA, alpha: float = ALPHA) -> en.LinkPricing:
-    return en.LinkPricing(Link("test", beta, alpha, source="test"))
+def link(beta: float = BETA, alpha: float = ALPHA) -> pr.LinkPricing:
+    return pr.LinkPricing(Link("test", beta, alpha, source="test"))
 
 
 def curve(ranks: int = 8) -> CollectiveCurve:
@@ -56,7 +57,7 @@ def test_one_bucket_after_the_backward_adds_its_whole_collective():
     size = 8 * 2**20
     logged = logged_seconds(nccl_log(lambda s, n: ring.ring_allreduce_seconds(s, n, 2e9, 5e-6), 8))
     one = en.ComputeProfile(ONE, 64, COMPUTE, COMPUTE, COMPUTE, size, "known")
-    found = en.predict_step(one, RING, en.CurvePricing(curve()), Layout(2, 4))
+    found = en.predict_step(one, RING, pr.CurvePricing(curve()), Layout(2, 4))
     assert found.step_s == pytest.approx(COMPUTE + logged[size], rel=1e-12)
     assert found.collective_bases == (MEASURED,) and found.kind == "extrapolated"
 
@@ -127,7 +128,7 @@ def test_any_declared_traffic_over_a_nominal_link_is_plan_traffics_price(declare
 def test_a_measured_curve_refuses_a_traffic_that_is_not_a_ring_all_reduce_in_one_line():
     for declared in (ParameterServers(1), ReduceScatterAllGather()):
         with pytest.raises(ValueError) as error:
-            en.predict_step(profile(), declared, en.CurvePricing(curve()), Layout(2, 4))
+            en.predict_step(profile(), declared, pr.CurvePricing(curve()), Layout(2, 4))
         message = str(error.value)
         assert message.startswith("traffic: a measured all-reduce curve cannot price ")
         assert declared.words() in message and "\n" not in message
@@ -135,7 +136,7 @@ def test_a_measured_curve_refuses_a_traffic_that_is_not_a_ring_all_reduce_in_one
 
 def test_ranges_hold_the_point():
     # the log at 8 ranks, asked at 32: the fitted ring law with its range; compute +-5%
-    pricing = en.CurvePricing(curve())
+    pricing = pr.CurvePricing(curve())
     for timeline, remedy in ((FOUR, en.NO_EFFECT), (ONE, en.RemedyEffect(hidden=True))):
         found = en.predict_step(
             profile(timeline, 0.095, 0.105), RING, pricing, Layout(8, 4), remedy
@@ -156,7 +157,7 @@ def test_ranges_hold_the_point():
 
 
 def test_one_device_sends_nothing():
-    found = en.predict_step(profile(FOUR), RING, en.CurvePricing(curve()), Layout(1, 1))
+    found = en.predict_step(profile(FOUR), RING, pr.CurvePricing(curve()), Layout(1, 1))
     assert found.collective_bases == (en.ONE_DEVICE,)
     assert found.step_s == pytest.approx(COMPUTE) and found.speedup == pytest.approx(1.0)
     empty = BucketTimeline(1 / 3, 0.002, 0.1 / 64, 0.0, np.array([1.0]), np.array([0.0]), (64,))
@@ -203,7 +204,7 @@ def test_bad_inputs_are_refused_in_one_line():
         (lambda: en.RemedyEffect(wire_ratio=0.0), "remedy.wire_ratio"),
         (lambda: en.RemedyEffect(collectives_per_bucket=0), "remedy.collectives_per_bucket"),
         (
-            lambda: en.predict_step(profile(), RING, en.LinkPricing(HOST_LINK), Layout(2, 1)),
+            lambda: en.predict_step(profile(), RING, pr.LinkPricing(HOST_LINK), Layout(2, 1)),
             "link: host has no known bandwidth",
         ),
         (lambda: en.ComputeProfile.point(ONE, 0, 0.1, GRADIENT, "x"), "compute.batch: 0 is"),
@@ -214,7 +215,7 @@ def test_bad_inputs_are_refused_in_one_line():
             "allowed: 1 to 1,048,576",
         ),
         (
-            lambda: en.predict_step(profile(), RING, en.CurvePricing(curve()), Layout(2, 2**20)),
+            lambda: en.predict_step(profile(), RING, pr.CurvePricing(curve()), Layout(2, 2**20)),
             "layout: 2,097,152 devices in all (nodes 2, devices_per_node 1,048,576)",
         ),
         (lambda: en.wire_ratio_for(profile(), RING, link(), Layout(0, 4)), "layout: 0 devices"),

@@ -136,7 +136,7 @@ def declared_traffic(strategy: str) -> Traffic:
     """What the strategy declares one step sends (its adapter's ``traffic``); a strategy
     dpscale does not declare (results from elsewhere) is taken as the log measured it, a
     ring all-reduce. A log measured an all-reduce, so a declared traffic of another kind is
-    refused by the prediction (laws.engine.CurvePricing), never priced as a ring."""
+    refused by the prediction (laws.pricing.CurvePricing), never priced as a ring."""
     declared = STRATEGIES.get(strategy)
     return cp.RING if declared is None else declared.traffic
 

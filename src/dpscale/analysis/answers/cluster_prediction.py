@@ -3,7 +3,7 @@
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
 img_s interval) is the compute of the prediction engine (laws.engine: the bucket model,
 commmodel.buckets); each gradient bucket's all-reduce is priced by the cluster's own log
-(engine.CurvePricing over laws.cluster_link: measured where the log covers it, the ring law
+(pricing.CurvePricing over laws.cluster_link: measured where the log covers it, the ring law
 fitted to it elsewhere; a strategy whose declared traffic is not a ring all-reduce is
 refused, since the log measured one). One node's rows take the cluster's intra-node
 log (NVLink, PCIe) where it gives one, else the inter-node log stands in; rows of two or more
@@ -36,11 +36,11 @@ from dpscale.analysis.laws.engine import (
     NOT_RESOLVED,
     TARGET_EFFICIENCY,
     ComputeProfile,
-    CurvePricing,
     point_efficiency,
     predict_step,
     wire_ratio_for,
 )
+from dpscale.analysis.laws.pricing import CurvePricing
 from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.columns import SPREAD
 from dpscale.plan.layout import Layout

@@ -12,7 +12,7 @@ Each compared row also gives the link rate its published figure implies (implied
 rate at which the prediction would meet it, every other input held. A diagnostic of what the
 nominal rate misses, never an input to a prediction.
 
-Each link is its nominal rate priced through the case's traffic (laws.engine.LinkPricing:
+Each link is its nominal rate priced through the case's traffic (laws.pricing.LinkPricing:
 plan.traffic.seconds), not a CollectiveCurve (laws.cluster_link): no case published a
 collectives log, and a curve's words speak of one. Every number here is an extrapolation.
 """

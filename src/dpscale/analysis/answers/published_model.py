@@ -4,7 +4,7 @@ train over batch phases, and the link rate a published figure implies.
 
 A step: forward, backward with the gradient buckets ready at shares of it (or one bucket
 after the backward: the case's overlap), each bucket's collectives priced by the case's
-declared traffic over its nominal link (engine.LinkPricing: plan.traffic.seconds) and
+declared traffic over its nominal link (pricing.LinkPricing: plan.traffic.seconds) and
 served in order, optimizer; the case's wire precision divides its fp32 gradient bytes and
 a delayed all-reduce runs behind the next step (engine.RemedyEffect). The compute's shape
 is a borrowed one-device profile (choose_profile), scaled to the case's one-device step.
@@ -21,11 +21,11 @@ from scipy.optimize import brentq
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline
 from dpscale.analysis.laws.engine import (
     ComputeProfile,
-    LinkPricing,
     Overlap,
     RemedyEffect,
     predict_step,
 )
+from dpscale.analysis.laws.pricing import LinkPricing
 from dpscale.plan.layout import Layout
 from dpscale.plan.link import Link
 from dpscale.plan.traffic import RingAllReduce, Traffic
