@@ -14,8 +14,8 @@ import pandas as pd
 from dpscale.plan import ring
 from dpscale.plan.columns import NETWORK, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
-from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.link import Link
+from dpscale.plan.remedies import NONE, Comm
 
 LAYOUT = ["study", "strategy", "framework", NETWORK, "comm", *SPREAD]
 MEASURED = "measured"
