@@ -1,4 +1,5 @@
-"""The repository stays formatted and lint-clean (ruff, snakefmt, snakemake --lint)."""
+"""The repository stays formatted and lint-clean (ruff, snakefmt, snakemake --lint), and no
+module grows past the line limit."""
 
 import subprocess
 import sys
@@ -42,3 +43,17 @@ def test_snakemake_lint_is_clean():
     assert titles <= TOLERATED_LINTS, text
     # --lint exits 1 when it printed any lint, tolerated or not
     assert lint.returncode == (1 if titles else 0), text
+
+
+# a module past this many lines holds more than one idea: split it where the ideas part
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_is_over_the_line_limit():
+    package = REPO / "src" / "dpscale"
+    long = {
+        str(path.relative_to(package)): count
+        for path in sorted(package.rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"over {MAX_MODULE_LINES} lines: {long}"
