@@ -67,11 +67,12 @@ SNAKEFILE = textwrap.dedent(
     import json, os, time
     from pathlib import Path
     from dpscale.workflow_door import (
-        CELL_PATTERN, STRATEGIES, end_with_job_shell, plan_study, record_slurm_failures,
+        CELL_PATTERN, check_study, end_with_job_shell, record_slurm_failures,
         run_started, survive_status_outages,
     )
 
-    checked, planned = plan_study(config, STRATEGIES)
+    STUDY = check_study(workflow.overwrite_configfiles, workflow.config_settings.config)
+    checked, planned = STUDY.config, STUDY.cells
     config.update(checked)
     CELLS = {{cell.cell_id: cell for cell in planned}}
     CELLS_DIR = f"{{config['results_dir']}}/{{config['study']}}/cells"

@@ -210,9 +210,9 @@ def test_a_profile_the_config_names_is_read_within_the_bound_for_a_table(tmp_pat
     big = sparse(tmp_path / "profile.csv", TABLE.bound + 1)
     with pytest.raises(ConfigError) as error:
         check_published({"published_cases": {"profile": str(big)}})
-    assert str(error.value).startswith(
-        f"published_cases.profile: '{big}' is 268,435,457 bytes, over the 256 MiB bound"
-    )
+    # the path is quoted cut at 80 characters: CI's temporary folders are longer
+    assert str(error.value).startswith("published_cases.profile: '")
+    assert "' is 268,435,457 bytes, over the 256 MiB bound for a table" in str(error.value)
     latin = tmp_path / "latin.csv"
     latin.write_bytes("model\ncafé\n".encode("latin-1"))
     with pytest.raises(ConfigError, match=r"profile: '.*latin.csv' is not UTF-8 \(byte 0xe9"):
