@@ -25,17 +25,7 @@ from dpscale.analysis.laws.commmodel.study import study_model
 from dpscale.plan.config import check_config
 from dpscale.plan.config_files import study_config
 from dpscale.registry import STRATEGIES
-from dpscale.steps.model import study_links
-
-TABLES = (
-    "parameters",
-    "validation",
-    "summary",
-    "predictions",
-    "remedies",
-    "remedy_validation",
-    "remedy_predictions",
-)
+from dpscale.steps.model import TABLES, study_links
 
 
 def model_inputs_of(config: dict) -> dict:

@@ -138,7 +138,7 @@ def declared_traffic(strategy: str) -> Traffic:
     ring all-reduce. A log measured an all-reduce, so a declared traffic of another kind is
     refused by the prediction (laws.pricing.CurvePricing), never priced as a ring."""
     declared = STRATEGIES.get(strategy)
-    return cp.RING if declared is None else declared.traffic
+    return cp.RING if declared is None else declared.declared_traffic()
 
 
 def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, where: str) -> Answer:
