@@ -117,6 +117,29 @@ def test_a_folder_without_tables_gets_one_line(tmp_path):
         cli.main(["compare", str(tmp_path), str(tmp_path)])
 
 
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (b"point,img_s\n" + b"caf\xe9,1\n", "is not UTF-8 (byte 0xe9 at line 2)"),
+        (b"\xff\xfeh\x00", "is not UTF-8 (UTF-16"),
+        (None, "over the 256 MiB bound for a table"),
+    ],
+)
+def test_a_table_compare_cannot_take_is_one_line_naming_it(tmp_path, content, said):
+    write_study(tmp_path / "a" / "default", {16: (100.0, 2.0)}, "laptop")
+    write_study(tmp_path / "b" / "default", {16: (150.0, 3.0)}, "laptop")
+    table = tmp_path / "b" / "default" / "tables" / "fits.csv"
+    if content is None:  # sparse: a huge file without writing it
+        with open(table, "wb") as handle:
+            handle.truncate(257 * 2**20)
+    else:
+        table.write_bytes(content)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["compare", str(tmp_path / "a" / "default"), str(tmp_path / "b" / "default")])
+    line = str(stop.value)
+    assert "\n" not in line and str(table) in line and said in line
+
+
 def test_the_rule_compares_its_own_study_with_compare_with(tmp_path):
     from dpscale.steps.compare import compare
 

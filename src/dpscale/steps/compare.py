@@ -8,9 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from dpscale.analysis.answers import compare as cmp
+from dpscale.plan.user_files import Unreadable
 from dpscale.render.compare_page import compare_html
-from dpscale.steps.io import read, read_optional, write
+from dpscale.steps.io import read_given, write
 
 Files = Mapping[str, Any]
 
@@ -27,10 +30,28 @@ def study_tables(folder: str | Path, name: str | None = None) -> cmp.Study:
         )
     return cmp.Study(
         name=name or folder.name,
-        cells=read(tables / "cells.csv"),
-        fits=read_optional(tables / "fits.csv"),
-        comm_fits=read_optional(tables / "comm_fits.csv"),
+        cells=_table(tables / "cells.csv"),
+        fits=_table(tables / "fits.csv", optional=True),
+        comm_fits=_table(tables / "comm_fits.csv", optional=True),
     )
+
+
+def _table(path: Path, optional: bool = False) -> pd.DataFrame:
+    """A study table a person points compare at, read within the bound for a table (two
+    folders from anywhere: a wrong or huge file is one line naming it, not a traceback)."""
+    if optional and not path.is_file():
+        return pd.DataFrame()
+    try:
+        return read_given(path)
+    except Unreadable as error:
+        if optional and _blank(path):  # a table written without a single column
+            return pd.DataFrame()
+        raise SystemExit(f"dpscale: compare: {path} {error}") from None
+
+
+def _blank(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return not handle.read(64).strip()
 
 
 def compare(inputs: Files, outputs: Files, params: Files) -> str:
