@@ -1,0 +1,76 @@
+"""The calibrated check on published series, by its protocol: which points calibrate and
+which is predicted, the baselines from published figures alone, abstaining as an infinite
+error, a tie going to the baseline."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dpscale.analysis.answers import published_series as ps
+
+
+def case(series: str, devices: int, img_s: float, one: float = 100.0) -> dict:
+    return {
+        "id": f"{series}-{devices}",
+        "series": series,
+        "model": "resnet50",
+        "devices_total": devices,
+        "single_device": {"img_s": one},
+        "published": {"kind": "throughput", "value": img_s},
+        "source": {"title": f"source of {series}", "url": f"https://example.org/{series}"},
+    }
+
+
+def check_of(cases: list[dict], link_only: dict[int, float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": [c["id"] for c in cases],
+            "predicted": [link_only[c["devices_total"]] for c in cases],
+        }
+    )
+
+
+def test_roles_follow_the_protocol():
+    assert ps.roles([1, 8, 16, 32, 64]) == ([8, 16], 64)
+    assert ps.roles([1, 8, 16]) == ([8], 16)
+    assert ps.roles([1, 8]) is None
+
+
+def test_the_largest_point_is_never_read():
+    cases = [case("a", 8, 720.0), case("a", 16, 1360.0), case("a", 32, 2500.0)]
+    link_only = {8: 99.0, 16: 98.0, 32: 97.0}
+    first = ps.series_table(cases, check_of(cases, link_only))
+    cases[-1]["published"]["value"] = 1.0  # a different published figure at the largest
+    second = ps.series_table(cases, check_of(cases, link_only))
+    for column in ("calibrated_pct", "hold_pct", "repeat_pct", "link_only_pct"):
+        assert first[column].iloc[0] == pytest.approx(second[column].iloc[0])
+    assert first["published_pct"].iloc[0] == pytest.approx(100 * 2500 / 3200)
+
+
+def test_baselines_need_no_link_only_prediction_and_the_model_abstains_without_one():
+    cases = [case("a", 8, 720.0), case("a", 16, 1360.0), case("a", 32, 2500.0)]
+    row = ps.series_table(cases, check_of(cases, {8: math.nan, 16: 98.0, 32: 97.0})).iloc[0]
+    assert row["hold_pct"] == pytest.approx(85.0)  # 1360 / 1600
+    assert row["repeat_pct"] == pytest.approx(85.0 - 5.0)  # 90 -> 85 repeats once
+    assert math.isnan(row["calibrated_pct"]) and row["status"].startswith("not predicted")
+    assert math.isinf(ps.errors(pd.DataFrame([row]))["calibrated"].iloc[0])
+
+
+def test_a_tie_goes_to_the_baseline():
+    table = pd.DataFrame(
+        {
+            "series": ["a", "b"],
+            "source": ["s", "t"],
+            "published_pct": [80.0, 90.0],
+            "calibrated_pct": [81.0, 91.0],
+            "link_only_pct": [99.0, 99.0],
+            "hold_pct": [81.04, 91.04],
+            "repeat_pct": [70.0, 70.0],
+        }
+    )
+    got = ps.verdict(table)
+    assert got["beats"] == {"hold": False, "repeat": True}
+    assert got["median_points"]["calibrated"] == pytest.approx(1.0)
