@@ -1,7 +1,8 @@
-"""README's capability table says what the registry and evidence/ support: a row per
-strategy, multi-node and collectives as the adapters declare them, the `comm` remedies each
-applies (and where only), and every GPU a CUDA cell names has an `ok` result in evidence/
-with that strategy, that GPU and that world size."""
+"""The capability table (docs/guide/strategies.md, linked from the README) says what the
+registry and evidence/ support: a row per strategy, multi-node and collectives as the
+adapters declare them, the `comm` remedies each applies (and where only), and every GPU a
+CUDA cell names has an `ok` result in evidence/ with that strategy, that GPU and that world
+size."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import pytest
 from conftest import REPO
 from dpscale.registry import STRATEGIES
 
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "guide" / "strategies.md"
 EVIDENCE = REPO / "evidence"
 HEADER = "| strategy | CPU | CUDA | multi-node |"
 
 
 def capability_rows() -> dict[str, dict[str, str]]:
     """The table under HEADER: strategy -> {column: text}."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = PAGE.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(HEADER))
     columns = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = {}
@@ -100,10 +101,12 @@ def test_a_cuda_claim_has_a_result_with_that_gpu_in_evidence(name):
     ran = {(gpu, size) for strategy, gpu, size in gpu_results() if strategy == name}
     for short in gpus:
         sizes = {size for gpu, size in ran if short in gpu.split()}
-        assert sizes, f"{name}: README says it ran on {short}; evidence/ has no ok result"
+        assert sizes, (
+            f"{name}: the capability table says it ran on {short}; evidence/ has no ok result"
+        )
         if world is not None:
             assert world in sizes, f"{name}: no {world}-rank result on {short} in evidence/"
     if not gpus:
-        assert not ran, f"{name}: README says not yet run on CUDA; evidence/ has {ran}"
+        assert not ran, f"{name}: the table says not yet run on CUDA; evidence/ has {ran}"
     if "between ranks not yet run" in text:
         assert all(size == 1 for _, size in ran), f"{name}: evidence/ has multi-rank GPU cells"
