@@ -354,7 +354,12 @@ def main(argv: list[str] | None = None) -> None:
         help="cells done, ok, failed and pending, why, and the time left",
     )
     state.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
-    state.add_argument("--reasons", type=int, default=10, help="failed cells listed (10)")
+    state.add_argument(
+        "--reasons",
+        type=int,
+        default=10,
+        help="failed cells, and reasons cells were skipped (with their cells), listed (10)",
+    )
     state.set_defaults(func=status)
     rerun = _command(
         commands,
