@@ -27,8 +27,11 @@ def _planned(files: list[Path], probe: bool = False) -> tuple[dict[str, Any], li
 
 
 def check_config_files(args: argparse.Namespace) -> None:
-    _planned(args.files, probe=True)
+    from dpscale.plan.config_rules import node_cpus_words
+
+    config, _ = _planned(args.files, probe=True)
     print(f"dpscale: config ok: {', '.join(map(str, args.files)) or 'config.yaml'}")
+    print(f"dpscale: {node_cpus_words(config)}")
 
 
 def _readable(files: list[Path]) -> None:
@@ -49,18 +52,24 @@ def report_path(args: argparse.Namespace) -> None:
     print(Path(config["results_dir"]) / config["study"] / "report.html")
 
 
-def _progress(files: list[Path]):
+def _planned_progress(files: list[Path]):
+    """The checked config and the study's progress read from its result files."""
     from dpscale.plan.progress import study_progress
 
     config, cells = _planned(files)
     cells_dir = Path(config["results_dir"]) / config["study"] / "cells"
-    return study_progress(config["study"], cells_dir, cells)
+    return config, study_progress(config["study"], cells_dir, cells)
 
 
 def status(args: argparse.Namespace) -> None:
+    from dpscale.plan.config_rules import node_cpus_words
     from dpscale.plan.progress import progress_lines
 
-    print("\n".join(progress_lines(_progress(args.files), reasons=args.reasons)))
+    config, progress = _planned_progress(args.files)
+    lines = progress_lines(progress, reasons=args.reasons)
+    if config["accelerator"] == "cuda":  # a GPU study's ranks on SLURM: the CPUs each asks
+        lines.append(node_cpus_words(config))
+    print("\n".join(lines))
 
 
 def rerun_failed(args: argparse.Namespace) -> None:
@@ -68,7 +77,7 @@ def rerun_failed(args: argparse.Namespace) -> None:
     what reads them); a result is replaced only when its cell has run again."""
     from dpscale.plan.progress import failed_paths
 
-    paths = failed_paths(_progress(args.files))
+    paths = failed_paths(_planned_progress(args.files)[1])
     if not paths:
         print("dpscale: no failed or oom cell in this study: nothing to rerun")
         return
@@ -354,7 +363,12 @@ def main(argv: list[str] | None = None) -> None:
         help="cells done, ok, failed and pending, why, and the time left",
     )
     state.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
-    state.add_argument("--reasons", type=int, default=10, help="failed cells listed (10)")
+    state.add_argument(
+        "--reasons",
+        type=int,
+        default=10,
+        help="failed cells, and reasons cells were skipped (with their cells), listed (10)",
+    )
     state.set_defaults(func=status)
     rerun = _command(
         commands,

@@ -197,8 +197,10 @@ def test_a_cluster_the_study_cannot_predict_says_why_and_adds_no_row(tmp_path):
     assert set(table["cluster"]) == {"gh200-slingshot"}
     assert top[1].startswith(f"On other, nothing is predicted from this study ({other}: ")
     assert "batch_per_device: no ok one-device cell" in top[1]
-    assert f"strategy: the results time {TINY} with no strategy" in top[2]
-    assert f"model: no bucket timeline of {RUN} {TINY} in this study; it has [" in top[3]
+    # a model the study does not time is refused with the names it allows, strategy or not
+    allowed = "allowed: ['resnet50', 'resnet50-imagenet224-c1000']"
+    for line in top[2:4]:
+        assert f"model: '{TINY}' is not a model the results time; {allowed}" in line
     assert all("\n" not in line for line in top) and "nothing is predicted" in page
 
 

@@ -246,6 +246,7 @@ CONTAINERS: dict[str, Any] = {
 # the fields that are valid only beside another: that one, and a value valid with it
 BESIDE: dict[tuple, tuple[dict[str, Any], int]] = {
     ("measure", "max_windows"): ({"target_ci": 0.05}, 8),  # at least windows (5)
+    ("cluster", "cpus_per_node"): ({}, 4),  # at least one CPU per device (2 a node)
 }
 CONFIG_INTEGERS = integer_fields(config_schema(STRATEGIES))
 

@@ -32,7 +32,8 @@ MY_STUDY = "study: mystudy\n"
 
 WHOLE_STUDY = "runs a whole study (minutes to hours); the workflow runs end to end there"
 INSTALLED = "installs the package into a fresh environment and runs a study from outside"
-SLURM = "needs a SLURM cluster and the site's account in slurm/config.yaml; the test starts one"
+SLURM = "needs a SLURM cluster; the test starts a throw-away one"
+PROFILE = "the shell set-up of a SLURM account; what the profile makes of it: test_profiles.py"
 GPU = "measures on a GPU node, or analyses what was measured there"
 # Long-running examples: the test that runs the same path, and why it is not run here.
 COVERED_ELSEWHERE = {
@@ -86,6 +87,27 @@ COVERED_ELSEWHERE = {
     ".venv/bin/snakemake --profile slurm --resources bench_slot=1 --groups "
     "'bench_cell=cells-{strategy}-n{nodes}-d{devices}' --group-components "
     "'cells-{strategy}-n{nodes}-d{devices}=8'": ("tests/e2e/test_slurm_workflow.py", SLURM),
+    ".venv/bin/snakemake --profile slurm --configfile 'studies/<your' 'study>.yaml'": (
+        "tests/e2e/test_slurm_workflow.py",
+        SLURM,
+    ),
+    ".venv/bin/snakemake --profile slurm --configfile 'studies/<your' 'study>.yaml' "
+    "--default-resources slurm_account=proj42 slurm_partition=gpu runtime=60 mem_mb=16000": (
+        "tests/unit/test_profiles.py",
+        SLURM,
+    ),
+    ".venv/bin/snakemake --profile dpscale-slurm --configfile 'studies/<your' 'study>.yaml'": (
+        "tests/unit/test_profiles.py",
+        SLURM,
+    ),
+    "export SBATCH_ACCOUNT=proj42": ("tests/unit/test_profiles.py", PROFILE),
+    "export SBATCH_PARTITION=gpu": ("tests/unit/test_profiles.py", PROFILE),
+    "mkdir -p '~/.config/snakemake'": ("tests/unit/test_profiles.py", PROFILE),
+    "cp -r slurm '~/.config/snakemake/dpscale-slurm'": ("tests/unit/test_profiles.py", PROFILE),
+    "'$EDITOR' '~/.config/snakemake/dpscale-slurm/config.yaml'": (
+        "tests/unit/test_profiles.py",
+        PROFILE,
+    ),
     ".venv/bin/mkdocs build --strict --site-dir site/": (
         "tests/unit/test_docs_site.py",
         "the same build, into a temporary folder",

@@ -1,9 +1,12 @@
 """The shipped Snakemake profiles: the SLURM profile's settings are not overridden by the
-workflow profile (which Snakemake applies over it, key by key), and its placeholders fail
-before any job is submitted, with one line naming the key."""
+workflow profile (which Snakemake applies over it, key by key); it needs no edit (the
+account and partition come from SBATCH_ACCOUNT / SBATCH_PARTITION, the command line or a
+profile of one's own), and a placeholder left in a profile of one's own fails before any
+job is submitted, with one line naming the key."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -27,7 +30,7 @@ def test_the_workflow_profile_overrides_nothing_the_slurm_profile_sets():
 
 
 @pytest.mark.parametrize("key", ["slurm_account", "slurm_partition"])
-def test_a_placeholder_names_its_key(key):
+def test_a_placeholder_left_in_a_profile_of_one_s_own_names_its_key(key):
     with pytest.raises(ConfigError, match=f"default-resources.{key} is still CHANGE_ME"):
         check_default_resources(["tmpdir=system_tmpdir", f"{key}='CHANGE_ME'"])
 
@@ -37,20 +40,41 @@ def test_set_values_pass():
     check_default_resources([])
 
 
-def test_the_shipped_slurm_profile_stops_a_dry_run_with_one_line(tmp_path):
+def slurm_default_resources(monkeypatch, **environment: str) -> list[str]:
+    """The shipped SLURM profile's default-resources as Snakemake reads them (YTE rendered)
+    with only ``environment`` of the SBATCH_ variables set."""
+    from snakemake.profiles import ProfileConfigFileParser
+
+    for name in ("SBATCH_ACCOUNT", "SBATCH_PARTITION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with open(REPO / "slurm" / "config.yaml", encoding="utf-8") as stream:
+        return ProfileConfigFileParser().parse(stream)["default-resources"]
+
+
+def test_the_shipped_slurm_profile_holds_no_placeholder():
+    assert "CHANGE_ME" not in (REPO / "slurm" / "config.yaml").read_text(encoding="utf-8")
+
+
+def test_the_slurm_profile_takes_account_and_partition_from_sbatch_s_variables(monkeypatch):
+    unset = slurm_default_resources(monkeypatch)
+    assert sorted(unset) == ["mem_mb=16000", "runtime=60"]  # the plugin's own fallbacks
+    given = slurm_default_resources(monkeypatch, SBATCH_ACCOUNT="proj42", SBATCH_PARTITION="gpu")
+    assert sorted(given) == sorted([*unset, "slurm_account=proj42", "slurm_partition=gpu"])
+    check_default_resources(given)
+
+
+def test_the_shipped_slurm_profile_plans_a_dry_run_unedited(tmp_path):
     command = [sys.executable, "-m", "snakemake", "--profile", "slurm", "-n"]
     command += ["--config", f"results_dir={tmp_path}"]
-    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    errors = [line for line in run.stderr.splitlines() if line.startswith("dpscale:")]
-    assert run.returncode != 0
-    assert errors == [
-        "dpscale: config error: profile default-resources.slurm_account is still CHANGE_ME: "
-        "set it to your SLURM account (sacctmgr show assoc user=$USER), or delete the line to "
-        "let the SLURM executor plugin guess it from your past jobs in the profile's "
-        "config.yaml (shipped as slurm/config.yaml)"
-    ]
-    assert "Traceback" not in run.stderr
-    assert not any(tmp_path.iterdir()), "a folder was made before the error"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SBATCH_")}
+    run = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=300, env=environment
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not [line for line in run.stderr.splitlines() if line.startswith("dpscale:")]
+    assert "This was a dry-run" in run.stdout and "bench_cell" in run.stdout
 
 
 def test_profile_slurm_outside_a_checkout_is_the_packaged_one(tmp_path, monkeypatch):

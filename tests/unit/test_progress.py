@@ -191,3 +191,29 @@ def test_a_finished_cells_line_says_the_cells_and_time_left(half_done):
 )
 def test_the_study_size_the_workflow_tells_a_launcher_is_parsed_or_ignored(value, parsed):
     assert parse_study_cells(value) == parsed
+
+
+def test_status_groups_the_skipped_cells_by_their_reason(tmp_path, default_config, capsys):
+    """A CPU study where one-process strategies skip their 2-device cells: torch-dp's skipped
+    results on disk, mxnet-device's not yet written; one line per reason, then its cells."""
+    study = tmp_path / "skips.yaml"
+    skips = {**STUDY, "study": "skips", "strategies": ["torch-dp", "mxnet-device", "torch-ddp"]}
+    study.write_text(yaml.safe_dump({**skips, "results_dir": str(tmp_path / "results")}))
+    config, cells = plan_study({**default_config, **yaml.safe_load(study.read_text())}, STRATEGIES)
+    cells_dir = tmp_path / "results" / "skips" / "cells"
+    skipped = [c for c in cells if c.skip_reason and c.strategy == "torch-dp"]
+    for cell in skipped:
+        write(cells_dir, cell, "skipped", f"{cell.skip_reason}\nsecond line", 0.1)
+    cli.main(["status", str(study)])
+    lines = capsys.readouterr().out.splitlines()
+    torch_reason = skipped[0].skip_reason.splitlines()[0]
+    at = lines.index(f"  skipped, 2 cells: {torch_reason}")
+    assert lines[at + 1] == f"    {', '.join(c.cell_id for c in skipped)}"
+    mxnet = [c for c in cells if c.skip_reason and c.strategy == "mxnet-device"]
+    at = lines.index(f"  will be skipped, 2 cells: {mxnet[0].skip_reason}")
+    assert lines[at + 1] == f"    {', '.join(c.cell_id for c in mxnet)}"
+    assert not any("torch-ddp/" in line for line in lines)  # it skips nothing
+    cli.main(["status", str(study), "--reasons", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith(("  skipped, ", "  will be skipped, ")) for line in lines) == 1
+    assert "  ... and 1 more reasons cells were skipped" in lines

@@ -37,9 +37,10 @@ from dpscale.workflow_door import (
 # empty mapping through), the schema (workflow/schemas/config.schema.yaml plus the keys
 # strategies declare) with defaults filled in, the rules a schema cannot express, the
 # matrix, expanded once here (plan.study), every imported log, read once, a --profile's
-# placeholders (slurm/config.yaml) and a site's own interpreter or container (config
-# interpreters), probed: it must import the framework and dpscale's runner (cached while
-# nothing changes). The rules read the checked config (config.update below).
+# placeholders (one copied from an old slurm/config.yaml) and a site's own interpreter or
+# container (config interpreters), probed: it must import the framework and dpscale's
+# runner (cached while nothing changes). The rules read the checked config (config.update
+# below).
 PROFILE_RESOURCES = getattr(workflow.resource_settings.default_resources, "args", None)
 try:
     STUDY = check_study(

@@ -13,8 +13,13 @@ name the file, the field and what it allows.
     devices_per_node: 4
     nodes: [2, 4, 8]
     strategy: <a strategy>                      # optional where the results hold one
-    model: resnet50-imagenet224-c1000           # as the results name it
+    model: resnet50                             # as the config names it, or the results'
+                                                # id (resnet50-imagenet224-c1000)
     batch_per_device: 256
+
+``model`` is a name the config's ``models`` take (``resnet50``: the one model of that name
+the results time) or the id the results write (``resnet50-imagenet224-c1000``: where they
+time several of one name); ``dpscale predict`` resolves it against the results.
 
 Each number must lie in a plausible range (RANGES; a cluster beyond them is a typo, and the
 prediction would print a number as if it were one): devices_per_node 1 to 1,024, nodes 1 to
@@ -77,7 +82,7 @@ class ClusterFile:
     devices_per_node: int
     nodes: tuple[int, ...]
     strategy: str | None  # None: the results' only strategy timed with this model
-    model: str
+    model: str  # a config's model name or a results' model id (steps.predict resolves it)
     batch_per_device: int
     intra: IntraNode | None = None  # None: the inter-node log stands in at one node
 

@@ -32,6 +32,7 @@ from dpscale.plan.config_rules import (
     check_train_layouts,
     check_values,
     dates_as_text,
+    node_cpus,
 )
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.layout import HOST_NETWORK
@@ -144,4 +145,4 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     check_imports(filled["imports"])
     check_train_layouts(filled)
     check_cost(filled)
-    return filled
+    return node_cpus(filled)

@@ -371,3 +371,42 @@ def check_combinations(config: dict[str, Any]) -> None:
             "accelerator 'cuda' (an address-space cap ends CUDA's large virtual reservations "
             "as a false 'oom'); allowed: null, and cluster.mem_mb_per_device for SLURM's --mem"
         )
+
+
+def node_cpus(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with ``cluster.cpus_per_device`` filled in where ``cluster.cpus_per_node``
+    gives the node's CPUs: those divided by the study's largest ``devices_per_node``, so every
+    cell's ranks get the same CPUs and the largest cell's fill its nodes. A cpus_per_device
+    set that asks more than cpus_per_node holds is refused; with neither, each device's rank
+    asks ``threads_per_device`` (launch.slurm.resources)."""
+    cluster = config["cluster"]
+    per_node, most = cluster.get("cpus_per_node"), max(config["devices_per_node"])
+    if per_node is None:
+        return config
+    if per_node < most:
+        raise ConfigError(
+            f"cluster.cpus_per_node: {per_node} is fewer than devices_per_node's {most}; "
+            "allowed: at least one CPU per device of a node"
+        )
+    given = cluster.get("cpus_per_device")
+    if given is not None and given * most > per_node:
+        raise ConfigError(
+            f"cluster.cpus_per_device: {given} x {most} devices per node is more than "
+            f"cluster.cpus_per_node ({per_node}); allowed: up to {per_node // most}, or null"
+        )
+    return {**config, "cluster": {**cluster, "cpus_per_device": given or per_node // most}}
+
+
+def node_cpus_words(config: dict[str, Any]) -> str:
+    """The CPUs each device's rank asks under SLURM (sbatch --cpus-per-task), and why."""
+    cluster = config["cluster"]
+    per_node, most = cluster.get("cpus_per_node"), max(config["devices_per_node"])
+    if cluster.get("cpus_per_device") is None:
+        count = config["threads_per_device"]
+        why = "threads_per_device; set cluster.cpus_per_node to give each the node's share"
+    else:
+        count = cluster["cpus_per_device"]
+        why = "cluster.cpus_per_device"
+        if per_node is not None and count == per_node // most:
+            why = f"cluster.cpus_per_node {per_node} / {most} devices per node, the study's most"
+    return f"on SLURM each device's rank asks {count} CPU{'s' * (count != 1)} ({why})"

@@ -16,6 +16,7 @@ from typing import Any
 from dpscale.plan.cell import Cell
 
 NOT_RUN = ("failed", "oom")
+SHOWN_IDS = 8  # cell ids listed under one skip reason
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ def _minutes(seconds: float) -> str:
 
 
 def progress_lines(progress: Progress, reasons: int = 10) -> list[str]:
-    """The study's state in a few lines: counts, the cells that did not run and why, and
-    the time left (one cell at a time, as on one machine; SLURM runs some side by side)."""
+    """The study's state in a few lines: counts, the cells that did not run and why, why
+    cells were skipped (grouped by reason), and the time left (one cell at a time, as on
+    one machine; SLURM runs some side by side)."""
     counts = progress.counts
     total = len(progress.states)
     done = total - counts["pending"]
@@ -130,15 +132,49 @@ def progress_lines(progress: Progress, reasons: int = 10) -> list[str]:
         f"{counts['skipped']} skipped), {counts['pending']} pending"
     ]
     for state in progress.not_run[:reasons]:
-        reason = (state.reason or "no reason recorded").splitlines()[0][:200]
-        lines.append(f"  {state.status}: {state.cell.cell_id}: {reason}")
+        lines.append(f"  {state.status}: {state.cell.cell_id}: {_first_line(state.reason)}")
     if len(progress.not_run) > reasons:
         lines.append(f"  ... and {len(progress.not_run) - reasons} more not run")
     if progress.not_run:
         lines.append(
             "  rerun exactly these: dpscale rerun-failed [study files] [-- snakemake args]"
         )
+    lines += skipped_lines(progress, reasons)
     lines.append(_time_line(progress))
+    return lines
+
+
+def _first_line(reason: str | None) -> str:
+    return (reason or "no reason recorded").splitlines()[0][:200]
+
+
+def skipped_groups(progress: Progress) -> dict[tuple[str, str], list[str]]:
+    """(``skipped`` or ``will be skipped``, reason) -> the ids of its cells, in plan order:
+    the cells whose result says skipped (its reason, else the plan's), and the pending cells
+    the plan skips (a cell a strategy cannot run, e.g. one process driving two CPUs)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for state in progress.states:
+        if state.status == "skipped":
+            key = ("skipped", _first_line(state.reason or state.cell.skip_reason))
+        elif state.status == "pending" and state.cell.skip_reason:
+            key = ("will be skipped", _first_line(state.cell.skip_reason))
+        else:
+            continue
+        groups.setdefault(key, []).append(state.cell.cell_id)
+    return groups
+
+
+def skipped_lines(progress: Progress, reasons: int = 10) -> list[str]:
+    """Why cells were (or will be) skipped: one line per distinct reason with its count, and
+    a line of its cells' ids (the first SHOWN_IDS); at most ``reasons`` reasons."""
+    groups = skipped_groups(progress)
+    lines = []
+    for (label, reason), ids in list(groups.items())[:reasons]:
+        lines.append(f"  {label}, {len(ids)} cell{'s' * (len(ids) != 1)}: {reason}")
+        more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
+        lines.append(f"    {', '.join(ids[:SHOWN_IDS])}{more}")
+    if len(groups) > reasons:
+        lines.append(f"  ... and {len(groups) - reasons} more reasons cells were skipped")
     return lines
 
 

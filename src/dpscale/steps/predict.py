@@ -16,6 +16,7 @@ from dpscale.analysis.answers import cluster_prediction as cp
 from dpscale.analysis.laws.cluster_link import CollectiveCurve
 from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
+from dpscale.plan.cell import ModelConfig
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
@@ -94,6 +95,36 @@ def shown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _depth(model_id: str) -> str:
+    """The config's model name (``resnet50``) of a results' model id; the id itself where it
+    is not one dpscale writes (results from elsewhere)."""
+    try:
+        return ModelConfig.from_key(model_id).name
+    except ValueError:
+        return model_id
+
+
+def _model(named: str, found: dict) -> str:
+    """The results' model id the cluster file names: the id as the results write it
+    (``resnet50-imagenet224-c1000``), or a model name as the config takes it (``resnet50``)
+    where the results time one model of that name."""
+    ids = sorted({model for _, model in found})
+    if named in ids:
+        return named
+    matching = [model_id for model_id in ids if _depth(model_id) == named]
+    if len(matching) == 1:
+        return matching[0]
+    if matching:
+        raise NotPredicted(
+            f"model: {named} names {len(matching)} models in the results "
+            f"({', '.join(matching)}); name one of them"
+        )
+    names = sorted({_depth(model_id) for model_id in ids})
+    unambiguous = [name for name in names if [_depth(m) for m in ids].count(name) == 1]
+    allowed = sorted({*unambiguous, *ids}) or "none (the results time no model)"
+    raise NotPredicted(f"model: {named!r} is not a model the results time; allowed: {allowed}")
+
+
 def _strategy(named: str | None, model: str, found: dict) -> str:
     """The cluster file's strategy, or the only one the results timed ``model`` with."""
     if named is not None:
@@ -145,11 +176,12 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
     """The cluster predicted from a study's cells.csv and bucket_timeline.csv (what
     ``dpscale predict`` and rule cluster_predictions both run); NotPredicted says why not."""
     found = timelines(buckets)
-    key = (_strategy(cluster.strategy, cluster.model, found), cluster.model)
+    model = _model(cluster.model, found)
+    key = (_strategy(cluster.strategy, model, found), model)
     if key not in found:
         have = sorted(" ".join(k) for k in found) or "none"
         raise NotPredicted(
-            f"model: no bucket timeline of {key[0]} {cluster.model} in {where}; it has {have}"
+            f"model: no bucket timeline of {key[0]} {model} in {where}; it has {have}"
         )
     if cells.empty:
         raise NotPredicted("batch_per_device: the results have no one-device cell")
@@ -192,7 +224,7 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     if out:
         write(table, out)
     text = [
-        f"{cluster.name}: {found.key[0]} {cluster.model}, one-device step "
+        f"{cluster.name}: {found.key[0]} {found.key[1]}, one-device step "
         f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
         f"batch {device.batch}; inter-node log {cluster.log.name} at {cluster.ranks} ranks; "
         f"{found.curve.algorithm}{_intra_words(cluster)}",
