@@ -7,6 +7,7 @@ prediction without a small run carries."""
 from __future__ import annotations
 
 import math
+from pathlib import PurePosixPath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,16 @@ import pandas as pd
 
 from dpscale.analysis.answers.published_check import published_efficiency, source_words
 from dpscale.analysis.laws import conformal
+
+
+def source_key(origin: Mapping[str, Any]) -> str:
+    """One source however a case cites it: the repository document (without its commit or
+    its format's suffix: a page moved from .md to .rst is one page) where one is named, else
+    the URL; so one page cited two ways is one group and cannot calibrate its own interval."""
+    if origin.get("repository"):
+        path = PurePosixPath(str(origin.get("path", "")).split(" ")[0])
+        return f"{origin['repository']}:{path.with_suffix('')}"
+    return str(origin.get("url") or source_words(origin))
 
 
 def efficiency_rows(cases: Sequence[Mapping[str, Any]], check: pd.DataFrame) -> pd.DataFrame:
@@ -32,7 +43,7 @@ def efficiency_rows(cases: Sequence[Mapping[str, Any]], check: pd.DataFrame) -> 
             rows.append(
                 {
                     "id": case["id"],
-                    "group": source_words(case["source"]),
+                    "group": source_key(case["source"]),
                     "predicted": link_only,
                     "published": 100 * published,
                 }
