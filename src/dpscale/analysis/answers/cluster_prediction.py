@@ -3,8 +3,8 @@
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
 img_s interval) is the compute of the prediction engine (laws.engine: the bucket model,
 commmodel.buckets); each gradient bucket's all-reduce is priced by the cluster's own log
-(pricing.CurvePricing over laws.cluster_link: measured where the log covers it, the ring law
-fitted to it elsewhere; a strategy whose declared traffic is not a ring all-reduce is
+(pricing.CurvePricing over laws.cluster_link: the log's own times within its sizes, carried
+to other rank counts by the ring law fitted to it, that law beyond its sizes; a strategy whose declared traffic is not a ring all-reduce is
 refused, since the log measured one). One node's rows take the cluster's intra-node
 log (NVLink, PCIe) where it gives one, else the inter-node log stands in; rows of two or more
 nodes take the inter-node log. kappa = 0: the devices do not share cores.
