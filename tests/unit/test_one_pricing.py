@@ -122,8 +122,7 @@ def test_more_nodes_never_predict_a_shorter_step_on_any_log(curve, gradient_byte
     batch is non-decreasing in nodes wherever it has a number."""
     one = cp.profile(FOUR, cp.OneDevice(64, 0.1, 0.1, 0.1), gradient_bytes)
     steps = [
-        predict_step(one, cp.RING, CurvePricing(curve), Layout(nodes, 4)).step_s
-        for nodes in NODES
+        predict_step(one, cp.RING, CurvePricing(curve), Layout(nodes, 4)).step_s for nodes in NODES
     ]
     numbered = [step for step in steps if np.isfinite(step)]
     assert all(np.diff(numbered) >= 0), steps

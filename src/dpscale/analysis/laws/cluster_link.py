@@ -6,9 +6,10 @@ another rank count by the ring law (plan.ring) fitted to the log (alpha_beta) as
 the law and the log agree at the log's own count and a larger count never prices a message
 cheaper (docs/decisions/one-pricing-across-scales.md); beyond its sizes, the fitted law
 itself. The basis says which; where the law is needed and its fit left alpha or beta not
-resolved, there is no number there (NaN, and why). A log whose bus bandwidth exceeds the link's nominal rate did not
-run a plain ring over that link (a tree, NVLS, or the nodes' own fabric carrying part of
-it): its measured times are still what that cluster does, and the curve says which it is.
+resolved, there is no number there (NaN, and why). A log whose bus bandwidth exceeds the
+link's nominal rate did not run a plain ring over that link (a tree, NVLS, or the nodes' own
+fabric carrying part of it): its measured times are still what that cluster does, and the
+curve says which it is.
 """
 
 from __future__ import annotations
