@@ -194,7 +194,7 @@ def _latency(sub: dict[str, Any], where: str) -> str:
         )
     if parse_quantity(text) > MAX_LATENCY_S:
         raise ConfigError(
-            f"{where}: inter_node.latency: {text!r} is out of range; allowed: 0us to 100ms"
+            f"{where}: inter_node.latency: {text[:80]!r} is out of range; allowed: 0us to 100ms"
         )
     return text
 
