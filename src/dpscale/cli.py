@@ -242,6 +242,37 @@ def export_nccl(args: argparse.Namespace) -> None:
     print(export(args.results, args.out))
 
 
+def published(args: argparse.Namespace) -> None:
+    """A published-cases file checked and predicted, as a study's published-cases step does."""
+    try:
+        from dpscale.steps.published import published_file
+    except ImportError as error:  # pandas and matplotlib: the analysis extra
+        raise SystemExit(
+            f"dpscale: published needs the analysis extra ({error}): "
+            "pip install 'dpscale[analysis]'"
+        ) from None
+    print(published_file(args.file, args.profile, args.out))
+
+
+def _published_command(commands) -> None:
+    """published: any cases file, outside a study."""
+    cases = _command(
+        commands,
+        "published",
+        "example: dpscale published studies/published/cases.yaml --out results/published",
+        help="check a published-cases file (one line per bad field) and predict its cases "
+        "as a study's report does: the table, its summary, and with --out its page",
+    )
+    cases.add_argument("file", type=Path, help="a cases file (as studies/published/cases.yaml)")
+    cases.add_argument(
+        "--profile",
+        type=Path,
+        help="the bucket timeline the cases borrow (default: the workflow's own)",
+    )
+    cases.add_argument("--out", type=Path, help="write the table, summary and page here")
+    cases.set_defaults(func=published)
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -381,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     rerun.add_argument("--dry-run", action="store_true", help="print the command only")
     rerun.set_defaults(func=rerun_failed)
     _workflow_commands(commands)
+    _published_command(commands)
     argv = sys.argv[1:] if argv is None else list(argv)
     ours, passed = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])

@@ -26,6 +26,7 @@ from dpscale.plan.link import Link
 SLINGSHOT = REPO / "tests" / "data" / "imports" / "nccl_all_reduce_gh200_2x4_slingshot.log"
 ALPHA = 5e-6  # s per ring step
 BETA = 20e9  # bytes/s, the link
+SCALED = "scaled from the log's time at 8"  # a logged size at another rank count
 SIZES = [8 * 2**k for k in range(25)]  # 8 B to 128 MiB, x2 steps (all_reduce_perf -f 2)
 
 HEADER = """\
@@ -134,7 +135,7 @@ def test_another_rank_count_takes_the_ring_law_at_that_count(ring_curve, ranks):
     for size in (1024, 4_000_000, 64 << 20):
         time = ring_curve.seconds(size, ranks)
         assert time.seconds == pytest.approx(ring_law(size, ranks), rel=0.03)
-        assert time.basis == f"ring law at {ranks} ranks (log measured 8)"
+        assert time.basis == f"ring law at {ranks} ranks (log measured 8), {SCALED}"
     assert ring_curve.seconds(64 << 20, 16).seconds > ring_curve.seconds(64 << 20, 8).seconds
 
 
@@ -174,7 +175,7 @@ def test_a_log_at_8_ranks_asked_for_4_falls_back_to_the_ring_law_and_says_so():
     curve = CollectiveCurve.from_log(parse_all_reduce(nccl_log(ring_law, 8), 8), 8)
     size = SIZES[8]  # a logged size, but at 8 ranks
     time = curve.seconds(size, 4)
-    assert time.basis == "ring law at 4 ranks (log measured 8)"
+    assert time.basis == f"ring law at 4 ranks (log measured 8), {SCALED}"
     assert time.seconds == pytest.approx(ring_law(size, 4), rel=0.03)
     assert time.seconds != pytest.approx(ring_law(size, 8), rel=0.03)
 
@@ -217,7 +218,11 @@ def test_bucket_costs_give_one_row_of_the_bucket_model_with_each_basis(ring_curv
         MEASURED,
     )
     at_16 = bucket_costs(ring_curve, buckets, 16)
-    assert set(at_16.bases) == {"ring law at 16 ranks (log measured 8)"}
+    assert at_16.bases == (
+        f"ring law at 16 ranks (log measured 8), {SCALED}",
+        "ring law at 16 ranks (log measured 8)",  # beyond the log's sizes: the law itself
+        f"ring law at 16 ranks (log measured 8), {SCALED}",
+    )
     assert np.all(at_16.seconds > costs.seconds)
     with pytest.raises(ValueError, match="^message_bytes"):
         bucket_costs(ring_curve, [1024, 0], 8)

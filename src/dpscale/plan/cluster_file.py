@@ -6,6 +6,9 @@ name the file, the field and what it allows.
       nccl_tests_log: logs/all_reduce_2x4.log   # relative to this file
       ranks: 8                                  # the ranks the log ran at
       rate: 200gbit                             # optional: the link's nominal rate (tc style)
+      # or, without a log, a nominal link (no nccl_tests_log, no ranks):
+      # rate: 200gbit                           # its nominal rate
+      # latency: 5us                            # one hop's latency (a ring step's alpha)
     intra_node:                                 # optional: the node's own fabric (NVLink, PCIe)
       nccl_tests_log: logs/all_reduce_1x4.log   # relative to this file
       ranks: 4                                  # 2 to devices_per_node, all on one node
@@ -24,7 +27,13 @@ time several of one name); ``dpscale predict`` resolves it against the results.
 Each number must lie in a plausible range (RANGES; a cluster beyond them is a typo, and the
 prediction would print a number as if it were one): devices_per_node 1 to 1,024, nodes 1 to
 100,000, ranks 2 to 1,024 x 100,000, batch_per_device 1 to 65,536 (the study's own bound),
-a rate 1 mbit to 10,000 gbit (10 Tbit/s). An integer is written as one (``4``, not ``4.0``).
+a rate 1 mbit to 10,000 gbit (10 Tbit/s), a latency 0 us to 100 ms. An integer is written as
+one (``4``, not ``4.0``).
+
+``inter_node`` takes exactly one of a measured log (``nccl_tests_log`` with its ``ranks``)
+or a nominal link (``rate`` and ``latency``): a cluster nobody has run nccl-tests on yet is
+predicted from its link's datasheet, each row's basis saying it stands on a nominal rate and
+latency, not a measured log.
 
 One-node rows (nodes: 1) take their all-reduce from ``intra_node`` where given (a log at
 fewer ranks than devices_per_node is extended by the ring law fitted to it); without it the
@@ -38,22 +47,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
-from dpscale.plan.units import RATE_UNITS
+from dpscale.plan.units import DELAY, DELAY_UNITS, RATE_UNITS, parse_quantity
 from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy", "intra_node")
-INTER_NODE_REQUIRED = ("nccl_tests_log", "ranks")
-INTER_NODE_OPTIONAL = ("rate",)
-# the node's own fabric is described as the inter-node link is
-INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL = INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
+# inter_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link (rate, latency)
+INTER_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
+LOG_KEYS = ("nccl_tests_log", "ranks")
+NOMINAL_KEYS = ("rate", "latency")
+# the node's own fabric: a log inside one node
+INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL = LOG_KEYS, ("rate",)
 # What a cluster can plausibly be: beyond these, a number is a typo (1000000000 devices per
 # node), not a cluster to predict. A node of today holds at most a few dozen accelerators
 # (a 1,024 bound leaves room); the largest machines have tens of thousands of nodes.
@@ -62,6 +73,13 @@ MAX_NODES = 100_000
 MAX_BATCH = 65536  # as the study's batch_sizes (workflow/schemas/config.schema.yaml)
 # a link's nominal rate in bit/s: 1 Mbit/s to 10 Tbit/s
 MIN_RATE_BIT_S, MAX_RATE_BIT_S = 1e6, 1e13
+# a nominal link's latency a hop: a fabric's is microseconds; 100 ms is beyond any that
+# data-parallel training runs over
+MAX_LATENCY_S = 0.1
+# where a nominal link's numbers come from: every row priced by it says so
+NOMINAL = "nominal: the cluster file's rate and latency, not a measured log"
+NOMINAL_LINK = "the inter-node link"
+BOTH = "allowed: exactly one of nccl_tests_log (with ranks) or a nominal rate and latency"
 
 
 @dataclass(frozen=True)
@@ -75,16 +93,25 @@ class IntraNode:
 
 @dataclass(frozen=True)
 class ClusterFile:
+    """A checked cluster file. ``log`` and ``ranks``: the inter-node nccl-tests log and its
+    rank count, None for a nominal link; ``rate``: the log's nominal rate (a check of its
+    bus bandwidth), or the nominal link itself (rate and latency) where there is no log."""
+
     name: str
-    log: Path
-    ranks: int
+    log: Path | None
+    ranks: int | None
     rate: Link | None
     devices_per_node: int
     nodes: tuple[int, ...]
     strategy: str | None  # None: the results' only strategy timed with this model
     model: str  # a config's model name or a results' model id (steps.predict resolves it)
     batch_per_device: int
-    intra: IntraNode | None = None  # None: the inter-node log stands in at one node
+    intra: IntraNode | None = None  # None: the inter-node link stands in at one node
+
+    @property
+    def nominal(self) -> bool:
+        """Whether the inter-node link is nominal (a rate and latency), not a measured log."""
+        return self.log is None
 
 
 def _keys(entry: dict[str, Any], required: tuple, optional: tuple, where: str, prefix: str):
@@ -161,6 +188,73 @@ def _rate(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link | 
     return link
 
 
+def _latency(sub: dict[str, Any], where: str) -> str:
+    """``inter_node.latency`` as written (``5us``), checked: a delay of 0 us to 100 ms."""
+    text = str(sub["latency"]).strip()
+    units = sorted(DELAY_UNITS)
+    if not DELAY.fullmatch(text):
+        raise ConfigError(
+            f"{where}: inter_node.latency: {text[:80]!r} is not a latency; allowed: a number "
+            f"with one of {units} (e.g. 5us)"
+        )
+    if parse_quantity(text) > MAX_LATENCY_S:
+        raise ConfigError(
+            f"{where}: inter_node.latency: {text[:80]!r} is out of range; allowed: 0us to 100ms"
+        )
+    return text
+
+
+def _nominal(inter: dict[str, Any], where: str) -> Link:
+    """The inter-node link from its nominal rate and latency, where no log is given."""
+    if "ranks" in inter:
+        raise ConfigError(
+            f"{where}: inter_node.ranks: the ranks a log ran at, given without "
+            f"nccl_tests_log; {BOTH} (a nominal link is priced at every rank count)"
+        )
+    for key in NOMINAL_KEYS:
+        if inter.get(key) is None:
+            raise ConfigError(
+                f"{where}: inter_node.{key}: missing; {BOTH} (e.g. rate: 200gbit, latency: 5us)"
+            )
+    rate = _rate(inter, where)
+    assert rate is not None  # given: checked above
+    latency_s = parse_quantity(_latency(inter, where))
+    return replace(rate, name=NOMINAL_LINK, latency_s=latency_s, source=NOMINAL)
+
+
+def _inter(entry: dict[str, Any], path: Path) -> tuple[Path | None, int | None, Link | None]:
+    """inter_node: a log with its ranks (and optional rate), or a nominal link; exactly one,
+    else one line naming the field."""
+    where = str(path)
+    inter = entry["inter_node"]
+    if not isinstance(inter, dict):
+        raise ConfigError(
+            f"{where}: inter_node: not a mapping; give nccl_tests_log and ranks (optionally "
+            "rate), or a nominal rate and latency"
+        )
+    _keys(inter, (), INTER_NODE_KEYS, where, "inter_node.")
+    if inter.get("nccl_tests_log") is None:
+        if inter.get("latency") is None and inter.get("rate") is None:
+            raise ConfigError(
+                f"{where}: inter_node.nccl_tests_log: missing; {BOTH} "
+                "(e.g. rate: 200gbit, latency: 5us)"
+            )
+        return None, None, _nominal(inter, where)
+    if "latency" in inter:
+        raise ConfigError(
+            f"{where}: inter_node.latency: given with nccl_tests_log; {BOTH} (the log "
+            "measured the latency)"
+        )
+    if "ranks" not in inter:
+        raise ConfigError(
+            f"{where}: inter_node.ranks: missing (required with nccl_tests_log: the ranks "
+            "the log ran at)"
+        )
+    log = _log(inter, path, "inter_node")
+    ranks = _int(inter["ranks"], where, "inter_node.ranks", 2, MAX_NODES * MAX_DEVICES_PER_NODE)
+    return log, ranks, _rate(inter, where)
+
+
 def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNode | None:
     """intra_node, where given: a log run inside one node at 2 to devices_per_node ranks (a
     node holds no more; fewer are extended to the node by the ring law fitted to the log)."""
@@ -191,12 +285,7 @@ def read_cluster(path: str | Path) -> ClusterFile:
     where = str(path)
     entry = load_yaml(path)
     _keys(entry, REQUIRED, OPTIONAL, where, "")
-    inter = _mapping(
-        entry["inter_node"], where, "inter_node", INTER_NODE_REQUIRED, INTER_NODE_OPTIONAL
-    )
-    log = _log(inter, path, "inter_node")
-    ranks = _int(inter["ranks"], where, "inter_node.ranks", 2, MAX_NODES * MAX_DEVICES_PER_NODE)
-    rate = _rate(inter, where)
+    log, ranks, rate = _inter(entry, path)
     nodes = entry["nodes"]
     if not isinstance(nodes, list) or not nodes:
         raise ConfigError(
@@ -261,10 +350,10 @@ def check_clusters(config: Mapping[str, Any]) -> list[ClusterFile]:
 
 def cluster_inputs(config: Mapping[str, Any]) -> list[str]:
     """What rule cluster_predictions reads besides the study's tables: each cluster file
-    and its inter-node and intra-node logs (a changed log predicts again)."""
+    and its inter-node and intra-node logs, where given (a changed log predicts again)."""
     files = check_clusters(config)
     paths = cluster_paths(config)
-    logs = {str(cluster.log) for cluster in files}
+    logs = {str(cluster.log) for cluster in files if cluster.log is not None}
     logs |= {str(cluster.intra.log) for cluster in files if cluster.intra is not None}
     return [*paths, *sorted(logs)]
 

@@ -19,7 +19,7 @@ from typing import Any
 from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import WORKFLOW_ROOT
-from dpscale.plan.published_cases import check_cases
+from dpscale.plan.published_cases import case_problems, check_cases
 from dpscale.plan.user_files import TABLE, Unreadable, read_text
 
 KEY = "published_cases"
@@ -89,6 +89,18 @@ def read_cases(path: str | Path) -> list[dict[str, Any]]:
         raise ConfigError(f"{where} has no list of cases; allowed: a file like {DEFAULT_CASES}")
     check_cases(cases, where)
     return cases
+
+
+def cases_file_problems(path: str | Path, where: str) -> list[str]:
+    """Every problem of a cases file, one line per bad field (plan.published_cases
+    .case_problems), each starting with ``where``; empty where the file is good."""
+    try:
+        cases = load_yaml(Path(path)).get("cases")
+    except ConfigError as error:
+        return [f"{where}: {error}"]
+    if not isinstance(cases, list) or not cases:
+        return [f"{where} has no list of cases; allowed: a file like {DEFAULT_CASES}"]
+    return case_problems(cases, where)
 
 
 def _check_profile(path: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,28 +108,88 @@ def case_fields(case: Mapping[str, Any]) -> CaseFields:
 
 def check_cases(cases: Any, where: str) -> None:
     """A list of cases each matching the schema, then the rules across fields and cases;
-    ConfigError with one line, ``{where}: cases[i] (id).field: ...; allowed: ...``."""
+    ConfigError with one line, ``{where}: cases[i] (id).field: ...; allowed: ...`` (the
+    first of case_problems)."""
+    problems = case_problems(cases, where)
+    if problems:
+        raise ConfigError(problems[0])
+
+
+def case_problems(cases: Any, where: str) -> list[str]:
+    """Every problem of the cases, one line per bad field (``dpscale published`` prints
+    them all): ids first, then each case against the schema and finite, then, where every
+    case is well typed, the rules across fields and cases (a rule reads other cases'
+    fields, so it needs them typed); empty where the cases are good."""
     if not isinstance(cases, list) or not cases:
-        raise ConfigError(f"{where} has no list of cases; allowed: a list of one or more")
-    seen: dict[str, int] = {}
+        return [f"{where} has no list of cases; allowed: a list of one or more"]
+    problems = _id_problems(cases, where)
+    validator = StrictValidator(case_schema())  # 16.0 is not an integer
     for index, case in enumerate(cases):
         if not isinstance(case, dict) or not isinstance(case.get("id"), str) or not case["id"]:
-            raise ConfigError(f"{where}: cases[{index}] has no id; every case needs one")
-        if case["id"] in seen:
-            raise ConfigError(
+            continue  # said above
+        label = f"{where}: cases[{index}] ({shown(case['id'])})"
+        errors = list(validator.iter_errors(case))
+        problems += [f"{label}.{_one_line(error)}" for error in _per_field(errors)]
+        if not errors:
+            problems += _problem(lambda case=case, label=label: _finite(case, label))
+    if problems:
+        return problems
+    by_id = {case["id"]: case for case in cases}
+    for index, case in enumerate(cases):
+        label = f"{where}: cases[{index}] ({shown(case['id'])})"
+        problems += _problem(lambda case=case, label=label: _check_rules(case, by_id, label))
+    return problems
+
+
+def _id_problems(cases: list[Any], where: str) -> list[str]:
+    """Each case without an id or with another case's."""
+    problems, seen = [], {}
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict) or not isinstance(case.get("id"), str) or not case["id"]:
+            problems.append(f"{where}: cases[{index}] has no id; every case needs one")
+        elif case["id"] in seen:
+            problems.append(
                 f"{where}: cases[{index}].id: {case['id']!r} is cases[{seen[case['id']]}]'s "
                 "too; allowed: an id no other case has"
             )
-        seen[case["id"]] = index
-    validator = StrictValidator(case_schema())  # 16.0 is not an integer
-    for index, case in enumerate(cases):
-        error = jsonschema.exceptions.best_match(validator.iter_errors(case))
-        if error is not None:
-            raise ConfigError(f"{where}: cases[{index}] ({shown(case['id'])}).{_one_line(error)}")
-        _finite(case, f"{where}: cases[{index}] ({shown(case['id'])})")
-    by_id = {case["id"]: case for case in cases}
-    for index, case in enumerate(cases):
-        _check_rules(case, by_id, f"{where}: cases[{index}] ({shown(case['id'])})")
+        else:
+            seen[case["id"]] = index
+    return problems
+
+
+def _per_field(errors: list[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:
+    """The schema's errors of one case, the most relevant per top-level field, the most
+    relevant of all first (what check_cases has always said first)."""
+    if not errors:
+        return []
+    best = jsonschema.exceptions.best_match(errors)
+    fields: dict[Any, list[jsonschema.ValidationError]] = {}
+    for error in errors:
+        fields.setdefault(_top_field(error), []).append(error)
+    others = [
+        jsonschema.exceptions.best_match(group)
+        for field, group in fields.items()
+        if field != _top_field(best)
+    ]
+    return [best, *others]
+
+
+def _top_field(error: jsonschema.ValidationError) -> Any:
+    """The case's field an error lies in (a missing field: the one it names)."""
+    if error.absolute_path:
+        return error.absolute_path[0]
+    if error.validator == "required":
+        return error.message.split("'")[1]
+    return None
+
+
+def _problem(check: Callable[[], None]) -> list[str]:
+    """The one line a check raises, or none."""
+    try:
+        check()
+    except ConfigError as error:
+        return [str(error)]
+    return []
 
 
 def _one_line(error: jsonschema.ValidationError) -> str:

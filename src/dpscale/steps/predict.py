@@ -40,7 +40,7 @@ class Answer:
 
     key: tuple[str, str]  # (strategy, model)
     device: cp.OneDevice
-    curve: CollectiveCurve
+    curve: CollectiveCurve | None  # None: a nominal link priced the inter-node collectives
     table: pd.DataFrame
 
 
@@ -80,7 +80,7 @@ def shown(table: pd.DataFrame) -> str:
         if row["status"] != cp.OK:
             lines.append(
                 f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  {row['status']}: "
-                f"{row['reason']}  [{row['kind']}]"
+                f"{row['reason']}  [{_label(row)}]"
             )
             continue
         lines.append(
@@ -90,7 +90,7 @@ def shown(table: pd.DataFrame) -> str:
             f"{row['img_s']:.0f} img/s  speedup {row['speedup']:.2f}x "
             f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f})  "
             f"efficiency {100 * row['efficiency']:.0f}%  "
-            f"compress {row['compression_for_90pct']:.3g}x for 90%  [{row['kind']}]"
+            f"compress {row['compression_for_90pct']:.3g}x for 90%  [{_label(row)}]"
         )
     return "\n".join(lines)
 
@@ -125,6 +125,11 @@ def _model(named: str, found: dict) -> str:
     raise NotPredicted(f"model: {named!r} is not a model the results time; allowed: {allowed}")
 
 
+def _label(row: pd.Series) -> str:
+    """A row's kind, and "nominal link" where a nominal rate and latency priced it."""
+    return f"{row['kind']}; nominal link" if row["algorithm"] == cp.NOMINAL else row["kind"]
+
+
 def _strategy(named: str | None, model: str, found: dict) -> str:
     """The cluster file's strategy, or the only one the results timed ``model`` with."""
     if named is not None:
@@ -152,14 +157,23 @@ def _curve(log_path: Path, ranks: int, rate: Link | None, field: str) -> Collect
         ) from None
 
 
-def _shape(cluster: ClusterFile, curve: CollectiveCurve) -> cp.Cluster:
-    """The cluster as the prediction takes it, with its intra-node curve where given."""
+def _inter_curve(cluster: ClusterFile) -> CollectiveCurve | None:
+    """The inter-node log as a curve; None where the cluster gives a nominal link."""
+    if cluster.nominal:
+        return None
+    return _curve(cluster.log, cluster.ranks, cluster.rate, "inter_node")
+
+
+def _shape(cluster: ClusterFile, curve: CollectiveCurve | None) -> cp.Cluster:
+    """The cluster as the prediction takes it, with its intra-node curve where given and
+    its nominal link where it gives no inter-node log."""
     intra, intra_log = None, ""
     if cluster.intra is not None:
         intra = _curve(cluster.intra.log, cluster.intra.ranks, cluster.intra.rate, "intra_node")
         intra_log = cluster.intra.log.name
+    nominal = cluster.rate if cluster.nominal else None
     return cp.Cluster(
-        cluster.name, curve, cluster.devices_per_node, cluster.nodes, intra, intra_log
+        cluster.name, curve, cluster.devices_per_node, cluster.nodes, intra, intra_log, nominal
     )
 
 
@@ -185,7 +199,7 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
         )
     if cells.empty:
         raise NotPredicted("batch_per_device: the results have no one-device cell")
-    curve = _curve(cluster.log, cluster.ranks, cluster.rate, "inter_node")
+    curve = _inter_curve(cluster)
     shape = _shape(cluster, curve)
     try:
         device = cp.one_device(cells, *key, cluster.batch_per_device)
@@ -194,6 +208,13 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
     except ValueError as error:
         raise NotPredicted(str(error)) from None
     return Answer(key, device, curve, table)
+
+
+def _inter_words(cluster: ClusterFile, curve: CollectiveCurve | None) -> str:
+    """The printed header's words for the inter-node link: its log, or its nominal numbers."""
+    if curve is None:
+        return f"inter-node link {cluster.rate.words()} ({cp.NOMINAL})"
+    return f"inter-node log {cluster.log.name} at {cluster.ranks} ranks; {curve.algorithm}"
 
 
 def _intra_words(cluster: ClusterFile) -> str:
@@ -226,8 +247,7 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     text = [
         f"{cluster.name}: {found.key[0]} {found.key[1]}, one-device step "
         f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
-        f"batch {device.batch}; inter-node log {cluster.log.name} at {cluster.ranks} ranks; "
-        f"{found.curve.algorithm}{_intra_words(cluster)}",
+        f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
     ]

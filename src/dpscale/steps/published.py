@@ -1,6 +1,9 @@
 """Published multi-GPU results predicted from a borrowed one-device profile (issue 50 item 4,
 in rule comm_model's job, steps.model): the cases file and the bucket timeline ->
-tables/published_cases.csv, its summary and its report page. Nothing is measured."""
+tables/published_cases.csv, its summary and its report page. Nothing is measured.
+
+``dpscale published FILE`` runs the same on any cases file outside a study: every bad field
+one line, else the table printed, and with ``--out`` the step's own three files."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from dpscale.analysis.answers.published_model import Profile
 from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.plan.cell import MODEL_KEY
 from dpscale.plan.paths import WORKFLOW_ROOT
-from dpscale.plan.published import read_cases
+from dpscale.plan.published import DEFAULTS, cases_file_problems, read_cases
 from dpscale.plan.user_files import Unreadable
 from dpscale.render.published_page import published_html
 from dpscale.steps.io import read_given, write, write_lines
@@ -73,8 +76,56 @@ def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
     """cases file + borrowed profile -> the table, its summary sentences and its page."""
     table = check_table(inputs["cases"], inputs["profile"])
     lines = published_summary.summary_lines(table, shown_path(inputs["profile"]))
+    _write(table, lines, outputs)
+    return f"[dpscale] published cases: {' '.join(lines)}"
+
+
+def _write(table: pd.DataFrame, lines: list[str], outputs: Files) -> None:
+    """The step's three outputs: the table, its summary sentences and its page."""
     write(table, outputs["table"])
     write_lines(lines, outputs["top"])
     title = f"Published multi-GPU results, predicted ({published_check.KIND})"
     Path(outputs["html"]).write_text(published_html(table, lines, title), encoding="utf-8")
-    return f"[dpscale] published cases: {' '.join(lines)}"
+
+
+# the printed table's columns (every column is in the CSV)
+SHOWN = ("id", "link", "predicted", "published", "error_points", "error_pct", "status")
+# what --out writes, named as the study's tables/ names them
+OUT_FILES = {
+    "table": "published_cases.csv",
+    "top": "published_cases_top.json",
+    "html": "published_cases.html",
+}
+
+
+def table_text(table: pd.DataFrame) -> str:
+    """The table as a terminal shows it: one row per case, then each case's metric, compute,
+    assumptions and reason."""
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        lines = [table[list(SHOWN)].round(2).to_string(index=False), ""]
+    for row in table.itertuples():
+        lines.append(f"{row.id}: {row.metric}\n  compute: {row.compute_source}")
+        lines.append(f"  assumptions: {row.assumptions if row.status != 'not predicted' else ''}")
+        if row.reason:
+            lines.append(f"  reason: {row.reason}")
+    return "\n".join(lines)
+
+
+def published_file(
+    cases: str | Path, profile: str | Path | None = None, out: str | Path | None = None
+) -> str:
+    """``dpscale published``: a cases file checked (every bad field one line, raised as
+    SystemExit) and predicted over ``profile`` (default: the workflow's own); the printed
+    table and summary; the step's three files under ``out`` where given."""
+    problems = cases_file_problems(cases, str(cases))
+    if problems:
+        raise SystemExit("\n".join(f"dpscale: {line}" for line in problems))
+    profile = profile or WORKFLOW_ROOT / DEFAULTS["profile"]
+    table = check_table(cases, profile)
+    lines = published_summary.summary_lines(table, shown_path(profile))
+    text = [table_text(table), "", *lines]
+    if out:
+        outputs = {name: Path(out) / file for name, file in OUT_FILES.items()}
+        _write(table, lines, outputs)
+        text.append(f"dpscale: wrote {outputs['html']} and its table")
+    return "\n".join(text)

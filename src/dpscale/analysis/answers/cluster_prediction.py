@@ -1,14 +1,19 @@
-"""A user's cluster predicted from one device and the cluster's nccl-tests log (issue 50).
+"""A user's cluster predicted from one device and the cluster's nccl-tests log (issue 50),
+or its link's nominal rate and latency where it has no log.
 
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
 img_s interval) is the compute of the prediction engine (laws.engine: the bucket model,
 commmodel.buckets); each gradient bucket's all-reduce is priced by the cluster's own log
-(pricing.CurvePricing over laws.cluster_link: measured where the log covers it, the ring law
-fitted to it elsewhere; a strategy whose declared traffic is not a ring all-reduce is
-refused, since the log measured one). One node's rows take the cluster's intra-node
-log (NVLink, PCIe) where it gives one, else the inter-node log stands in; rows of two or more
-nodes take the inter-node log. kappa = 0: the devices do not share cores.
-Every number is an extrapolation: nothing was measured on the cluster but its collectives.
+(pricing.CurvePricing over laws.cluster_link: the log's own times within its sizes, carried
+to other rank counts by the ring law fitted to it, that law beyond its sizes; a strategy
+whose declared traffic is not a ring all-reduce is refused, since the log measured one). A
+cluster without a log gives a nominal link instead (rate and latency, pricing.LinkPricing
+through the strategy's declared traffic): its rows say they stand on a nominal link, not a
+measured log. One node's rows take the cluster's intra-node log (NVLink, PCIe) where it
+gives one, else the inter-node link stands in; rows of two or more nodes take the
+inter-node link. kappa = 0: the devices do not share cores. Every number is an
+extrapolation: nothing was measured on the cluster but its collectives, and with a nominal
+link not even those.
 
 Ranges: the step at the ends of the compute interval and of the collective's range (a
 measured time has no range: the log prints one average per size, and the basis says so).
@@ -40,10 +45,11 @@ from dpscale.analysis.laws.engine import (
     predict_step,
     wire_ratio_for,
 )
-from dpscale.analysis.laws.pricing import CurvePricing
+from dpscale.analysis.laws.pricing import CurvePricing, LinkPricing, Pricing
 from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.columns import SPREAD
 from dpscale.plan.layout import Layout
+from dpscale.plan.link import Link
 from dpscale.plan.traffic import RingAllReduce, Traffic
 
 # what a cluster's nccl-tests log measured, and what a strategy declares unless told
@@ -52,6 +58,10 @@ RING = RingAllReduce()
 ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
 # ... unless the cluster gave a log of that fabric: then the basis names it
 INTRA_NODE = "one node: intra-node log ({log})"
+# a nominal inter-node link standing in for the node's own fabric
+ONE_NODE_NOMINAL = "one node: the nominal inter-node link stands in for the node's own fabric"
+# the algorithm column of a row priced by a nominal link: no log to check
+NOMINAL = "nominal link: no log measured it"
 # predict()'s table, in its order (a table of no cluster keeps them)
 COLUMNS = (
     "cluster",
@@ -94,26 +104,38 @@ class OneDevice:
 
 @dataclass(frozen=True)
 class Cluster:
-    """What the prediction needs of a cluster: its name, inter-node curve and shape, and
-    the intra-node curve and its log's name where the cluster gave one."""
+    """What the prediction needs of a cluster: its name, inter-node curve (None where a
+    nominal link stands instead) and shape, the intra-node curve and its log's name where
+    the cluster gave one, and the nominal inter-node link where it gave no log."""
 
     name: str
-    curve: CollectiveCurve
+    curve: CollectiveCurve | None
     devices_per_node: int
     nodes: tuple[int, ...]
     intra: CollectiveCurve | None = None
     intra_log: str = ""
+    nominal: Link | None = None
 
-    def link(self, nodes: int) -> tuple[CollectiveCurve, str | None]:
-        """The curve for ``nodes`` nodes and the words the basis adds (None: nothing).
-        Two or more nodes: the inter-node log, always: a flat ring over all ranks is bounded
-        by its slowest hop, the inter-node one, which that log (run across nodes) measured.
-        One node: its own fabric's log where given, else the inter-node log stands in."""
-        if nodes != 1 or self.devices_per_node < 2:
-            return self.curve, None
-        if self.intra is None:
-            return self.curve, ONE_NODE
-        return self.intra, INTRA_NODE.format(log=self.intra_log or "unnamed")
+    def __post_init__(self) -> None:
+        if (self.curve is None) == (self.nominal is None):
+            raise ValueError("cluster: give exactly one of an inter-node curve or a nominal link")
+
+    def link(self, nodes: int) -> tuple[Pricing, str, str | None]:
+        """The pricing for ``nodes`` nodes, its algorithm words and the words the basis adds
+        (None: nothing). Two or more nodes: the inter-node link, always: a flat ring over all
+        ranks is bounded by its slowest hop, the inter-node one. One node: its own fabric's
+        log where given, else the inter-node link stands in."""
+        if nodes == 1 and self.devices_per_node >= 2 and self.intra is not None:
+            words = INTRA_NODE.format(log=self.intra_log or "unnamed")
+            return CurvePricing(self.intra), self.intra.algorithm, words
+        stands_in = nodes == 1 and self.devices_per_node >= 2
+        if self.curve is None:
+            return LinkPricing(self.nominal), NOMINAL, ONE_NODE_NOMINAL if stands_in else None
+        return CurvePricing(self.curve), self.curve.algorithm, ONE_NODE if stands_in else None
+
+    @property
+    def is_nominal(self) -> bool:
+        return self.curve is None
 
 
 def one_device(cells: pd.DataFrame, strategy: str, model: str, batch: int) -> OneDevice:
@@ -178,10 +200,15 @@ def profile(
     )
 
 
+def priced(link: CollectiveCurve | Pricing) -> Pricing:
+    """A measured curve as its pricing (CurvePricing); a pricing as it is."""
+    return CurvePricing(link) if isinstance(link, CollectiveCurve) else link
+
+
 def efficiency(
     timeline: BucketTimeline,
     device: OneDevice,
-    curve: CollectiveCurve,
+    curve: CollectiveCurve | Pricing,
     total_bytes: float,
     layout: Layout,
     compression: float = 1.0,
@@ -191,13 +218,13 @@ def efficiency(
     bytes divided by ``compression`` (the latency kept)."""
     remedy = NO_EFFECT.with_wire_ratio(compression)
     one = profile(timeline, device, total_bytes)
-    return point_efficiency(one, traffic, CurvePricing(curve), layout, remedy)
+    return point_efficiency(one, traffic, priced(curve), layout, remedy)
 
 
 def compression_for(
     timeline: BucketTimeline,
     device: OneDevice,
-    curve: CollectiveCurve,
+    curve: CollectiveCurve | Pricing,
     total_bytes: float,
     layout: Layout,
     target: float = TARGET_EFFICIENCY,
@@ -206,7 +233,7 @@ def compression_for(
     """The factor the gradient bytes must shrink by (the latency stays) for ``target``
     efficiency: the engine's search over a remedy's wire ratio (engine.wire_ratio_for)."""
     one = profile(timeline, device, total_bytes)
-    return wire_ratio_for(one, traffic, CurvePricing(curve), layout, target=target)
+    return wire_ratio_for(one, traffic, priced(curve), layout, target=target)
 
 
 def predict(
@@ -218,18 +245,21 @@ def predict(
     traffic: Traffic = RING,
 ) -> pd.DataFrame:
     """One row per node count: step, img/s, speedup and efficiency with their ranges
-    (engine.predict_step, each bucket priced by the cluster's log); ``traffic``: the
-    strategy's declared traffic (a log measured an all-reduce: any other is refused)."""
+    (engine.predict_step, each bucket priced by the cluster's log or nominal link);
+    ``traffic``: the strategy's declared traffic (a log measured an all-reduce: any other
+    is refused; a nominal link prices any)."""
     one = profile(timeline, device, total_bytes, bytes_source)
     rows = []
     for nodes in cluster.nodes:
         layout = Layout(nodes, cluster.devices_per_node)
-        curve, words = cluster.link(nodes)
-        found = predict_step(one, traffic, CurvePricing(curve), layout)
+        pricing, algorithm, words = cluster.link(nodes)
+        found = predict_step(one, traffic, pricing, layout)
         basis = found.collective_bases
         if words is not None:
             basis = (*basis, words)
-        c, c_reason = compression_for(timeline, device, curve, total_bytes, layout, traffic=traffic)
+        c, c_reason = compression_for(
+            timeline, device, pricing, total_bytes, layout, traffic=traffic
+        )
         rows.append(
             {
                 "cluster": cluster.name,
@@ -255,7 +285,7 @@ def predict(
                 "gradient_bytes": total_bytes,
                 "gradient_bytes_source": bytes_source,
                 "collective_basis": "; ".join(basis),
-                "algorithm": curve.algorithm,
+                "algorithm": algorithm,
                 "status": OK if found.resolved else NOT_RESOLVED,
                 "reason": found.unresolved,
             }
@@ -277,7 +307,7 @@ def sentence(table: pd.DataFrame) -> str:
         return (
             f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
             f"{row['batch_per_device']}: {NOT_RESOLVED} ({row['reason']}); no speed-up or "
-            "efficiency is given from one device and the cluster's nccl-tests log."
+            f"efficiency is given from one device and {_stands_on(row)}."
         )
     return (
         f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
@@ -285,8 +315,15 @@ def sentence(table: pd.DataFrame) -> str:
         f"throughput ({times(row['speedup_lo'])}-{times(row['speedup_hi'])}), "
         f"{100 * row['efficiency']:.0f}% efficient "
         f"({100 * row['efficiency_lo']:.0f}-{100 * row['efficiency_hi']:.0f}%); {KIND} from "
-        f"one device and the cluster's nccl-tests log ({row['collective_basis']})."
+        f"one device and {_stands_on(row)} ({row['collective_basis']})."
     )
+
+
+def _stands_on(row: pd.Series) -> str:
+    """What the row's collectives stand on, in the sentence's words."""
+    if row.get("algorithm") == NOMINAL:
+        return "the cluster's nominal link (no nccl-tests log)"
+    return "the cluster's nccl-tests log"
 
 
 def study_sentence(table: pd.DataFrame, strategy: str, model: str) -> str:

@@ -1,12 +1,15 @@
 """A cluster's inter-node network, read from its nccl-tests ``all_reduce_perf`` log: the
 collective time of each gradient bucket, and where each number came from.
 
-The log's own times are used wherever it measured the case asked (its rank count, a size
-within its range); elsewhere the ring law (plan.ring) fitted to the log (alpha_beta) stands
-in, and the basis says so; where that fit left alpha or beta not resolved, the law gives no
-number there (NaN, and why). A log whose bus bandwidth exceeds the link's nominal rate did not
-run a plain ring over that link (a tree, NVLS, or the nodes' own fabric carrying part of
-it): its measured times are still what that cluster does, and the curve says which it is.
+One pricing rule at every rank count: within the log's sizes, its own time, carried to
+another rank count by the ring law (plan.ring) fitted to the log (alpha_beta) as a ratio, so
+the law and the log agree at the log's own count and a larger count never prices a message
+cheaper (docs/decisions/one-pricing-across-scales.md); beyond its sizes, the fitted law
+itself. The basis says which; where the law is needed and its fit left alpha or beta not
+resolved, there is no number there (NaN, and why). A log whose bus bandwidth exceeds the
+link's nominal rate did not run a plain ring over that link (a tree, NVLS, or the nodes' own
+fabric carrying part of it): its measured times are still what that cluster does, and the
+curve says which it is.
 """
 
 from __future__ import annotations
@@ -133,12 +136,18 @@ class CollectiveCurve:
         return f"{busbw} above {rate}: not a plain ring over this link; the measured times are used"
 
     def seconds(self, message_bytes: float, ranks: int) -> CollectiveTime:
-        """One all-reduce of ``message_bytes`` over ``ranks``: measured where the log covers
-        it (log-log interpolation between its two nearest sizes), else the fitted ring law,
-        or no number (``unresolved``) where the fit left alpha or beta not resolved."""
+        """One all-reduce of ``message_bytes`` over ``ranks``: within the log's sizes, its
+        own time (log-log interpolation between its two nearest sizes), scaled to other rank
+        counts by the ring law fitted to it, so every rank count is priced from the same
+        measured point (docs/decisions/one-pricing-across-scales.md); beyond its sizes the
+        fitted ring law; no number (``unresolved``) where that law is needed and its fit
+        left alpha or beta not resolved."""
         _check_request(message_bytes, ranks)
-        if ranks == self.ranks and self.sizes[0] <= message_bytes <= self.sizes[-1]:
+        within = self.sizes[0] <= message_bytes <= self.sizes[-1]
+        if within and ranks == self.ranks:
             return CollectiveTime(self._interpolated(message_bytes), math.nan, math.nan, MEASURED)
+        if within:
+            return self._scaled(message_bytes, ranks)
         if ranks == self.ranks:
             return self._ring(
                 message_bytes, ranks, "ring law beyond the log's sizes (fitted on the log)"
@@ -156,18 +165,46 @@ class CollectiveCurve:
         log_time = np.interp(np.log(message_bytes), np.log(self.sizes), np.log(self.times_s))
         return float(np.exp(log_time))
 
-    def _ring(self, message_bytes: float, ranks: int, words: str) -> CollectiveTime:
-        """The ring law with the log's fitted alpha and beta; the range is the law at the
-        ends of both parameters' 95% intervals (slowest: alpha_hi with beta_lo)."""
-        fit = self.fit
-        if fit is None:
+    def _fitted(self, message_bytes: float, ranks: int) -> AlphaBetaFit:
+        """The ring law fitted to the log; a ValueError where it has too few sizes for one."""
+        if self.fit is None:
             raise ValueError(
                 f"message_bytes/ranks: {message_bytes:,.0f} B at {ranks} ranks is outside the "
                 f"log, and its {len(self.sizes)} size(s) are too few to fit the ring law (3)"
             )
-        basis = words
-        if self.plain_ring is False:
-            basis += f"; {NOT_PLAIN_RING}"
+        return self.fit
+
+    def _basis(self, words: str) -> str:
+        return words + (f"; {NOT_PLAIN_RING}" if self.plain_ring is False else "")
+
+    def _scaled(self, message_bytes: float, ranks: int) -> CollectiveTime:
+        """The log's own time at its rank count times the fitted ring law's ratio between
+        ``ranks`` and that count: the law only carries the measured point to another
+        count, so both agree at the log's own. The range is the ratio's over the corners of
+        alpha's and beta's 95% intervals (the measured time has none)."""
+        fit = self._fitted(message_bytes, ranks)
+        basis = self._basis(
+            f"ring law at {ranks} ranks (log measured {self.ranks}), scaled from the log's "
+            f"time at {self.ranks}"
+        )
+        if not fit.resolved:
+            return self._not_resolved(ranks, basis, fit)
+        measured = self._interpolated(message_bytes)
+        corners = [
+            rank_ratio(message_bytes, self.ranks, ranks, alpha, beta)
+            for alpha in (fit.alpha_lo, fit.alpha_hi)
+            for beta in (fit.beta_lo_bytes_s, fit.beta_hi_bytes_s)
+        ]
+        point = rank_ratio(message_bytes, self.ranks, ranks, fit.alpha_s, fit.beta_bytes_s)
+        return CollectiveTime(
+            measured * point, measured * min(corners), measured * max(corners), basis
+        )
+
+    def _ring(self, message_bytes: float, ranks: int, words: str) -> CollectiveTime:
+        """The ring law with the log's fitted alpha and beta; the range is the law at the
+        ends of both parameters' 95% intervals (slowest: alpha_hi with beta_lo)."""
+        fit = self._fitted(message_bytes, ranks)
+        basis = self._basis(words)
         if not fit.resolved:
             return self._not_resolved(ranks, basis, fit)
         lo = ring.ring_allreduce_seconds(message_bytes, ranks, fit.beta_hi_bytes_s, fit.alpha_lo)
@@ -189,6 +226,21 @@ class CollectiveCurve:
             resolves += f", or a log at {ranks} ranks spanning the sizes (its times need no law)"
         unresolved = f"{basis}; {why}; {resolves}"
         return CollectiveTime(math.nan, math.nan, math.nan, f"{basis}; {why}", unresolved)
+
+
+def rank_ratio(
+    message_bytes: float, ranks_from: int, ranks_to: int, alpha: float, beta: float
+) -> float:
+    """The ring law's all-reduce time at ``ranks_to`` over its time at ``ranks_from``, one
+    message, alpha taken as at least 0 (latency never shortens a time). It grows with
+    ``ranks_to``: more ranks never price a message cheaper."""
+    latency = max(alpha, 0.0)
+    before = ring.ring_allreduce_seconds(message_bytes, ranks_from, beta, latency)
+    after = ring.ring_allreduce_seconds(message_bytes, ranks_to, beta, latency)
+    if before > 0:
+        return float(after / before)
+    # no latency and an unbounded beta: both terms vanish; the bandwidth term's ratio stands
+    return float(ring.ring_factor(ranks_to) / ring.ring_factor(ranks_from))
 
 
 @dataclass(frozen=True)

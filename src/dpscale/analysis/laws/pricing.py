@@ -63,9 +63,10 @@ class LinkPricing:
 
 @dataclass(frozen=True)
 class CurvePricing:
-    """A measured all-reduce curve (an nccl-tests log): its own times where it covers the
-    size and ranks, the ring law fitted to it elsewhere. It measured an all-reduce, so any
-    other traffic is refused rather than priced as a ring."""
+    """A measured all-reduce curve (an nccl-tests log): its own times within its sizes,
+    carried to other rank counts by the ring law fitted to it; that law beyond its sizes
+    (laws.cluster_link). It measured an all-reduce, so any other traffic is refused rather
+    than priced as a ring."""
 
     curve: CollectiveCurve
 

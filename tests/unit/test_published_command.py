@@ -1,0 +1,112 @@
+"""`dpscale published FILE`: any cases file checked and predicted as a study's
+published-cases step does (the same table and page), and a bad file told one line per bad
+field, outside any study."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from dpscale import cli
+from dpscale.plan.published import DEFAULTS
+from dpscale.steps.published import OUT_FILES, published_cases
+
+DEFAULT_CASES = REPO / DEFAULTS["cases"]
+PROFILE = REPO / DEFAULTS["profile"]
+# two cases that stand alone (no borrowed figure, no reference), in the file's order: eight
+# nodes and one
+KEPT = ("tf-p2-k80-64-resnet50", "dle-pyt-dgx1v-fp32-8")
+
+
+def cases_file(tmp_path, change=None) -> str:
+    """A cases file of the KEPT cases from the workflow's own, each changed by ``change``."""
+    cases = yaml.safe_load(DEFAULT_CASES.read_text("utf-8"))["cases"]
+    kept = [case for case in cases if case["id"] in KEPT]
+    for case in kept:
+        (change or (lambda case: None))(case)
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump({"cases": kept}, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def test_a_good_file_prints_the_steps_table_and_writes_its_page(tmp_path, capsys):
+    path = cases_file(tmp_path)
+    cli.main(["published", path, "--profile", str(PROFILE), "--out", str(tmp_path / "cli")])
+    printed = capsys.readouterr().out
+    for case_id in KEPT:
+        assert case_id in printed
+    assert "every predicted number is extrapolated" in printed
+    # the study's step on the same files: the same table, summary and page
+    step = {name: tmp_path / "step" / file for name, file in OUT_FILES.items()}
+    published_cases({"cases": path, "profile": str(PROFILE)}, step, {})
+    for name, file in OUT_FILES.items():
+        written = (tmp_path / "cli" / file).read_text(encoding="utf-8")
+        assert written == step[name].read_text(encoding="utf-8"), name
+    table = pd.read_csv(tmp_path / "cli" / OUT_FILES["table"])
+    assert list(table["id"]) == list(KEPT)
+    assert table["status"].str.startswith("predicted").all()
+
+
+def test_the_profile_defaults_to_the_workflows_own(tmp_path, capsys):
+    cli.main(["published", cases_file(tmp_path)])
+    assert "compute shape borrowed from one NVIDIA H200" in capsys.readouterr().out
+
+
+def break_three_fields(case) -> None:
+    """The one-node case with a float batch and no model; the other with an unknown wire
+    precision."""
+    if case["nodes"] == 1:
+        case["per_device_batch"] = 64.0
+        del case["model"]
+    else:
+        case["wire_precision"] = "fp8"
+
+
+def test_a_bad_file_is_one_line_per_bad_field(tmp_path):
+    path = cases_file(tmp_path, break_three_fields)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["published", path, "--out", str(tmp_path / "out")])
+    lines = str(exit_.value.code).splitlines()
+    assert all(line.startswith(f"dpscale: {path}: cases[") for line in lines), lines
+    named = {(line.split(" ")[2], line.split(").", 1)[1].split(":")[0]) for line in lines}
+    expected = {
+        ("cases[0]", "wire_precision"),
+        ("cases[1]", "per_device_batch"),
+        ("cases[1]", "model"),
+    }
+    assert named == expected and len(lines) == 3, lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_rules_across_fields_are_checked_once_every_field_is_typed(tmp_path):
+    def wrong_total(case) -> None:
+        case["devices_total"] = case["devices_total"] + 1
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["published", cases_file(tmp_path, wrong_total)])
+    lines = str(exit_.value.code).splitlines()
+    assert len(lines) == 2 and all(".devices_total: " in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("cases: []\n", "has no list of cases"), ("name: x\n", "has no list of cases")],
+)
+def test_a_file_without_cases_is_one_line(tmp_path, text, words):
+    path = tmp_path / "cases.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["published", str(path)])
+    message = str(exit_.value.code)
+    assert words in message and "\n" not in message
+
+
+def test_its_help_says_what_it_does_and_shows_an_example(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["published", "--help"])
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith("usage: dpscale published") and description.endswith(".")
+    assert "example: dpscale published studies/published/cases.yaml" in text
