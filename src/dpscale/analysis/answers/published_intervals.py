@@ -7,8 +7,8 @@ prediction without a small run carries."""
 from __future__ import annotations
 
 import math
-from pathlib import PurePosixPath
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
