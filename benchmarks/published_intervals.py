@@ -12,17 +12,12 @@ import sys
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check, published_intervals
-from dpscale.plan.published import published_files, read_cases
-from dpscale.steps.published import profiles
-
-FILES = ("studies/published/cases.yaml", "studies/published/series.yaml")
+from dpscale.analysis.answers import published_intervals
+from dpscale.steps.published import interval_table
 
 
 def main() -> int:
-    cases = [case for path in FILES for case in read_cases(path)]
-    check = published_check.check(cases, profiles(published_files({})["profile"]))
-    table = published_intervals.held_out(published_intervals.efficiency_rows(cases, check))
+    table = interval_table()
     with pd.option_context("display.width", 200, "display.max_colwidth", 50):
         print(table.round(1).to_string(index=False))
     print(json.dumps(published_intervals.coverage_summary(table), indent=1))

@@ -227,7 +227,7 @@ def predict(args: argparse.Namespace) -> None:
         raise SystemExit(
             f"dpscale: predict needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
         ) from None
-    print(predict_step(args.results, args.cluster, args.out))
+    print(predict_step(args.results, args.cluster, args.out, args.calibrate, args.network))
 
 
 def export_nccl(args: argparse.Namespace) -> None:
@@ -376,6 +376,16 @@ def main(argv: list[str] | None = None) -> None:
     guess.add_argument("--results", type=Path, required=True, help="results/<study>")
     guess.add_argument("--cluster", type=Path, required=True, help="the cluster file (YAML)")
     guess.add_argument("--out", type=Path, help="write the predictions here (CSV)")
+    guess.add_argument(
+        "--calibrate",
+        type=Path,
+        metavar="RESULTS",
+        help="a small run's results on this cluster (results/<study>: the same strategy, "
+        "model and batch at one node and/or two): fit what the link misses, carry it on",
+    )
+    guess.add_argument(
+        "--network", help="the small run's network to calibrate on, where it measured several"
+    )
     guess.set_defaults(func=predict)
     logs = _command(
         commands,

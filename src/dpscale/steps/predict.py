@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from dpscale.analysis.answers import calibrated_prediction
 from dpscale.analysis.answers import cluster_prediction as cp
+from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.cluster_link import CollectiveCurve
 from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
@@ -26,6 +28,7 @@ from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read_given, read_optional, write, write_lines
+from dpscale.steps.published import published_band
 
 Files = Mapping[str, Any]
 
@@ -91,8 +94,25 @@ def shown(table: pd.DataFrame) -> str:
             f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f})  "
             f"efficiency {100 * row['efficiency']:.0f}%  "
             f"compress {row['compression_for_90pct']:.3g}x for 90%  [{_label(row)}]"
+            f"{_carried_words(row)}"
         )
     return "\n".join(lines)
+
+
+def _carried_words(row: pd.Series) -> str:
+    """A printed row's calibrated efficiency, or its published band, where it has one."""
+    if pd.notna(row.get("calibrated_efficiency", float("nan"))):
+        return (
+            f"  calibrated {100 * row['calibrated_efficiency']:.0f}% "
+            f"({100 * row['calibrated_efficiency_lo']:.0f}-"
+            f"{100 * row['calibrated_efficiency_hi']:.0f}%)"
+        )
+    if pd.notna(row.get("efficiency_band_lo", float("nan"))):
+        return (
+            f"  published band {100 * row['efficiency_band_lo']:.0f}-"
+            f"{100 * row['efficiency_band_hi']:.0f}%"
+        )
+    return ""
 
 
 def _depth(model_id: str) -> str:
@@ -225,8 +245,15 @@ def _intra_words(cluster: ClusterFile) -> str:
     return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
 
 
-def predict(results: str | Path, cluster_path: str | Path, out: str | Path | None) -> str:
-    """The printed answer; the CSV written to ``out`` where given."""
+def predict(
+    results: str | Path,
+    cluster_path: str | Path,
+    out: str | Path | None,
+    calibrate: str | Path | None = None,
+    network: str | None = None,
+) -> str:
+    """The printed answer; the CSV written to ``out`` where given. ``calibrate``: a small
+    run's results on the same cluster (steps.calibrate), ``network`` its network to use."""
     where = str(cluster_path)
     try:
         cluster = read_cluster(cluster_path)
@@ -239,9 +266,10 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
     )
     try:
         found = answer(cells, buckets, cluster, str(tables))
+        table = carried(found, cells, buckets, cluster, calibrate, network)
     except NotPredicted as error:
         raise SystemExit(f"dpscale: {where}: {error}") from None
-    device, table = found.device, found.table
+    device = found.device
     if out:
         write(table, out)
     text = [
@@ -250,6 +278,7 @@ def predict(results: str | Path, cluster_path: str | Path, out: str | Path | Non
         f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
+        carried_sentence(table),
     ]
     if out:
         text.append(f"dpscale: wrote {out}")
@@ -268,7 +297,9 @@ def _predicted(
         found = answer(cells, buckets, cluster, where)
     except NotPredicted as error:
         return None, cp.why_not(cluster.name, path, str(error))
-    return found.table, cp.study_sentence(found.table, *found.key)
+    band, words = published_band()
+    table = calibrated_prediction.with_band(found.table, band, words)
+    return table, cp.study_sentence(table, *found.key)
 
 
 def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
@@ -287,3 +318,101 @@ def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
     title = f"Your clusters, predicted ({cp.KIND})"
     Path(outputs["html"]).write_text(table_with_lines(table, title, lines), encoding="utf-8")
     return f"[dpscale] clusters: {' '.join(lines)}"
+
+
+# -- what a small run on the cluster, or the published cases, carry on ----------------------
+
+# what the calibration reads of a small run's scaling table
+SCALING_COLUMNS = (
+    "strategy",
+    "model",
+    "network",
+    "nodes",
+    "devices_per_node",
+    "world_size",
+    "batch_per_device",
+    "comm",
+    "efficiency",
+    "efficiency_ci95",
+)
+
+
+def small_run(path: Path, key: tuple[str, str], cluster: ClusterFile, network: str | None):
+    """The small run's measured multi-device layouts of the prediction's strategy, model
+    and per-device batch, without a remedy, on one network, at the cluster's devices per
+    node; NotPredicted (one line) where there are none or the network is not named."""
+    scaling = _table(path / "tables" / "scaling.csv", "the small run's scaling", SCALING_COLUMNS)
+    rows = scaling[
+        (scaling["strategy"] == key[0])
+        & (scaling["model"] == key[1])
+        & (scaling["batch_per_device"] == cluster.batch_per_device)
+        & (scaling["comm"] == "none")
+        & (scaling["world_size"] >= 2)
+    ]
+    if "mode" in rows:
+        rows = rows[rows["mode"] == "synthetic"]
+    networks = sorted(set(rows.loc[rows["nodes"] >= 2, "network"].astype(str)))
+    if network is not None:
+        if network not in networks:
+            raise NotPredicted(f"network: {network!r} is not in the small run; allowed: {networks}")
+        rows = rows[(rows["nodes"] == 1) | (rows["network"] == network)]
+    elif len(networks) > 1:
+        raise NotPredicted(f"network: the small run measured {networks}; name one (--network)")
+    have = sorted(set(rows["devices_per_node"].astype(int)))
+    rows = rows[rows["devices_per_node"] == cluster.devices_per_node]
+    if rows.empty:
+        raise NotPredicted(
+            f"calibrate: {path} has no multi-device cell of {key[0]} {key[1]} at batch "
+            f"{cluster.batch_per_device} with {cluster.devices_per_node} devices per node "
+            f"(it has devices per node {have or 'none'}); allowed: the same strategy, model, "
+            "batch and devices per node at one node of several devices or two nodes or more"
+        )
+    return rows
+
+
+def calibrated(
+    found: Answer, cells, buckets, cluster: ClusterFile, path: Path, network: str | None
+) -> pd.DataFrame:
+    """The prediction's table with the columns the small run's points calibrate."""
+    measured = small_run(Path(path), found.key, cluster, network)
+    at = replace(cluster, nodes=tuple(sorted(set(int(n) for n in measured["nodes"]))))
+    link_only = answer(cells, buckets, at, str(path)).table
+    fit_points = calibrated_prediction.points(measured, link_only)
+    if not fit_points:
+        raise NotPredicted(
+            f"calibrate: no measured point of {path} has a link-only prediction to calibrate"
+        )
+    fit = cal.calibrate(fit_points)
+    largest = calibrated_prediction.largest_world(fit_points)
+    return calibrated_prediction.with_calibration(found.table, fit, largest)
+
+
+def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, network) -> pd.DataFrame:
+    """Calibrated on the small run where one is given, else with the published band."""
+    if path is not None:
+        return calibrated(found, cells, buckets, cluster, Path(path), network)
+    band, words = published_band()
+    return calibrated_prediction.with_band(found.table, band, words)
+
+
+def carried_sentence(table: pd.DataFrame) -> str:
+    """The sentence for the largest layout: calibrated (its kind and what it stands on), or
+    the link-only figure within the published band."""
+    row = table.sort_values("world_size").iloc[-1]
+    if "calibrated_efficiency" in table and pd.notna(row["calibrated_efficiency"]):
+        return (
+            f"Calibrated on the small run: {100 * row['calibrated_efficiency']:.0f}% efficient "
+            f"({100 * row['calibrated_efficiency_lo']:.0f}-"
+            f"{100 * row['calibrated_efficiency_hi']:.0f}%), speed-up "
+            f"{row['calibrated_speedup']:.1f}x ({row['calibrated_speedup_lo']:.1f}-"
+            f"{row['calibrated_speedup_hi']:.1f}), {row['calibrated_kind']}; "
+            f"{row['calibration']}. The link-only figure above is its upper bound."
+        )
+    if "efficiency_band_lo" in table and pd.notna(row["efficiency_band_lo"]):
+        return (
+            f"Without a small run on the cluster: {100 * row['efficiency_band_lo']:.0f}-"
+            f"{100 * row['efficiency_band_hi']:.0f}% efficient ({row['band_basis']}); the "
+            "link-only figure is its upper bound. A small run here (dpscale predict "
+            "--calibrate) narrows it."
+        )
+    return "No calibration or published band applies to this row."

@@ -7,18 +7,21 @@ one line, else the table printed, and with ``--out`` the step's own three files.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check, published_summary
+from dpscale.analysis.answers import published_check, published_intervals, published_summary
 from dpscale.analysis.answers.published_model import Profile
+from dpscale.analysis.laws import conformal
 from dpscale.analysis.laws.commmodel.buckets import timelines
+from dpscale.analysis.laws.conformal import Band
 from dpscale.plan.cell import MODEL_KEY
 from dpscale.plan.paths import WORKFLOW_ROOT
-from dpscale.plan.published import DEFAULTS, cases_file_problems, read_cases
+from dpscale.plan.published import DEFAULTS, cases_file_problems, published_files, read_cases
 from dpscale.plan.user_files import Unreadable
 from dpscale.render.published_page import published_html
 from dpscale.steps.io import read_given, write, write_lines
@@ -129,3 +132,32 @@ def published_file(
         _write(table, lines, outputs)
         text.append(f"dpscale: wrote {outputs['html']} and its table")
     return "\n".join(text)
+
+
+# -- the band a link-only prediction carries (docs/decisions/published-conformal-intervals.md)
+
+SERIES = "studies/published/series.yaml"
+
+
+def interval_table() -> pd.DataFrame:
+    """Every published case with an efficiency (the workflow's own cases and series, its
+    default profile): link-only, published and its leave-one-source-out interval."""
+    files = published_files({})
+    cases = [*read_cases(files["cases"]), *read_cases(str(WORKFLOW_ROOT / SERIES))]
+    check = published_check.check(cases, profiles(files["profile"]))
+    return published_intervals.held_out(published_intervals.efficiency_rows(cases, check))
+
+
+@functools.lru_cache(maxsize=1)
+def published_band() -> tuple[Band, str]:
+    """The 80% band over every published source's residuals from its link-only prediction,
+    and the words saying what it stands on with its leave-one-source-out coverage."""
+    table = interval_table()
+    summary = published_intervals.coverage_summary(table)
+    band = conformal.band(list(table["published"] - table["predicted"]))
+    words = (
+        f"{summary['level_pct']}% band from {summary['cases']} published cases of "
+        f"{summary['sources']} sources (link-only minus {-band.hi:.1f} to {-band.lo:.1f} "
+        f"points); leave-one-source-out coverage {summary['inside']} of {summary['judged']}"
+    )
+    return band, words
