@@ -93,8 +93,8 @@ def shown(table: pd.DataFrame) -> str:
             f"{row['img_s']:.0f} img/s  speedup {row['speedup']:.2f}x "
             f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f})  "
             f"efficiency {100 * row['efficiency']:.0f}%  "
-            f"compress {row['compression_for_90pct']:.3g}x for 90%  [{_label(row)}]"
-            f"{_carried_words(row)}"
+            f"compress {row['compression_for_90pct']:.3g}x for 90%{_carried_words(row)}  "
+            f"[{_label(row)}]"
         )
     return "\n".join(lines)
 
