@@ -288,15 +288,16 @@ def page(path, *tables, **report_args):
 
 
 def report_answer():
-    """The landing page's answer table and notes (tables/answer.json, findings rule), every
-    cell as plain text; empty until the findings are computed."""
+    """The landing page's answer table, the lines under it and its notes (tables/answer.json,
+    findings rule), every cell as plain text; empty until the findings are computed."""
     path = Path(f"{TABLES}/answer.json")
     if not path.is_file():
-        return {"columns": [], "rows": [], "notes": []}
+        return {"columns": [], "rows": [], "below": [], "notes": []}
     answer = json.loads(path.read_text(encoding="utf-8"))
     return {
         "columns": [plain_text(c) for c in answer["columns"]],
         "rows": [[plain_text(v) or "\\ " for v in row] for row in answer["rows"]],
+        "below": [plain_text(line) for line in answer.get("below", [])],
         "notes": [plain_text(line) for line in answer["notes"]],
     }
 
