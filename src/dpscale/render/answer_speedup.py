@@ -36,17 +36,14 @@ PREDICTED_KINDS = [PREDICTED_MEASURED, PREDICTED_NEW, PREDICTED_COMPUTE]
 SPEEDUP_TITLE = "Speedup over 1 device against nodes, per network (95% intervals)"
 NODES_TITLE = "nodes"
 ONE_NODE_GREY = "#666666"
-# a strategy · model's panels: its name left of them, level, on two lines, large enough
-ROW_HEADER = alt.Header(
+# each panel's name above it, level and large: its strategy · model, then its devices per node
+PANEL_HEADER = alt.Header(
     labelAngle=0,
-    labelOrient="left",
-    labelAlign="right",
-    labelBaseline="middle",
-    labelExpr="split(datum.label, ' · ')",
+    labelExpr="split(datum.label, ' | ')",
     labelFontSize=14,
     labelFontWeight="bold",
-    labelLimit=190,  # each line's; the band is as wide as this, not the unsplit name
-    labelPadding=8,
+    labelLimit=PANEL_WIDTH,
+    labelPadding=6,
 )
 COLUMN_HEADER = alt.Header(labelFontSize=14, labelFontWeight="bold")
 
@@ -240,10 +237,12 @@ def speedup_chart(
     networks = network_order(points)
     if view == "static":
         shown = largest_batches(points)
+        # only the panels with a point: a strategy that ran one layout is one panel
+        shown = shown.assign(panel=shown["group"] + " | " + shown["devices"])
         layers = _speedup_layers(shown, networks).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
         return layers.facet(
-            row=alt.Row("group:N", title=None, header=ROW_HEADER),
-            column=alt.Column("devices:N", title=None, header=COLUMN_HEADER),
+            facet=alt.Facet("panel:N", title=None, header=PANEL_HEADER),
+            columns=2,
             title=f"{SPEEDUP_TITLE}, {_batch_words(shown)}",
         )
     batches = sorted(points["batch"].unique())
