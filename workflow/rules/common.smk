@@ -352,7 +352,7 @@ def final_outputs():
     outputs += list(rules.answer_figures.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
-    # the model, and with it the exported-log path checked end to end (issue 50): a status
+    # the model, and with it the exported-log path checked end to end: a status
     # row where it cannot be; and the published cases from a borrowed profile (no cell)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     # the config's clusters, from the one-device cells (clusters.smk): none by default
