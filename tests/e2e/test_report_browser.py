@@ -1,6 +1,7 @@
 """The report as a person sees it: headless Chromium, network cut off, every category and
-result opened; fails on a JavaScript error, a broken image, an empty figure or table, or any
-request that leaves the file. Screenshots go to results/<study>/screenshots/."""
+result opened; fails on a JavaScript error, a broken image, an empty figure or table, any
+request that leaves the file, a mailto: link, or landing text the opened sidebar covers.
+Screenshots go to results/<study>/screenshots/."""
 
 from __future__ import annotations
 
@@ -114,6 +115,35 @@ LANDING_ORDER = (
 )
 
 
+# the landing text's left edge and the sidebar's right edge, with a category open
+LANDING_CLEAR = (
+    "(() => { const nav = document.querySelector('nav').getBoundingClientRect();"
+    " const text = document.querySelector('.prose').getBoundingClientRect();"
+    " return [text.left, nav.right]; })()"
+)
+MAIL_LINKS = "document.querySelectorAll('a[href^=\"mailto:\"]').length"
+
+
+def check_landing_clear_of_the_sidebar(page: Page, categories_: list[str], shots: Path) -> None:
+    """With any category open (its sidebar wider than the menu's), at a laptop's width and
+    a wide screen's, the landing text starts right of the sidebar."""
+    for width in (1024, 1400):
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        for category in categories_:
+            open_category(page, category)
+            left, sidebar = page.evaluate(LANDING_CLEAR)
+            assert left >= sidebar, f"{category} at {width} px: text at {left}, sidebar {sidebar}"
+        page.screenshot(shots / f"00-landing-category-open-{width}.png")
+    page.call("Emulation.clearDeviceMetricsOverride")
+    page.evaluate("app.setView({navbarMode: 'menu'})")
+
+
 def check_html(page: Page, main_frame: str, path: str, since: int) -> str:
     """A table must have rows (a table with its header only is not in the report)."""
     context = iframe_context(page, main_frame, since)
@@ -154,8 +184,11 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         assert "onerror=" in landing and page.evaluate("document.title") != "pwned"
         assert page.evaluate("document.querySelectorAll('img[onerror]').length") == 0
         page.screenshot(shots / "00-landing.png")
+        # no source or address on the landing page is a mail link (docutils' autolink)
+        assert page.evaluate(MAIL_LINKS) == 0
         order = page.evaluate("Object.keys(categories).sort((a, b) => a.localeCompare(b))")
         assert order[0] == FIRST_CATEGORY, order
+        check_landing_clear_of_the_sidebar(page, order, shots)
         for number, category in enumerate(order, start=1):
             open_category(page, category)
             paths = page.evaluate(f"Object.values(categories[{json.dumps(category)}]).flat()")
@@ -172,6 +205,8 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
                     seen[path] = "image"
                 else:
                     seen[path] = check_html(page, main_frame, path, since)
+                    context = iframe_context(page, main_frame, since)
+                    assert page.evaluate(MAIL_LINKS, context) == 0, f"{path}: a mailto: link"
                 name = f"{number:02d}-{index:02d}-{slug(Path(path).stem)}.png"
                 page.screenshot(shots / name)
         page.pump(0.5)
@@ -187,7 +222,7 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
     } <= names
     assert not any(name.endswith("_interactive.html") for name in names)  # one view a figure
     shown = [path for path, kind in seen.items() if not kind.endswith("of data")]
-    assert len(list(shots.glob("*.png"))) == len(shown) + 1
+    assert len(list(shots.glob("*.png"))) == len(shown) + 3  # the landing, twice a category
     assert {"cells.csv", "fits.csv", "scaling.csv"} <= names, "tidy CSVs missing from the report"
 
 

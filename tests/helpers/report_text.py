@@ -12,7 +12,7 @@ from conftest import REPO
 LANDING: dict[str, Any] = {
     "study": "s",
     "report_description": "",
-    "report_answer": {"columns": [], "rows": [], "notes": []},
+    "report_answer": {"columns": [], "rows": [], "below": [], "notes": []},
     "report_answer_figure": [],
     "published_lines": [],
     "strategies": ["a"],

@@ -107,11 +107,34 @@ def test_one_node_points_start_every_network_line(predictions, scaling):
     points = answer_speedup.speedup_points(predictions, scaling)
     one = points[points["one_node"]]
     assert set(one["network"]) == {"1gbe", "10g"}  # the host row on each network
-    assert (one["position"] == 1).all()  # one node stays at 1; the others sit side by side
-    two = points[(points["nodes"] == 2) & (points["kind"] != answer_speedup.MEASURED)]
-    slow, fast = (two[two["network"] == n]["position"].iloc[0] for n in ("1gbe", "10g"))
-    assert slow < 2 < fast
+    assert (one["nodes"] == 1).all()
     assert answer_speedup.network_order(points) == ["1gbe", "10g"]
+
+
+def test_every_point_sits_at_its_own_node_count_and_the_row_labels_read_level(predictions, scaling):
+    """No offset per network: on a log axis one would lift a network's line above another's
+    that predicts the same; the strategy · model labels are level and large."""
+    spec = answer_speedup.speedup_chart(predictions, scaling, "static").to_dict()
+    assert fields(spec, "x") == {"nodes"}
+    header = spec["facet"]["header"]
+    assert header.get("labelAngle", 0) == 0 and header["labelFontSize"] >= 12
+    points = answer_speedup.speedup_points(predictions, scaling)
+    assert "position" not in points.columns
+
+
+def test_a_compute_only_prediction_has_its_own_mark(predictions, scaling):
+    from dpscale.analysis.laws.commmodel.prediction import COMPUTE_ONLY
+
+    same = [
+        prediction(8, 1, network, 16, 8.0, basis=f"x; {COMPUTE_ONLY} (hidden)")
+        | {"speedup_lo": 8.0, "speedup_hi": 8.0}
+        for network in ("1gbe", "10g")
+    ]
+    points = answer_speedup.speedup_points(pd.concat([predictions, pd.DataFrame(same)]), scaling)
+    eight = points[points["nodes"] == 8]
+    assert set(eight["kind"]) == {answer_speedup.PREDICTED_COMPUTE}
+    text = json.dumps(answer_speedup.speedup_chart(predictions, scaling, "static").to_dict())
+    assert answer_speedup.PREDICTED_COMPUTE in text  # in the legend, with its shape
 
 
 def test_static_speedup_shows_the_largest_batch(predictions, scaling):
@@ -144,8 +167,10 @@ def fields(spec: dict, channel: str) -> set[str]:
 
 def test_speedup_static_view_facets_and_draws_intervals(predictions, scaling):
     spec = answer_speedup.speedup_chart(predictions, scaling, "static").to_dict()
-    assert spec["facet"]["row"]["field"] == "group"
-    assert spec["facet"]["column"]["field"] == "devices"
+    # one panel per strategy · model and devices per node, named by both, only where drawn
+    assert spec["facet"]["field"] == "panel" and spec["columns"] == 2
+    panels = {row["panel"] for row in spec["datasets"][next(iter(spec["datasets"]))]}
+    assert panels == {f"{GROUP} | 1 device per node", f"{GROUP} | 2 devices per node"}
     assert {"low"} <= fields(spec, "y") and "high" in fields(spec, "y2")  # the 95% bars
     assert "kind" in fields(spec, "shape") and "network" in fields(spec, "color")
     shape = next(e["shape"] for e in encodings(spec) if "shape" in e)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from dpscale.analysis.laws import commmodel
+from dpscale.analysis.laws.commmodel import prediction
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import predicted_links
 from dpscale.plan.model_inputs import configured_links, model_inputs
@@ -601,3 +602,22 @@ def test_the_needed_compression_carries_an_interval_around_it():
     assert row["compression_for_90pct_lo"] <= row["compression_for_90pct"]
     assert row["compression_for_90pct"] <= row["compression_for_90pct_hi"]
     assert row["compression_for_90pct_lo"] < row["compression_for_90pct_hi"]
+
+
+def test_a_prediction_with_no_communication_time_says_it_stands_on_compute_only():
+    """The max form hides the network behind compute where compute is longer: such a row's
+    speed-up is compute's alone, the same on every network, and its basis says so."""
+    groups, *_ = analyse(synthetic_windows(math.inf, noise=0.01), forms=("max",), validate=False)
+    table = commmodel.predictions(groups, PREDICT, [1, 2], [8])
+    ok = table[(table["status"] == "ok") & (table["world_size"] > 1)]
+    only = ok["basis"].str.contains(prediction.COMPUTE_ONLY, regex=False)
+    assert only.any() and not only.all()
+    assert ok.loc[only, "basis"].str.contains("hides all communication behind compute").all()
+    alone = ok[only & (ok["devices_per_node"] == 1)]
+    assert np.allclose(alone["speedup"], alone["world_size"])  # ranks, nothing sent counted
+    # a row whose step the network lengthens stands on the network, not compute alone
+    priced = ok[~only]
+    assert (priced["step_time_s"] > 0).all() and not priced["basis"].str.contains("compute").any()
+    groups, *_ = analyse(synthetic_windows(1.0), validate=False)
+    additive = commmodel.predictions(groups, PREDICT, [1, 2], [8])
+    assert not additive["basis"].astype(str).str.contains(prediction.COMPUTE_ONLY).any()

@@ -63,9 +63,36 @@ def test_answer_table_has_its_columns_the_choice_first_and_the_unmeasured_layout
     assert first["layout"].startswith("torch-ddp, 1 node x 2 devices")
     assert " [" in first["speedup vs 1 device (95% CI)"]  # every number with its interval
     assert " [" in first["beats 1 device from global batch (95% CI)"]
-    dp = table[table["layout"].str.startswith("torch-dp")].iloc[0]  # a findings row, a line
-    assert dp["answer"] == "not measured"
-    assert dp["quality"] == "0 of 1 cell ran: one process per node"
+    # the column the choice is made by, with its interval, beside the speed-up
+    assert first[at.IMG_S].endswith(f"at batch {max(BATCHES)}") and " [" in first[at.IMG_S]
+    chosen_img_s = float(first[at.IMG_S].split()[0])
+    others = table.loc[table["answer"] == at.SLOWER, at.IMG_S]
+    assert all(float(words.split()[0]) <= chosen_img_s for words in others)
+    # a layout no cell of which could run is no row: one line under the table names it
+    assert not table["layout"].str.startswith("torch-dp").any()
+    below = at.below_table(findings, cells)
+    assert below[0] == at.CHOICE_RULE and "img/s" in below[0] and "baseline" in below[0]
+    assert below[1] == (
+        "Not in the table, as the study cannot run them: torch-dp on 1 node x 2 devices "
+        "(ResNet-18 32 px): (one process per node)."
+    )
+
+
+def test_layouts_left_out_are_named_once_grouped_by_why():
+    reason = "drives several devices from one process; on CPU there is one device per process"
+    line = at.left_out_line(
+        [
+            ("torch-dp", "1 node x 2 devices", f"torch-dp {reason}"),
+            ("mxnet-device", "1 node x 2 devices", f"mxnet-device {reason}"),
+        ]
+    )
+    assert line == (
+        "Not in the table, as the study cannot run them: mxnet-device and torch-dp on 1 node x "
+        f"2 devices: each {reason}."
+    )
+    alone = at.left_out_line([("torch-dp", "1 node x 2 devices", f"torch-dp {reason}")])
+    assert alone.endswith(f"torch-dp on 1 node x 2 devices: it {reason}.")
+    assert at.left_out_line([]) is None
 
 
 def test_the_findings_step_writes_the_landing_table_and_notes(tables):  # noqa: F811
@@ -82,7 +109,9 @@ def test_the_findings_step_writes_the_landing_table_and_notes(tables):  # noqa: 
     findings_step({n: tables / f"{n}.csv" for n in names}, outputs, params)
     answer = json.loads(outputs["answer"].read_text())
     assert answer["columns"] == at.COLUMNS
-    assert len(answer["rows"]) == 2 and all(len(r) == len(at.COLUMNS) for r in answer["rows"])
+    # the torch-dp layout, which no cell could run, is the line under the table, not a row
+    assert len(answer["rows"]) == 1 and all(len(r) == len(at.COLUMNS) for r in answer["rows"])
+    assert answer["below"][0] == at.CHOICE_RULE and len(answer["below"]) == 2
     assert any("no price given" in note for note in answer["notes"])
     assert answer["notes"][-1].startswith("Measurement quality")
 
@@ -184,3 +213,19 @@ def test_figures_are_stored_as_palette_pngs_of_the_same_size(tmp_path):
     assert compact_png(path) < before
     with Image.open(path) as image:
         assert image.mode == "P" and image.size == size
+
+
+def test_the_landing_page_says_why_under_the_table_before_the_figure_and_notes():
+    from helpers.report_text import LANDING, render
+
+    answer = {
+        "columns": ["answer", at.IMG_S],
+        "rows": [["choose", "148 [140, 156] at batch 32"]],
+        "below": [at.CHOICE_RULE, "Not in the table, as the study cannot run them: x."],
+        "notes": ["A note."],
+    }
+    config = {**LANDING, "report_answer": answer, "report_answer_figure": ["data:image/png;x"]}
+    landing = render("workflow.rst", config)
+    table, why = landing.index("list-table::"), landing.index(at.CHOICE_RULE)
+    assert table < why < landing.index("Not in the table") < landing.index(".. figure::")
+    assert landing.index(".. figure::") < landing.index("A note.")

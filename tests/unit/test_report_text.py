@@ -15,6 +15,8 @@ HOSTILE = [
     "`click <javascript:alert(1)>`_",
     ":raw-html:`<b>bold</b>` and |sub| and [#]_ and name_",
     "- a list\n* another\n#. numbered",
+    "user@example.org",
+    "https://www.tensorflow.org/x tensorflow/tensorflow:docs_src/benchmarks.md@5984ffefd320",
 ]
 
 
@@ -35,3 +37,11 @@ def test_hostile_text_renders_as_one_literal_paragraph(text):
 def test_the_words_survive():
     html = html_of("ResNet-50 *on* 2_nodes: 1.5x `fast` | 10 GbE <tag>")
     assert "ResNet-50 *on* 2_nodes: 1.5x `fast` | 10 GbE &lt;tag&gt;" in html
+
+
+def test_a_source_at_a_commit_is_words_not_a_mail_link():
+    html = html_of(
+        "tensorflow/tensorflow:tensorflow/docs_src/performance/benchmarks.md@5984ffefd320"
+    )
+    assert "mailto:" not in html and "<a " not in html
+    assert "benchmarks.md&#64;5984ffefd320" in html or "benchmarks.md@5984ffefd320" in html

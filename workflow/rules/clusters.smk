@@ -1,4 +1,4 @@
-# Your clusters (config clusters, issue 50): each predicted from this study's one-device cells
+# Your clusters (config clusters): each predicted from this study's one-device cells
 # and bucket timeline over its own nccl-tests log, as `dpscale predict --cluster` does; in the
 # report's "5. Network model", a sentence each on the landing page. Nothing is measured on a
 # cluster: every number is extrapolated. Not in final_outputs() when clusters is empty.

@@ -289,15 +289,16 @@ def page(path, *tables, **report_args):
 
 
 def report_answer():
-    """The landing page's answer table and notes (tables/answer.json, findings rule), every
-    cell as plain text; empty until the findings are computed."""
+    """The landing page's answer table, the lines under it and its notes (tables/answer.json,
+    findings rule), every cell as plain text; empty until the findings are computed."""
     path = Path(f"{TABLES}/answer.json")
     if not path.is_file():
-        return {"columns": [], "rows": [], "notes": []}
+        return {"columns": [], "rows": [], "below": [], "notes": []}
     answer = json.loads(path.read_text(encoding="utf-8"))
     return {
         "columns": [plain_text(c) for c in answer["columns"]],
         "rows": [[plain_text(v) or "\\ " for v in row] for row in answer["rows"]],
+        "below": [plain_text(line) for line in answer.get("below", [])],
         "notes": [plain_text(line) for line in answer["notes"]],
     }
 
@@ -352,7 +353,7 @@ def final_outputs():
     outputs += list(rules.answer_figures.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
-    # the model, and with it the exported-log path checked end to end (issue 50): a status
+    # the model, and with it the exported-log path checked end to end: a status
     # row where it cannot be; and the published cases from a borrowed profile (no cell)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
     # the config's clusters, from the one-device cells (clusters.smk): none by default

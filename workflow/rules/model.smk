@@ -1,7 +1,7 @@
 # The communication model: fitted, validated on held-out configurations, used for predictions
 # (report category "5. Network model"). It reads the collective benchmark's alpha and beta
 # (comm_fits.csv, empty without collectives cells: then the networks' configured rates).
-# The same job checks the exported-log path and predicts the published cases (issue 50):
+# The same job checks the exported-log path and predicts the published cases:
 # each a step of under a second, which a job of its own made cost a Python start per study.
 # The published cases file and the profile they borrow are the config's published_cases, else
 # the workflow's own (docs/decisions/published-cases-inputs.md).
@@ -73,7 +73,7 @@ rule comm_model:
             subcategory="figures",
             labels={"name": "throughput vs batch per network, model curves"},
         ),
-        # Issue 50, item 5: the import-to-prediction path of `dpscale predict` checked on
+        # The import-to-prediction path of `dpscale predict` checked on
         # this study's own outcomes, in this job (a job of its own costs every study a Python
         # start). Its collectives cells exported as nccl-tests logs (`dpscale export-nccl`),
         # read back as a cluster's log, and each multi-node synthetic cell predicted from the
@@ -97,7 +97,7 @@ rule comm_model:
             subcategory="tables",
             labels={"name": "exported nccl-tests logs, per cell"},
         ),
-        # Published multi-GPU results predicted from a borrowed one-device profile (issue 50),
+        # Published multi-GPU results predicted from a borrowed one-device profile,
         # in this job for the same reason: no cell is measured for them, and the table is the
         # same in every study.
         published_table=f"{TABLES}/published_cases.csv",

@@ -1,4 +1,4 @@
-"""Measure a study's cells where Snakemake is not installed (a lent GPU machine, a compute
+"""Measure a study's cells where Snakemake is not installed (a borrowed GPU machine, a compute
 node without the analysis environment), then analyse the results elsewhere with the
 workflow.
 

@@ -1,5 +1,7 @@
 """Figure 1 of the answers: predicted (and measured) speedup against nodes, one colour per
-network, every interval a 95% one from the tables."""
+network, every interval a 95% one from the tables. Every point sits at its own node count
+(no offsets: an offset on a log axis lifts one network's line above another's); a
+prediction that stands on compute alone has a mark of its own."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.laws.commmodel.prediction import COMPUTE_ONLY
 from dpscale.analysis.results.rows import without_remedies
 from dpscale.plan.columns import DEVICES_PER_NODE, NETWORK, NODES, RUN, WORLD_SIZE
 from dpscale.plan.layout import HOST_NETWORK, devices_per_node_words
@@ -26,12 +29,23 @@ from dpscale.render.answer_views import (
 MEASURED = "measured (mean, 95% CI)"
 PREDICTED_MEASURED = "predicted, layout measured"
 PREDICTED_NEW = "predicted, not measured (extrapolated)"
-KINDS = [MEASURED, PREDICTED_MEASURED, PREDICTED_NEW]
-KIND_SHAPES = ["diamond", "circle", "triangle-up"]
+PREDICTED_COMPUTE = "predicted from compute only (no communication term)"
+KINDS = [MEASURED, PREDICTED_MEASURED, PREDICTED_NEW, PREDICTED_COMPUTE]
+KIND_SHAPES = ["diamond", "circle", "triangle-up", "square"]
+PREDICTED_KINDS = [PREDICTED_MEASURED, PREDICTED_NEW, PREDICTED_COMPUTE]
 SPEEDUP_TITLE = "Speedup over 1 device against nodes, per network (95% intervals)"
-NODES_TITLE = "nodes (networks side by side)"
+NODES_TITLE = "nodes"
 ONE_NODE_GREY = "#666666"
-DODGE = 0.06  # octaves between two networks' points at one node count
+# each panel's name above it, level and large: its strategy · model, then its devices per node
+PANEL_HEADER = alt.Header(
+    labelAngle=0,
+    labelExpr="split(datum.label, ' | ')",
+    labelFontSize=14,
+    labelFontWeight="bold",
+    labelLimit=PANEL_WIDTH,
+    labelPadding=6,
+)
+COLUMN_HEADER = alt.Header(labelFontSize=14, labelFontWeight="bold")
 
 
 def _predicted(predictions: pd.DataFrame) -> pd.DataFrame:
@@ -39,7 +53,12 @@ def _predicted(predictions: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = predictions[(predictions["status"] == "ok") & predictions["speedup"].notna()].copy()
     measured = ok["measured"].astype(str).str.lower() == "true"
-    ok["kind"] = np.where(measured, PREDICTED_MEASURED, PREDICTED_NEW)
+    compute = ok["basis"].astype(str).str.contains(COMPUTE_ONLY, regex=False)
+    ok["kind"] = np.where(
+        compute & ~measured,
+        PREDICTED_COMPUTE,
+        np.where(measured, PREDICTED_MEASURED, PREDICTED_NEW),
+    )
     ok["low"], ok["high"] = ok["speedup_lo"], ok["speedup_hi"]
     return ok
 
@@ -80,15 +99,6 @@ def network_order(points: pd.DataFrame) -> list[str]:
     return sorted(bandwidth.index, key=lambda n: (math.isnan(bandwidth[n]), bandwidth[n], n))
 
 
-def _side_by_side(points: pd.DataFrame) -> pd.Series:
-    """Where a point sits on the log2 nodes axis: its networks spread around the node count
-    (DODGE octaves apart) so their bars do not hide each other; one-node points stay put."""
-    networks = network_order(points)
-    index = points["network"].map({n: i for i, n in enumerate(networks)})
-    shift = (index - (len(networks) - 1) / 2) * DODGE
-    return points["nodes"] * np.exp2(np.where(points["one_node"], 0.0, shift))
-
-
 def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataFrame:
     """Predicted speedups (with their 95% prediction interval) and measured ones (mean ± 95%
     CI), one row per point, labelled by ``kind``: measured, predicted where the layout was
@@ -105,7 +115,6 @@ def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataF
     points["batch"] = points["batch_per_device"].astype(int)
     points["devices"] = points["devices_per_node"].map(lambda d: devices_per_node_words(int(d)))
     points["ideal"] = points["world_size"].astype(float)
-    points["position"] = _side_by_side(points)
     columns = [
         "group",
         *RUN,
@@ -123,7 +132,6 @@ def speedup_points(predictions: pd.DataFrame, scaling: pd.DataFrame) -> pd.DataF
         "high",
         "ideal",
         "one_node",
-        "position",
     ]
     return points[columns].sort_values(["group", NETWORK, DEVICES_PER_NODE, NODES])
 
@@ -138,12 +146,12 @@ def _speedup_layers(
     points: pd.DataFrame, networks: list[str], toggle: alt.Parameter | None = None
 ) -> alt.LayerChart:
     """Lines through the predictions, a 95% bar on every point, measured points as large
-    diamonds; the networks sit side by side around each node count (``position``)."""
-    margin = 2 ** (DODGE * len(networks) / 2 + 0.1)
-    domain = [points["position"].min() / margin, points["position"].max() * margin]
+    diamonds, every point at its own node count (networks that predict alike overlap)."""
+    margin = 2**0.25
+    domain = [points["nodes"].min() / margin, points["nodes"].max() * margin]
     x_scale = alt.Scale(type="log", base=2, domain=domain, nice=False)
     x = alt.X(
-        "position:Q",
+        "nodes:Q",
         title=NODES_TITLE,
         scale=x_scale,
         axis=alt.Axis(values=[1, 2, 4, 8, 16, 32, 64]),
@@ -159,7 +167,7 @@ def _speedup_layers(
     # one node has no network: its points are grey, where every network's line starts
     one_node = alt.condition(alt.datum.one_node, alt.value(ONE_NODE_GREY), colour)
     base = alt.Chart().encode(x=x, color=one_node, opacity=opacity)
-    predicted = alt.FieldOneOfPredicate(field="kind", oneOf=[PREDICTED_MEASURED, PREDICTED_NEW])
+    predicted = alt.FieldOneOfPredicate(field="kind", oneOf=PREDICTED_KINDS)
     line = (
         base.transform_filter(predicted)
         .mark_line(strokeWidth=1.5)
@@ -229,10 +237,12 @@ def speedup_chart(
     networks = network_order(points)
     if view == "static":
         shown = largest_batches(points)
+        # only the panels with a point: a strategy that ran one layout is one panel
+        shown = shown.assign(panel=shown["group"] + " | " + shown["devices"])
         layers = _speedup_layers(shown, networks).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
         return layers.facet(
-            row=alt.Row("group:N", title=None),
-            column=alt.Column("devices:N", title=None),
+            facet=alt.Facet("panel:N", title=None, header=PANEL_HEADER),
+            columns=2,
             title=f"{SPEEDUP_TITLE}, {_batch_words(shown)}",
         )
     batches = sorted(points["batch"].unique())
@@ -245,7 +255,9 @@ def speedup_chart(
     layers = _speedup_layers(points, networks, legend_toggle("network"))
     layers = layers.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
     return (
-        layers.facet(column=alt.Column("devices:N", title=None), title=SPEEDUP_TITLE)
+        layers.facet(
+            column=alt.Column("devices:N", title=None, header=COLUMN_HEADER), title=SPEEDUP_TITLE
+        )
         .transform_filter((alt.datum.group == group) & (alt.datum.batch == batch))
         .add_params(group, batch)
     )

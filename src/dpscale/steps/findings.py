@@ -13,7 +13,7 @@ from dpscale.analysis.answers import findings as fnd
 from dpscale.analysis.answers import posts as pst
 from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 from dpscale.analysis.answers.answer import answer_paragraph, landing_notes
-from dpscale.analysis.answers.answer_table import answer_table
+from dpscale.analysis.answers.answer_table import answer_table, below_table
 from dpscale.analysis.answers.verdicts import top_findings
 from dpscale.analysis.results.measurement_quality import quality_line
 from dpscale.render import findings_page
@@ -90,13 +90,14 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     answer = answer_paragraph(table, layout_costs, prices, quality)
     remedies_lines = read_lines(inputs.get("remedies_top"))
     write_lines([answer, *remedies_lines, *top_findings(table)], outputs["top"])
-    if "answer" in outputs:  # the landing page: the table, then what it cannot say
+    if "answer" in outputs:  # the landing page: the table, the lines under it, the notes
         landing = answer_table(table, layout_costs, cells, prices)
         Path(outputs["answer"]).write_text(
             json.dumps(
                 {
                     "columns": list(landing.columns),
                     "rows": landing.to_numpy().tolist(),
+                    "below": below_table(table, cells),
                     "notes": [
                         *landing_notes(table, layout_costs, prices, quality),
                         *remedies_lines,

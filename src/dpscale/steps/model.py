@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dpscale.analysis.answers import exported_log_check as elc
@@ -16,6 +17,7 @@ from dpscale.plan.link import links_of
 from dpscale.plan.traffic import traffic_of
 from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
+from dpscale.render.predictions_page import predictions_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
 from dpscale.steps.published import published_cases
 
@@ -83,8 +85,12 @@ def fit_comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     pages = {
         "validation_html": (chosen, "held-out prediction errors"),
         "parameters_html": (model.parameters, "fitted parameters"),
-        "predictions_html": (model.predictions, "predictions"),
     }
+    if model.predictions.empty:
+        pages["predictions_html"] = (model.predictions, "predictions")
+    else:  # the reader's columns first; the rest in predictions.csv
+        page = predictions_html(model.predictions, "Communication model: predictions")
+        Path(outputs["predictions_html"]).write_text(page, encoding="utf-8")
     for name, (frame, title) in pages.items():
         shown = or_message(frame, "communication model", model.lines)
         write_table_html(shown, outputs[name], f"Communication model: {title}")

@@ -1,6 +1,7 @@
-"""Published multi-GPU results predicted from a borrowed one-device profile (issue 50 item 4,
-in rule comm_model's job, steps.model): the cases file and the bucket timeline ->
-tables/published_cases.csv, its summary and its report page. Nothing is measured.
+"""Published multi-GPU results predicted from a borrowed one-device profile (in rule
+comm_model's job, steps.model): the cases file and the bucket timeline ->
+tables/published_cases.csv, its page (the summary's sentences above every case) and the
+landing page's one sentence. Nothing is measured.
 
 ``dpscale published FILE`` runs the same on any cases file outside a study: every bad field
 one line, else the table printed, and with ``--out`` the step's own three files."""
@@ -76,7 +77,8 @@ def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFram
 
 
 def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
-    """cases file + borrowed profile -> the table, its summary sentences and its page."""
+    """cases file + borrowed profile -> the table, its page led by the summary's sentences,
+    and the landing page's one sentence (``top``)."""
     table = check_table(inputs["cases"], inputs["profile"])
     lines = published_summary.summary_lines(table, shown_path(inputs["profile"]))
     _write(table, lines, outputs)
@@ -86,7 +88,7 @@ def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
 def _write(table: pd.DataFrame, lines: list[str], outputs: Files) -> None:
     """The step's three outputs: the table, its summary sentences and its page."""
     write(table, outputs["table"])
-    write_lines(lines, outputs["top"])
+    write_lines([published_summary.landing_line(table)], outputs["top"])
     title = f"Published multi-GPU results, predicted ({published_check.KIND})"
     Path(outputs["html"]).write_text(published_html(table, lines, title), encoding="utf-8")
 

@@ -1,6 +1,8 @@
 """The landing page's answer table: one row per layout the findings have (and the one device
 an answer may choose), every number with its 95% interval, read from the tables the findings
-already read (findings rows, cost.csv, cells.csv).
+already read (findings rows, cost.csv, cells.csv). The img/s the choice is made by is a
+column of its own; layouts the study could not run at all are named once, below the table
+(``below_table``), not a row each.
 
 Words the cells share: intervals that overlap are a *tie*; a value whose 95% interval is
 wider than the value itself allows (half-width over ``UNRESOLVED_FRACTION`` of it, or no bound
@@ -24,9 +26,11 @@ from dpscale.plan.cell import MODEL_KEY
 from dpscale.plan.columns import LAYOUT
 from dpscale.plan.layout import Layout, plural
 
+IMG_S = "img/s, what the choice ranks (95% CI)"
 COLUMNS = [
     "answer",
     "layout",
+    IMG_S,
     "speedup vs 1 device (95% CI)",
     "beats 1 device from global batch (95% CI)",
     "cost per 1,000 images (95% CI)",
@@ -39,6 +43,12 @@ CHOOSE, TIE, SLOWER = "choose", "tie (img/s intervals overlap)", "slower than th
 ACCURACY_ONLY = "accuracy only"
 CHOSEN_BY_RULE = f"{CHOOSE} (tie rule)"
 ORDER = [CHOOSE, CHOSEN_BY_RULE, TIE, SLOWER, UNRESOLVED, "", ACCURACY_ONLY]
+# why the choice can differ from the largest speed-up: the line under the table
+CHOICE_RULE = (
+    "The choice is the layout with the most img/s at the largest per-device batch (ties by "
+    "overlapping intervals). A speed-up is over its own strategy's one device, and those "
+    "one-device baselines differ, so a larger speed-up can still mean fewer img/s."
+)
 
 
 def short_model(key: str) -> str:
@@ -105,6 +115,15 @@ def cost_words(row: dict[str, Any] | None, prices: Prices | None) -> str:
     middle, low, high = shown(value, value * img_s / (img_s + half), value * img_s / (img_s - half))
     text = f"{middle} [{low}, {high}]{unit}"
     return f"{UNRESOLVED}: {text}" if half > UNRESOLVED_FRACTION * img_s else text
+
+
+def img_s_words(row: dict[str, Any] | None) -> str:
+    """The layout's img/s at the batch the choice compares, with its interval: "148 [140,
+    156] at batch 32"."""
+    if not row or not is_known(row.get("img_s")):
+        return NOT_MEASURED
+    text = interval_words(row["img_s"], row.get("img_s_ci95", math.nan))
+    return f"{text} at batch {int(row['batch_per_device'])}"
 
 
 def _rules(finding: dict[str, Any]) -> list[str]:
@@ -178,6 +197,39 @@ def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | No
     return mine.iloc[0].to_dict() if not mine.empty else None
 
 
+def _cannot_run(cells: pd.DataFrame, row: dict[str, Any]) -> str | None:
+    """Why none of the layout's cells could run (every one skipped at plan time: its
+    reason); None where one ran or failed."""
+    mine = matching_rows(cells, row, LAYOUT)
+    if mine.empty or not (mine["status"] == "skipped").all():
+        return None
+    reasons = mine["reason"].dropna().astype(str) if "reason" in mine else pd.Series([])
+    return reasons.iloc[0].strip() if len(reasons) else "skipped at plan time"
+
+
+def _names(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def left_out_line(left_out: list[tuple[str, str, str]]) -> str | None:
+    """One sentence naming the layouts the study could not run, grouped by why:
+    (strategy, where, reason) each; a reason that opens with its strategy's name ("torch-dp
+    drives ...") is said once for all the strategies it names ("each drives ...")."""
+    if not left_out:
+        return None
+    by_reason: dict[str, list[tuple[str, str]]] = {}
+    for strategy, where, reason in left_out:
+        by_reason.setdefault(reason.replace(f"{strategy} ", "\0 ", 1), []).append((strategy, where))
+    parts = []
+    for reason, layouts in by_reason.items():
+        strategies = sorted({strategy for strategy, _ in layouts})
+        places = _names(sorted({where for _, where in layouts}))
+        who = "each" if len(strategies) > 1 else "it"
+        why = reason.replace("\0", who, 1) if reason.startswith("\0") else f"({reason})"
+        parts.append(f"{_names(strategies)} on {places}: {why}")
+    return "Not in the table, as the study cannot run them: " + "; ".join(parts) + "."
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(str(a[key]) == str(b[key]) for key in LAYOUT)
 
@@ -233,11 +285,26 @@ def _answer(
     return SLOWER if chosen is not None else ""
 
 
+def below_table(findings: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
+    """The lines under the answer table: why the choice is by img/s, and the layouts left
+    out of it because the study cannot run them (one line for all)."""
+    findings, cells = with_network(findings) if len(findings) else findings, with_network(cells)
+    left_out = []
+    for row in findings.to_dict("records") if len(findings) else []:
+        reason = _cannot_run(cells, row)
+        if reason:
+            where = Layout(int(row["nodes"]), int(row["devices_per_node"])).words(row["network"])
+            left_out.append((row["strategy"], f"{where} ({short_model(row['model'])})", reason))
+    line = left_out_line(left_out)
+    return [CHOICE_RULE, *([line] if line else [])]
+
+
 def answer_table(
     findings: pd.DataFrame, costs: pd.DataFrame, cells: pd.DataFrame, prices: Prices | None
 ) -> pd.DataFrame:
     """The answer table's rows as text (COLUMNS), per model: the chosen layout first, then
-    those tied with it, the slower ones, and the layouts not measured."""
+    those tied with it, the slower ones, and the layouts measured but without a number;
+    the layouts the study cannot run are left to ``below_table``."""
     costs, cells = with_network(costs), with_network(cells)
     findings = with_network(findings) if not findings.empty else findings
     measured = set(costs.get("model", []))  # models with throughput first
@@ -252,8 +319,11 @@ def answer_table(
         layouts = findings[findings["model"] == model].to_dict("records") if len(findings) else []
         if chosen is not None and not any(_same(chosen, r) for r in layouts):
             layouts.insert(0, {k: chosen[k] for k in [*LAYOUT, "world_size"]})
+        largest = mine_costs["batch_per_device"].max() if not mine_costs.empty else math.nan
         out = []
         for row in layouts:
+            if _cannot_run(cells, row):
+                continue
             finding = _finding(findings, row) if row.get("world_size", 2) > 1 else None
             batch = finding.get("batch_per_device", math.nan) if finding else math.nan
             if chosen is not None and _same(row, chosen):
@@ -265,6 +335,7 @@ def answer_table(
                     [
                         answer,
                         _layout_cell(row),
+                        img_s_words(_cost_row(mine_costs, row, largest)),
                         _speedup(finding, row),
                         _break_even(finding, row),
                         cost_words(_cost_row(mine_costs, row, batch), prices),

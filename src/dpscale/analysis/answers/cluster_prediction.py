@@ -1,5 +1,5 @@
-"""A user's cluster predicted from one device and the cluster's nccl-tests log (issue 50),
-or its link's nominal rate and latency where it has no log.
+"""A user's cluster predicted from one device and the cluster's nccl-tests log, or its
+link's nominal rate and latency where it has no log.
 
 The one-device step time (cells.csv, world_size 1: batch / img_s, its 95% interval from the
 img_s interval) is the compute of the prediction engine (laws.engine: the bucket model,

@@ -1,4 +1,4 @@
-"""The exported-log path checked end to end on the study's own cells (issue 50, item 5).
+"""The exported-log path checked end to end on the study's own cells.
 
 The study's collectives cells are written as nccl-tests ``all_reduce_perf`` logs by
 ``nccl_export.export_logs`` (what ``dpscale export-nccl`` writes), each log is read back as a

@@ -1,5 +1,5 @@
-"""Scale-out predicted for published multi-GPU results (studies/published/cases.yaml, issue
-50 item 4), and the error against what was published: one row per case.
+"""Scale-out predicted for published multi-GPU results (studies/published/cases.yaml), and
+the error against what was published: one row per case.
 
 Each case is predicted by the bucket mechanism (published_model) from its typed fields
 alone (published_setup; plan.published_cases checks them before any job). A case whose

@@ -17,7 +17,12 @@ from dpscale.analysis.laws.commmodel.compression import needed_compression
 from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
 from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, label
-from dpscale.analysis.laws.commmodel.model import MIN_STEP, Design, step_seconds
+from dpscale.analysis.laws.commmodel.model import (
+    MIN_STEP,
+    Design,
+    compute_seconds,
+    step_seconds,
+)
 from dpscale.analysis.laws.commmodel.validation import SUMMARY_COLUMNS
 from dpscale.plan.columns import NETWORK, RUN, SPREAD
 from dpscale.plan.layout import HOST_NETWORK
@@ -55,6 +60,29 @@ PREDICTION_COLUMNS = [
     "status",
     "reason",
 ]
+
+
+# what a prediction stands on where the fitted model adds no communication time to its step:
+# the speed-up is compute's alone, the same on every network, not a measured point
+COMPUTE_ONLY = "compute only: no communication term in this prediction"
+_HIDDEN = {
+    "max": "the fitted overlap (max) hides all communication behind compute",
+    "buckets": "every bucket's communication hides behind the backward pass",
+}
+
+
+def compute_only_basis(basis: str, form: str) -> str:
+    """``basis`` with what a compute-only prediction stands on, and why it is one."""
+    why = _HIDDEN.get(form, "the fitted model prices no communication here")
+    return f"{basis}; {COMPUTE_ONLY} ({why})"
+
+
+def _compute_only(values: dict[str, Any], multi: Design) -> np.ndarray:
+    """Per multi-rank row: whether the model's step is its compute alone (no second of
+    communication added)."""
+    step = step_seconds(values, multi)
+    compute = compute_seconds(values, multi)
+    return np.abs(step - compute) <= 1e-9 * np.maximum(step, MIN_STEP)
 
 
 def predicted_networks(predict: dict[str, Any], links: dict[str, Link]) -> list[Link]:
@@ -191,6 +219,7 @@ def _prediction_rows(
     values = fit.values
     even = break_even(values, _row(rows, 0), _row(rows, n))  # the same at every batch
     even_half = _break_even_ci95(fit, _row(rows, 0), _row(rows, n), even)
+    compute_only = _compute_only(values, rows.take(slice(0, n)))
     out = []
     for i, batch in enumerate(batches):
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
@@ -206,9 +235,13 @@ def _prediction_rows(
             str(world),
             str(batch),
         )
+        basis = base["basis"]
+        if world > 1 and compute_only[i]:
+            basis = compute_only_basis(basis, values["form"])
         out.append(
             dict(
                 base,
+                basis=basis,
                 batch_per_device=batch,
                 measured=key in measured,
                 step_time_s=step,
