@@ -20,9 +20,11 @@ from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan.cell import ModelConfig
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
+from dpscale.plan.columns import NETWORK, RUN, SPREAD
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.published import PROFILE_COLUMNS
+from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.traffic import Traffic
 from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
@@ -278,7 +280,7 @@ def predict(
         f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
-        carried_sentence(table),
+        *filter(None, [carried_sentence(table)]),
     ]
     if out:
         text.append(f"dpscale: wrote {out}")
@@ -324,12 +326,9 @@ def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
 
 # what the calibration reads of a small run's scaling table
 SCALING_COLUMNS = (
-    "strategy",
-    "model",
-    "network",
-    "nodes",
-    "devices_per_node",
-    "world_size",
+    *RUN,
+    NETWORK,
+    *SPREAD,
     "batch_per_device",
     "comm",
     "efficiency",
@@ -346,7 +345,7 @@ def small_run(path: Path, key: tuple[str, str], cluster: ClusterFile, network: s
         (scaling["strategy"] == key[0])
         & (scaling["model"] == key[1])
         & (scaling["batch_per_device"] == cluster.batch_per_device)
-        & (scaling["comm"] == "none")
+        & (scaling["comm"] == NO_REMEDY)
         & (scaling["world_size"] >= 2)
     ]
     if "mode" in rows:
@@ -415,4 +414,4 @@ def carried_sentence(table: pd.DataFrame) -> str:
             "link-only figure is its upper bound. A small run here (dpscale predict "
             "--calibrate) narrows it."
         )
-    return "No calibration or published band applies to this row."
+    return ""  # not resolved: the answer sentence says why
