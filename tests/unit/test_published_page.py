@@ -135,7 +135,7 @@ def test_the_summary_says_which_way_and_how_far_in_the_readers_words():
     )
     lines = ps.summary_lines(table)
     assert "5 of 6 cases predicted over 1 links" in lines[0]
-    assert "No number here has an interval: the published figures" in lines[0]
+    assert "No link-only figure has a measured spread: the published figures" in lines[0]
     assert lines[1].startswith(
         "Scaling efficiency, predicted against published: the model over-predicted 3 of 4 "
         "cases by a median of 5.0 efficiency points, and under-predicted 1 by a median of 3.0"

@@ -74,3 +74,20 @@ def test_a_tie_goes_to_the_baseline():
     got = ps.verdict(table)
     assert got["beats"] == {"hold": False, "repeat": True}
     assert got["median_points"]["calibrated"] == pytest.approx(1.0)
+
+
+def test_the_published_page_gives_each_efficiency_its_interval_and_the_series_below():
+    from dpscale.plan.published import published_files
+    from dpscale.render.published_page import INTERVAL, SERIES_TITLE, published_html
+    from dpscale.steps.published import checked
+
+    files = published_files({})
+    table, lines, series = checked(files["cases"], files["profile"])
+    compared = table.dropna(subset=["error_points"])
+    assert compared["interval_lo"].notna().all()
+    assert (compared["interval_lo"] < compared["interval_hi"]).all()
+    assert any("leave-one-source-out" in line for line in lines)
+    assert any(line.startswith("Calibrated on each of") for line in lines)
+    page = published_html(table, lines, "title", series)
+    assert INTERVAL in page and SERIES_TITLE in page and "calibrated [range]" in page
+    assert page.count("<table>") == 2

@@ -18,6 +18,8 @@ ASSUMED = "assumptions (the case's own notes: cases.yaml)"
 CASE_NOTES = " || case: "
 # the link rate at which the prediction meets the published figure (a diagnostic)
 IMPLIED = "link rate the published figure implies"
+# the empirical interval from the other sources' residuals
+INTERVAL = "80% interval (other sources)"
 SHOWN = [
     "id",
     "model",
@@ -25,6 +27,7 @@ SHOWN = [
     "link",
     "metric",
     "predicted",
+    INTERVAL,
     "published",
     "error",
     IMPLIED,
@@ -74,6 +77,12 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     shown["predicted"] = [_value(v, m) for v, m in zip(shown["predicted"], metric, strict=True)]
     shown["published"] = [_value(v, m) for v, m in zip(shown["published"], metric, strict=True)]
     shown["error"] = shown.apply(_error, axis=1) if len(shown) else []
+    lo = shown["interval_lo"] if "interval_lo" in shown else pd.Series(math.nan, shown.index)
+    hi = shown["interval_hi"] if "interval_hi" in shown else pd.Series(math.nan, shown.index)
+    shown[INTERVAL] = [
+        f"{a:.1f}-{b:.1f}%" if pd.notna(a) and pd.notna(b) else ""
+        for a, b in zip(lo, hi, strict=True)
+    ]
     shown[IMPLIED] = [
         _implied(gbit, pct)
         for gbit, pct in zip(shown["implied_gbit_s"], shown["implied_pct_of_nominal"], strict=True)
@@ -90,9 +99,55 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
     return shown[SHOWN].fillna("").astype(str)
 
 
-def published_html(table: pd.DataFrame, lines: list[str], title: str) -> str:
-    """A self-contained page: the summary's sentences, then every case."""
+def published_html(
+    table: pd.DataFrame, lines: list[str], title: str, series: pd.DataFrame | None = None
+) -> str:
+    """A self-contained page: the summary's sentences, every case, then the published
+    series with their calibrated predictions (where given)."""
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     page = table_html(display_table(table), title)
     page = page.replace("</head>", f"{PAGE_STYLE}</head>", 1)
-    return page.replace("<table>", f"<ul class='summary'>{items}</ul><table>", 1)
+    page = page.replace("<table>", f"<ul class='summary'>{items}</ul><table>", 1)
+    if series is None or series.empty:
+        return page
+    second = table_html(series_table(series), SERIES_TITLE)
+    body = second[second.index("<h2>") : second.index("</body>")]
+    return page.replace("</body>", f"{body}</body>", 1)
+
+
+SERIES_TITLE = (
+    "Published series: calibrated on the smallest multi-device scales, the largest predicted"
+)
+
+
+def _pct(value: float) -> str:
+    return "" if not isinstance(value, float | int) or math.isnan(value) else f"{value:.1f}%"
+
+
+def series_table(series: pd.DataFrame) -> pd.DataFrame:
+    """The series as text: published beside calibrated [range], link-only and baselines."""
+    calibrated = [
+        f"{_pct(p)} [{_pct(lo)}, {_pct(hi)}]" if _pct(p) else ""
+        for p, lo, hi in zip(
+            series["calibrated_pct"],
+            series["calibrated_lo_pct"],
+            series["calibrated_hi_pct"],
+            strict=True,
+        )
+    ]
+    return pd.DataFrame(
+        {
+            "series": series["series"],
+            "calibrated on (devices)": series["calibrated_on"],
+            "predicted at": series["predicted_devices"].map(
+                lambda n: "" if pd.isna(n) else f"{int(n)}"
+            ),
+            "published": series["published_pct"].map(_pct),
+            "calibrated [range]": calibrated,
+            "link-only (upper bound)": series["link_only_pct"].map(_pct),
+            "hold": series["hold_pct"].map(_pct),
+            "repeat last drop": series["repeat_pct"].map(_pct),
+            STATUS: series["status"],
+            "source": series["source"],
+        }
+    )

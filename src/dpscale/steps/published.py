@@ -15,7 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis.answers import published_check, published_intervals, published_summary
+from dpscale.analysis.answers import (
+    published_check,
+    published_intervals,
+    published_series,
+    published_summary,
+)
 from dpscale.analysis.answers.published_model import Profile
 from dpscale.analysis.laws import conformal
 from dpscale.analysis.laws.commmodel.buckets import timelines
@@ -77,20 +82,52 @@ def check_table(cases_path: str | Path, profile_path: str | Path) -> pd.DataFram
 
 
 def published_cases(inputs: Files, outputs: Files, params: Files) -> str:
-    """cases file + borrowed profile -> the table, its page led by the summary's sentences,
-    and the landing page's one sentence (``top``)."""
-    table = check_table(inputs["cases"], inputs["profile"])
-    lines = published_summary.summary_lines(table, shown_path(inputs["profile"]))
-    _write(table, lines, outputs)
+    """cases file + borrowed profile -> the table (each efficiency with its interval), its
+    page led by the summary's sentences with the published series below, and the landing
+    page's one sentence (``top``)."""
+    table, lines, series = checked(inputs["cases"], inputs["profile"])
+    _write(table, lines, series, outputs)
     return f"[dpscale] published cases: {' '.join(lines)}"
 
 
-def _write(table: pd.DataFrame, lines: list[str], outputs: Files) -> None:
+def checked(
+    cases_path: str | Path, profile_path: str | Path
+) -> tuple[pd.DataFrame, list[str], pd.DataFrame]:
+    """The cases predicted, each efficiency row with its leave-one-source-out interval (the
+    other sources: the file's own and the workflow's series), the summary's sentences, and
+    the calibrated check of every series the two hold."""
+    cases, found = read_cases(cases_path), profiles(profile_path)
+    table = published_check.check(cases, found)
+    own = {case["id"] for case in cases}
+    extra = [case for case in read_cases(str(WORKFLOW_ROOT / SERIES)) if case["id"] not in own]
+    everything = pd.concat([table, published_check.check(extra, found)], ignore_index=True)
+    rows = published_intervals.held_out(
+        published_intervals.efficiency_rows([*cases, *extra], everything)
+    )
+    mine = rows[rows["id"].isin(own)]
+    table = table.merge(
+        mine[["id", "lo", "hi", "inside"]].rename(
+            columns={"lo": "interval_lo", "hi": "interval_hi", "inside": "inside_interval"}
+        ),
+        on="id",
+        how="left",
+    )
+    series = published_series.series_table([*cases, *extra], everything)
+    lines = [
+        *published_summary.summary_lines(table, shown_path(profile_path)),
+        published_intervals.interval_line(mine),
+        published_series.verdict_line(series),
+    ]
+    return table, lines, series
+
+
+def _write(table: pd.DataFrame, lines: list[str], series: pd.DataFrame, outputs: Files) -> None:
     """The step's three outputs: the table, its summary sentences and its page."""
     write(table, outputs["table"])
     write_lines([published_summary.landing_line(table)], outputs["top"])
     title = f"Published multi-GPU results, predicted ({published_check.KIND})"
-    Path(outputs["html"]).write_text(published_html(table, lines, title), encoding="utf-8")
+    page = published_html(table, lines, title, series)
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
 
 
 # the printed table's columns (every column is in the CSV)
@@ -126,12 +163,11 @@ def published_file(
     if problems:
         raise SystemExit("\n".join(f"dpscale: {line}" for line in problems))
     profile = profile or WORKFLOW_ROOT / DEFAULTS["profile"]
-    table = check_table(cases, profile)
-    lines = published_summary.summary_lines(table, shown_path(profile))
+    table, lines, series = checked(cases, profile)
     text = [table_text(table), "", *lines]
     if out:
         outputs = {name: Path(out) / file for name, file in OUT_FILES.items()}
-        _write(table, lines, outputs)
+        _write(table, lines, series, outputs)
         text.append(f"dpscale: wrote {outputs['html']} and its table")
     return "\n".join(text)
 

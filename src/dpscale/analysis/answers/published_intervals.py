@@ -82,3 +82,17 @@ def coverage_summary(table: pd.DataFrame, alpha: float = conformal.ALPHA) -> dic
         "band_lo_points": everything.lo,
         "band_hi_points": everything.hi,
     }
+
+
+def interval_line(table: pd.DataFrame) -> str:
+    """The page's sentence on the intervals of ``table``'s cases (held_out's columns)."""
+    if table.empty:
+        return "No case here has a published efficiency to set an interval beside."
+    found = coverage_summary(table)
+    return (
+        f"Each efficiency row carries an empirical {found['level_pct']}% interval: how far "
+        "the published results of every other source fell from the same link-only "
+        f"prediction (split conformal, leave-one-source-out). {found['inside']} of "
+        f"{found['judged']} published figures here lie inside their interval; the median "
+        f"width is {found['median_width_points']:.1f} efficiency points."
+    )

@@ -150,3 +150,27 @@ def verdict(table: pd.DataFrame, margin: float = 0.05) -> dict[str, Any]:
         "worst_larger_than_both_baselines": worst["calibrated"][0]
         > max(worst["hold"][0], worst["repeat"][0]),
     }
+
+
+def verdict_line(table: pd.DataFrame) -> str:
+    """The page's sentence on the calibrated law's check over the published series."""
+    if table.empty:
+        return "No published series to calibrate on."
+    found = verdict(table)
+    medians = found["median_points"]
+    predicted = int(table["calibrated_pct"].notna().sum())
+    beaten = [name for name, won in found["beats"].items() if won]
+    outcome = (
+        "beats both baselines"
+        if len(beaten) == 2
+        else f"does not beat {'either baseline' if not beaten else 'both baselines'}"
+    )
+    return (
+        f"Calibrated on each of {found['series']} published series' smallest multi-device "
+        f"scales and predicting its largest, the calibrated law {outcome}: median error "
+        f"{medians['calibrated']:.1f} efficiency points ({predicted} of {found['series']} "
+        f"series predicted; a series without a number counts as a miss), against "
+        f"{medians['hold']:.1f} when the largest calibrated efficiency is held and "
+        f"{medians['repeat']:.1f} when the last drop is repeated; link-only "
+        f"{medians['link_only']:.1f}. The table below gives every series."
+    )

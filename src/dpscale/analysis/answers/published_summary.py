@@ -141,8 +141,9 @@ def summary_lines(table: pd.DataFrame, profile: str = "") -> list[str]:
         f"on this machine: {found['predicted_cases']} of {len(table)} cases predicted over "
         f"{found['links_count']} links from a borrowed one-device compute profile"
         f"{f' ({profile})' if profile else ''} and nominal link rates; "
-        f"{found['not_predicted']} not predicted, each with its reason. No number here "
-        f"has an interval: {NO_INTERVAL}."
+        f"{found['not_predicted']} not predicted, each with its reason. No link-only "
+        f"figure has a measured spread: {NO_INTERVAL}; the interval beside each efficiency "
+        "is empirical, from the other sources (below)."
     ]
     if found["efficiency_cases"]:
         lines.append(_efficiency_line(table, found))
