@@ -34,8 +34,6 @@ def efficiency_rows(cases: Sequence[Mapping[str, Any]], check: pd.DataFrame) -> 
     predicted = dict(zip(check["id"], check["predicted"], strict=True))
     rows = []
     for case in cases:
-        if case["published"]["kind"] == "time_to_train":
-            continue
         img_s = (case.get("single_device") or {}).get("img_s")
         published, _ = published_efficiency(case, img_s)
         link_only = predicted.get(case["id"], math.nan)
