@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO
 from helpers.cdp import Page, find_browser, headless_page
 from helpers.fake_study import write_fake_study
+from helpers.user_words import tracker_words
 
 # side_by_side: no test here asserts a measured speed or quality (tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
@@ -177,6 +178,7 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         page.pump(1.0)
         landing = page.evaluate("document.body.innerText")
         assert "The answer." in landing and "beats 1 device from global batch" in landing
+        assert tracker_words(landing) == [], "the landing page speaks of the tracker"
         # the answer table and figure come before the prose (the notes, what was run)
         order = page.evaluate(LANDING_ORDER)
         assert order[0] < order[2] and order[1] < order[2], order
@@ -207,6 +209,8 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
                     seen[path] = check_html(page, main_frame, path, since)
                     context = iframe_context(page, main_frame, since)
                     assert page.evaluate(MAIL_LINKS, context) == 0, f"{path}: a mailto: link"
+                    text = page.evaluate("document.body.innerText", context)
+                    assert tracker_words(text) == [], f"{path}: tracker words"
                 name = f"{number:02d}-{index:02d}-{slug(Path(path).stem)}.png"
                 page.screenshot(shots / name)
         page.pump(0.5)
