@@ -184,6 +184,19 @@ HOST = Network(HOST_NETWORK)
 
 
 @dataclass(frozen=True)
+class FolderInput:
+    """Where a folder cell's images come from and how its loader runs (config
+    ``image_folder``; the DataLoader's num_workers, prefetch_factor, pin_memory and
+    persistent_workers, the last two used only with workers)."""
+
+    path: str
+    workers: int = 2
+    prefetch: int = 2
+    pin_memory: bool = False
+    persistent_workers: bool = True
+
+
+@dataclass(frozen=True)
 class Collectives:
     """The message sizes a collectives cell times (config ``collectives``): ``min_bytes``,
     then each size ``factor`` times the last, up to and including ``max_bytes``. Sizes are
@@ -231,6 +244,8 @@ class Cell:
     training: Training | None = None
     network: Network = HOST
     collectives: Collectives | None = None
+    # mode folder: the image folder and its loader's settings
+    image_folder: FolderInput | None = None
     # what the cell does to the gradients' communication (plan.remedies); none keeps the ids
     comm: Comm = NONE
     skip_reason: str | None = None
@@ -284,6 +299,8 @@ class Cell:
         data = asdict(self)
         data.update(data.pop("options"))
         data["comm"] = self.comm.to_dict()
+        if self.image_folder is None:  # a cell of another mode reads as it did before
+            del data["image_folder"]
         if self.comm.is_default:  # a cell without a remedy reads as it did before comm
             del data["comm"]
         if not self.measure.oversubscribe:  # nor does one that runs where it always did
@@ -307,6 +324,7 @@ class Cell:
         measure = data.pop("measure", {})
         training = data.pop("training", None)
         collectives = data.pop("collectives", None)
+        folder = data.pop("image_folder", None)
         comm = data.pop("comm", None) or {}
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
@@ -319,6 +337,7 @@ class Cell:
             training=Training(**training) if training else None,
             network=Network(**network),
             collectives=Collectives(**collectives) if collectives else None,
+            image_folder=FolderInput(**folder) if folder else None,
             comm=Comm(**comm),
             **data,
         )
