@@ -222,6 +222,8 @@ class Cell:
     ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
     Collectives cells (mode ``collectives``) time the strategy's all-reduce over message
     sizes (``collectives``); no batch applies, their ``batch_per_device`` is 0.
+    Folder cells (mode ``folder``) are timed like synthetic ones on a user's images
+    (``image_folder``: the folder and its loader's settings).
     ``options``: the values of the strategy's own config keys (plan.strategy.CellOption),
     not part of the cell id; in the cell's JSON they sit beside the other fields.
     """
@@ -275,7 +277,7 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, ``collectives``, ``drift`` for drift probes, or
+        """``synthetic``, ``collectives``, ``folder``, ``drift`` for drift probes, or
         ``train-<dataset>-<lr rule>`` for training cells; cells across nodes on a network
         other than the host's end in ``-net-<network>``, cells with a communication remedy
         in ``-comm-<remedy>``."""
