@@ -20,6 +20,8 @@ from conftest import REPO
 
 PACKAGE = REPO / "src" / "dpscale"
 FRAMEWORKS = {"torch", "tensorflow", "mxnet", "horovod"}
+# a framework's own image input pipeline (folder cells: frameworks/torch_folder.py)
+IMAGE_PIPELINES = {"torchvision", "PIL"}
 
 # side -> (dpscale sides it may import, third-party top-level packages it may import)
 SIDES: dict[str, tuple[set[str], set[str]]] = {
@@ -30,7 +32,7 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the framework and numpy only (plan.result imports jsonschema only where it can)
     "runner": ({"plan", "runner"}, {"numpy"}),
     # inside a framework's environment: one framework's operations and ResNet builder
-    "frameworks": ({"plan", "runner", "frameworks"}, {"numpy"} | FRAMEWORKS),
+    "frameworks": ({"plan", "runner", "frameworks"}, {"numpy"} | FRAMEWORKS | IMAGE_PIPELINES),
     # one adapter per strategy; its framework imports sit in framework_imports()
     "strategies": ({"plan", "runner", "frameworks"}, {"numpy"} | FRAMEWORKS),
     # the strategies' declarations, one line each

@@ -245,6 +245,37 @@ class TorchRank(Rank):
         self.cell, self.model, self.device = cell, model, device
         self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
         self._step: SyntheticStep | None = None  # the synthetic step, kept for the timeline
+        self._folder: Any = None  # mode folder: torch_folder.FolderPipeline, made once
+
+    def _pipeline(self) -> Any:
+        """The folder pipeline, made at first use: Pillow and torchvision are imported only
+        by folder cells, so an interpreter without them still runs every other cell."""
+        if self._folder is None:
+            from dpscale.frameworks import torch_folder
+
+            self._folder = torch_folder.FolderPipeline(self.cell, self.batch, self.rank, self.size)
+        return self._folder
+
+    def folder_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        batches = self._pipeline().batches
+        step = make_train_step(self.cell, self.model, self.device, self.batch)
+        layout = torch.channels_last if self.cell.memory_format == "channels_last" else None
+
+        def train_on_next_batch() -> None:
+            images, labels = batches.next()  # waits for the loader when it is behind
+            images = images.to(self.device, non_blocking=True)
+            step.images = images.contiguous(memory_format=layout) if layout else images
+            step.labels = labels.to(self.device, non_blocking=True)
+            step()
+
+        return train_on_next_batch, synchronizer(self.device)
+
+    def loader_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        batches = self._pipeline().batches
+        return batches.next, lambda: None  # the batches stay on the host: nothing to wait for
+
+    def folder_record(self) -> dict[str, Any]:
+        return self._pipeline().record()
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
         self._step = make_train_step(self.cell, self.model, self.device, self.batch)

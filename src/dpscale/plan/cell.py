@@ -184,6 +184,19 @@ HOST = Network(HOST_NETWORK)
 
 
 @dataclass(frozen=True)
+class FolderInput:
+    """Where a folder cell's images come from and how its loader runs (config
+    ``image_folder``; the DataLoader's num_workers, prefetch_factor, pin_memory and
+    persistent_workers, the last two used only with workers)."""
+
+    path: str
+    workers: int = 2
+    prefetch: int = 2
+    pin_memory: bool = False
+    persistent_workers: bool = True
+
+
+@dataclass(frozen=True)
 class Collectives:
     """The message sizes a collectives cell times (config ``collectives``): ``min_bytes``,
     then each size ``factor`` times the last, up to and including ``max_bytes``. Sizes are
@@ -209,6 +222,8 @@ class Cell:
     ``batch_per_device * world_size`` (weak scaling, as tf_cnn_benchmarks counts it).
     Collectives cells (mode ``collectives``) time the strategy's all-reduce over message
     sizes (``collectives``); no batch applies, their ``batch_per_device`` is 0.
+    Folder cells (mode ``folder``) are timed like synthetic ones on a user's images
+    (``image_folder``: the folder and its loader's settings).
     ``options``: the values of the strategy's own config keys (plan.strategy.CellOption),
     not part of the cell id; in the cell's JSON they sit beside the other fields.
     """
@@ -231,6 +246,8 @@ class Cell:
     training: Training | None = None
     network: Network = HOST
     collectives: Collectives | None = None
+    # mode folder: the image folder and its loader's settings
+    image_folder: FolderInput | None = None
     # what the cell does to the gradients' communication (plan.remedies); none keeps the ids
     comm: Comm = NONE
     skip_reason: str | None = None
@@ -260,7 +277,7 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, ``collectives``, ``drift`` for drift probes, or
+        """``synthetic``, ``collectives``, ``folder``, ``drift`` for drift probes, or
         ``train-<dataset>-<lr rule>`` for training cells; cells across nodes on a network
         other than the host's end in ``-net-<network>``, cells with a communication remedy
         in ``-comm-<remedy>``."""
@@ -284,6 +301,8 @@ class Cell:
         data = asdict(self)
         data.update(data.pop("options"))
         data["comm"] = self.comm.to_dict()
+        if self.image_folder is None:  # a cell of another mode reads as it did before
+            del data["image_folder"]
         if self.comm.is_default:  # a cell without a remedy reads as it did before comm
             del data["comm"]
         if not self.measure.oversubscribe:  # nor does one that runs where it always did
@@ -307,6 +326,7 @@ class Cell:
         measure = data.pop("measure", {})
         training = data.pop("training", None)
         collectives = data.pop("collectives", None)
+        folder = data.pop("image_folder", None)
         comm = data.pop("comm", None) or {}
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
@@ -319,6 +339,7 @@ class Cell:
             training=Training(**training) if training else None,
             network=Network(**network),
             collectives=Collectives(**collectives) if collectives else None,
+            image_folder=FolderInput(**folder) if folder else None,
             comm=Comm(**comm),
             **data,
         )

@@ -35,6 +35,7 @@ from dpscale.plan.config_rules import (
     node_cpus,
 )
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.image_folder import check_image_folder
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.published import check_published
@@ -140,6 +141,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     check_combinations(filled)
     check_paths(filled)
+    check_image_folder(filled, [model["classes"] for model in filled["models"]])
     check_published(filled)
     check_clusters(filled)
     check_imports(filled["imports"])

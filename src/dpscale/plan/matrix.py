@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan import remedies
-from dpscale.plan.cell import HOST, Cell, Collectives, Measure, ModelConfig, Network, Training
+from dpscale.plan.cell import (
+    HOST,
+    Cell,
+    Collectives,
+    FolderInput,
+    Measure,
+    ModelConfig,
+    Network,
+    Training,
+)
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.ring import gradient_bytes
 from dpscale.plan.strategy import Strategy
@@ -29,6 +38,8 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
         cells += _training_cells(config, strategies)
     if "collectives" in config["modes"]:
         cells += _collective_cells(config, strategies)
+    if "folder" in config["modes"]:
+        cells += _synthetic_cells(config, strategies, folder_input(config))
     return cells + drift_probes(config, cells)
 
 
@@ -153,7 +164,19 @@ def _measure(config: dict[str, Any]) -> Measure:
     return Measure(**measure)
 
 
-def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[Cell]:
+def folder_input(config: dict[str, Any]) -> FolderInput:
+    """The image folder and loader settings of folder cells (config ``image_folder``)."""
+    settings = dict(config["image_folder"])
+    # every rank reads the same folder, whatever its working directory
+    settings["path"] = str(Path(settings["path"]).absolute())
+    return FolderInput(**settings)
+
+
+def _synthetic_cells(
+    config: dict[str, Any], strategies: Mapping[str, Strategy], folder: FolderInput | None = None
+) -> list[Cell]:
+    """Cells timed step by step: on random tensors, or with ``folder`` on its images
+    (mode folder), over the same strategies, models, layouts and batch sizes."""
     measure = _measure(config)
     models = [ModelConfig(**model) for model in config["models"]]
     return [
@@ -161,7 +184,8 @@ def _synthetic_cells(config: dict[str, Any], strategies: Mapping[str, Strategy])
             config,
             strategies[name],
             model=model,
-            mode="synthetic",
+            mode="synthetic" if folder is None else "folder",
+            image_folder=folder,
             nodes=nodes,
             devices_per_node=devices,
             batch_per_device=batch,

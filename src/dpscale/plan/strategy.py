@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from dpscale.plan.cell import Cell
 
 
+# why a strategy whose adapter declares no folder_pipeline skips folder cells
+NO_FOLDER_PIPELINE = "no image-folder pipeline for this framework yet"
+
+
 class framework_imports:  # noqa: N801 (used as a statement: ``with framework_imports() as fw``)
     """``with framework_imports() as framework: import torch`` in an adapter module."""
 
@@ -148,6 +152,8 @@ class Strategy:
     ``comm``: the communication remedies it applies (config ``comm``).
     ``traffic``: what one step sends between ranks (plan.traffic), the only thing the
     communication model prices; a strategy without it is refused before any job.
+    ``folder_pipeline``: the input pipeline its folder cells read a user's image folder
+    through (config ``image_folder``); None: its folder cells are skipped.
     """
 
     name: str
@@ -162,6 +168,7 @@ class Strategy:
     requires: tuple[str, ...] = ()
     comm: CommSupport = CommSupport()
     traffic: Traffic | None = None
+    folder_pipeline: str | None = None
 
     def declared_traffic(self) -> Traffic:
         """Its traffic; one line where its adapter declares none."""
@@ -199,6 +206,8 @@ class Strategy:
             reason = self.collectives_skip_reason(nodes * devices_per_node)
             if reason:
                 return reason
+        if mode == "folder" and self.folder_pipeline is None:
+            return NO_FOLDER_PIPELINE
         if nodes > 1 and not self.multi_node:
             return f"{self.name} runs in one process on one node; it cannot span {nodes} nodes"
         if accelerator == "cpu" and self.one_process and devices_per_node > 1:

@@ -13,6 +13,8 @@ The loop then does the same thing for every strategy:
    (torch-ddp), a few more steps timed in their parts with each bucket's ready time
    (Rank.bucket_timeline), then the device's dense matrix-multiply peak with the same
    protocol (for model FLOPs utilisation);
+   folder mode: as synthetic, each step on the image loader's next batch, then the loader
+   alone (no model) by the same protocol, and no bucket timeline;
    training mode: runner.training.run_training;
    in every mode the first collective is under a deadline, and later ones under a step
    watchdog where the framework has no timeout of its own (runner.faults);
@@ -59,6 +61,8 @@ MATMUL_DTYPES = {"fp32": "float32", "amp_bf16": "bfloat16", "amp_fp16": "float16
 # bucket is ready (Rank.bucket_timeline), so the result says how much communication the
 # backward pass hides
 TIMELINE_STEPS = 3
+# Mode folder: the skipped (undecodable) files a result names; it counts them all
+SKIPPED_NAMED = 20
 
 
 class Guards:
@@ -173,7 +177,8 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     elif cell.mode == "collectives":
         mine["collectives"] = time_allreduce(cell, rank, guards, log)
     else:
-        step, sync = guards.steps(*rank.synthetic_step())
+        folder = cell.mode == "folder"
+        step, sync = guards.steps(*(rank.folder_step() if folder else rank.synthetic_step()))
         m = cell.measure
         mine["windows"] = time_windows(
             step,
@@ -188,6 +193,9 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
         timeline = guards.call(rank.bucket_timeline, TIMELINE_STEPS)  # [distributed] steps
         if timeline is not None:
             mine["timeline"] = timeline
+        if folder:
+            mine["pipeline"] = time_loader(cell, rank, log)
+            mine["folder"] = rank.folder_record()
         mine["matmul"] = matmul_peak(cell, rank)
     mine["startup"] = startup.readings()
     mine["checksums"] = rank.param_checksums()
@@ -234,6 +242,24 @@ def time_allreduce(cell: Cell, rank: Rank, guards: Guards, log: Progress) -> dic
     return timed
 
 
+def loader_warmup(cell: Cell) -> int:
+    """Batches the loader-alone timing discards first: the measure's warm-up, and at least
+    the batches the workers hold ready (workers x prefetch), which would come at once."""
+    settings = cell.image_folder
+    ready = settings.workers * settings.prefetch if settings and settings.workers else 0
+    return max(cell.measure.warmup_steps, ready + 1)
+
+
+def time_loader(cell: Cell, rank: Rank, log: Progress) -> dict[str, Any]:
+    """Mode folder: this rank's loader alone, no model, timed by the same protocol; no
+    collective, so the ranks' loaders run side by side as they did in training."""
+    m = cell.measure
+    log("the image loader alone, no model")
+    warmup = loader_warmup(cell)
+    windows = time_windows(*rank.loader_step(), warmup, m.windows, m.steps_per_window)
+    return {"windows": windows, "warmup": warmup}
+
+
 def matmul_peak(cell: Cell, rank: Rank) -> dict[str, Any]:
     """This rank's dense matrix-multiply rate in TFLOP/s (mean over windows, 95% CI)."""
     n, dtype = MATMUL_N[cell.accelerator], MATMUL_DTYPES[cell.precision]
@@ -248,6 +274,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
     checksums = [c for r in every for c in r["checksums"]]
     system_extra = {
         **rank.system_extra(),
+        **folder_system(every),
         "gpu_names_seen": [name for r in every for name in r["devices"]],
         "rank_interpreters": [r["interpreter"] for r in every],
     }
@@ -294,8 +321,28 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         timed_span=_overall_span([r.get("span") for r in every]),
         system_extra=system_extra,
         timeline=every[0].get("timeline"),
+        pipeline_windows=[r["pipeline"]["windows"] for r in every]
+        if cell.mode == "folder"
+        else None,
+        pipeline_warmup=every[0]["pipeline"]["warmup"] if cell.mode == "folder" else 0,
         **common,
     )
+
+
+def folder_system(every: list[dict]) -> dict[str, Any]:
+    """Mode folder: rank 0's pipeline record, with the files any rank skipped (each
+    counted once) and the images each rank read; nothing in other modes."""
+    records = [r["folder"] for r in every if "folder" in r]
+    if not records:
+        return {}
+    skipped = sorted({name for record in records for name in record["skipped_files"]})
+    record = {
+        **records[0],
+        "skipped_files": skipped[:SKIPPED_NAMED],
+        "skipped_count": len(skipped),
+        "images_read": [record["images_read"] for record in records],
+    }
+    return {"image_folder": record}
 
 
 def _overall_span(spans: list[list[float] | None]) -> list[float] | None:

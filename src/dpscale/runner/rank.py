@@ -30,6 +30,21 @@ class Rank:
         that waits until the device has finished all queued work."""
         raise NotImplementedError
 
+    def folder_step(self) -> tuple[Step, Sync]:
+        """Mode folder: one optimiser step on the image loader's next batch (loading it
+        included), and the sync; only where the strategy declares a folder pipeline."""
+        raise NotImplementedError(f"{self.framework}: no image-folder pipeline")
+
+    def loader_step(self) -> tuple[Step, Sync]:
+        """Mode folder, after :meth:`folder_step`'s windows: the same loader's next batch
+        with no model, and the sync."""
+        raise NotImplementedError(f"{self.framework}: no image-folder pipeline")
+
+    def folder_record(self) -> dict[str, Any]:
+        """Mode folder: what this rank's pipeline is and read (result
+        ``system.image_folder``): its name, settings, images, classes, skipped files."""
+        raise NotImplementedError(f"{self.framework}: no image-folder pipeline")
+
     def training_backend(self) -> TrainingBackend:
         raise NotImplementedError
 

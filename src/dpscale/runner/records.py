@@ -75,6 +75,37 @@ def _write(
     write_result(out, result)
 
 
+# The loader binds a folder cell when, with no model, it delivers less than this many
+# times the images/s training reached: training steps then mostly wait for batches.
+LOADER_BINDS_BELOW = 1.2
+
+
+def pipeline_record(
+    per_rank_windows: Sequence[Sequence[float]],
+    batches_per_window: int,
+    batch: int,
+    warmup_batches: int,
+    training_img_s: float,
+) -> dict[str, Any]:
+    """Mode folder: what every rank's loader delivers alone (no model), in images/s over the
+    ranks together (each window's rates summed: the ranks' loaders run side by side), and
+    which binds the cell: ``loader`` or ``device`` (the training step, communication
+    included)."""
+    rates = [
+        sum(batch * batches_per_window / seconds for seconds in window)
+        for window in zip(*per_rank_windows, strict=True)
+    ]
+    summary = summarise(rates).as_dict()
+    return {
+        "warmup_batches": warmup_batches,
+        "batches_per_window": batches_per_window,
+        "per_rank_window_seconds": [list(r) for r in per_rank_windows],
+        "img_s": rates,
+        "summary": {"img_s": summary},
+        "bound_by": "loader" if summary["mean"] < LOADER_BINDS_BELOW * training_img_s else "device",
+    }
+
+
 def write_synthetic_result(
     cell: Cell,
     out: Path,
@@ -92,9 +123,13 @@ def write_synthetic_result(
     timed_span: Sequence[float] | None = None,
     startup: dict[str, Any] | None = None,
     timeline: dict[str, Any] | None = None,
+    pipeline_windows: Sequence[Sequence[float]] | None = None,
+    pipeline_warmup: int = 0,
 ) -> None:
     """``timed_span`` defaults to this process's latest ``time_windows`` span (rank 0's);
-    ``timeline``: rank 0's bucket timeline (runner.rank.Rank.bucket_timeline), if any."""
+    ``timeline``: rank 0's bucket timeline (runner.rank.Rank.bucket_timeline), if any;
+    ``pipeline_windows``: mode folder, each rank's loader windows with no model, after
+    ``pipeline_warmup`` batches."""
     windows = slowest_rank(per_rank_windows)
     measurement = throughput_measurement(
         windows, cell.measure.steps_per_window, cell.batch_per_device, cell.world_size
@@ -110,10 +145,24 @@ def write_synthetic_result(
         measurement["rank_param_checksums"] = list(rank_param_checksums)
     if timeline is not None:
         measurement["bucket_timeline"] = timeline
+    if pipeline_windows is not None:
+        measurement["pipeline"] = pipeline_record(
+            pipeline_windows,
+            cell.measure.steps_per_window,
+            cell.global_batch // len(pipeline_windows),  # each process's loader batch
+            pipeline_warmup,
+            measurement["summary"]["img_s"]["mean"],
+        )
     facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
     _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
+    if "pipeline" in measurement:
+        alone = measurement["pipeline"]
+        progress(
+            f"{cell.cell_id}: the loader alone {alone['summary']['img_s']['mean']:.1f} img/s; "
+            f"bound by the {alone['bound_by']}"
+        )
 
 
 def collectives_record(

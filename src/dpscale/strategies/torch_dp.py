@@ -32,6 +32,8 @@ STRATEGY = Strategy(
     # DataParallel sums the replicas' gradients onto device 0 and copies the weights back
     # out each step: one shard, held by a device
     traffic=ParameterServers(servers=1, on_workers=True),
+    # folder cells (dpscale.frameworks.torch_folder): one loader feeds every device's share
+    folder_pipeline="torchvision ImageFolder, DataLoader",
 )
 
 
