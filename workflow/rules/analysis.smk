@@ -18,6 +18,8 @@ rule aggregate:
         timeline=f"{TABLES}/bucket_timeline.csv",
         # the cells that kept Horovod's timeline (config horovod_timeline); else no rows
         horovod_timeline=f"{TABLES}/horovod_timeline.csv",
+        # mode folder: each folder cell beside its synthetic layout and its loader alone
+        input_pipeline=f"{TABLES}/input_pipeline.csv",
     log:
         f"{LOGS}/aggregate.log",
     localrule: True

@@ -54,8 +54,17 @@ rule html_tables:
         repeatability=f"{TABLES}/repeatability.csv",
         timeline=f"{TABLES}/bucket_timeline.csv",
         horovod_timeline=rules.aggregate.output.horovod_timeline,
+        input_pipeline=rules.aggregate.output.input_pipeline,
         replay=rules.collectives.output.replay,
     output:
+        input_pipeline=page(
+            f"{TABLES}/input_pipeline.html",
+            f"{TABLES}/input_pipeline.csv",
+            caption="../../report/input_pipeline.rst",
+            category="1. Throughput",
+            subcategory="tables",
+            labels={"name": "your image folder against synthetic data"},
+        ),
         timeline=report(
             f"{TABLES}/bucket_timeline.html",
             caption="../../report/bucket_timeline.rst",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dpscale.analysis.answers import input_pipeline
 from dpscale.analysis.answers.startup import startup_table
 from dpscale.analysis.laws import accuracy as acc
 from dpscale.analysis.laws import comm_fits as cfit
@@ -88,6 +89,8 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
         "repeatability": repeatability_with_drift(cells),
         "timeline": buckets.bucket_timeline_table(results),
     }
+    if "input_pipeline" in outputs:  # mode folder: what the user's image folder costs
+        frames["input_pipeline"] = input_pipeline.pipeline_table(cells)
     if "horovod_timeline" in outputs:  # the cells that kept Horovod's timeline beside them
         cells_dir = hvd_timeline.cells_folder(params["results"]) or "."
         frames["horovod_timeline"] = hvd_timeline.timeline_table(results, cells_dir)
@@ -135,6 +138,12 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
             "no cell recorded one (strategies with gradient buckets do)",
         )
         write_table_html(shown, outputs["timeline"], "Gradient bucket timelines")
+    if "input_pipeline" in outputs:
+        write_table_html(
+            read_optional(inputs["input_pipeline"]),
+            outputs["input_pipeline"],
+            "Your image folder: its pipeline against synthetic data",
+        )
     if "horovod_timeline" in outputs:
         overlap = or_message(
             hvd_timeline.shown(read_optional(inputs["horovod_timeline"])),

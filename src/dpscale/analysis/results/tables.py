@@ -55,6 +55,21 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
     return columns
 
 
+def _pipeline_columns(result: dict[str, Any]) -> dict[str, Any]:
+    """Mode folder: the loader alone (measurement.pipeline: its img/s and which binds) and the
+    input pipeline that read the folder (system.image_folder); NaN and empty elsewhere."""
+    pipeline = (result.get("measurement") or {}).get("pipeline") or {}
+    folder = (result.get("system") or {}).get("image_folder") or {}
+    summary = pipeline.get("summary", {}).get("img_s", {})
+    return {
+        "pipeline_img_s_mean": summary.get("mean", math.nan),
+        "pipeline_img_s_ci95": summary.get("ci95", math.nan),
+        "bound_by": pipeline.get("bound_by", ""),
+        "input_pipeline": folder.get("pipeline", ""),
+        "images_skipped": folder.get("skipped_count", math.nan),
+    }
+
+
 def _startup_columns(result: dict[str, Any]) -> dict[str, Any]:
     """Launch to the first timed window (runner.startup): the total, each phase, and a
     SLURM job's queue wait; NaN for a cell that did not run."""
@@ -131,6 +146,7 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         **_quality_columns(result),
         **_summary_columns(result.get("measurement")),
         **_startup_columns(result),
+        **_pipeline_columns(result),
         "trainable_params": info["trainable_params"],
         "train_flops_per_sample": info["train_flops_per_sample"],
         SYSTEM_HOST: system.get(SYSTEM_HOST),
