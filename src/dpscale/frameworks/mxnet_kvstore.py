@@ -4,8 +4,8 @@ kvstore, push then pull for a compressing kvstore, the initial broadcast, and
 :class:`KVStoreRank`, the worker the core loop drives.
 
 What rank 0 gathers for the result (windows, checksums) goes through files next to the
-result, not the kvstore: with the optimizer on the servers (synthetic mode), anything pushed
-is updated.
+result, not the kvstore: with the optimizer on the servers (synthetic and folder modes),
+anything pushed is updated.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ def broadcast_initial_parameters(trainer: gluon.Trainer) -> None:
 class KVStoreRank(MXNetRank):
     """One worker of a dist_sync job (mxnet-dist): rank and size from the kvstore, every
     worker's values on worker 0 through files, sums and maxima and the timed all-reduces
-    through the kvstore (no optimizer on the servers outside synthetic mode), and a last
-    kvstore barrier. ``split``: pushes, then pulls, instead of pushpull (comm ``2bit``, whose
+    through the kvstore (no optimizer on the servers outside synthetic and folder modes), and a
+    last kvstore barrier. ``split``: pushes, then pulls, instead of pushpull (comm ``2bit``, whose
     kvstore compresses the pushes, and ``push-pull``)."""
 
     def __init__(
@@ -178,7 +178,7 @@ class KVStoreRank(MXNetRank):
         return self._gather(value)  # [distributed] files, then a kvstore barrier
 
     def agree(self, done: bool) -> bool:
-        # files and barriers, not the kvstore: in synthetic mode its servers run the optimizer
+        # files and barriers, not the kvstore: in synthetic and folder modes the servers run it
         return all(self._gather(done, everyone=True))  # [distributed] done only if all are
 
     def allreduce(self, nbytes: int) -> tuple[Callable[[], None], Callable[[], None]]:

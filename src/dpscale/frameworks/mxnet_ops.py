@@ -1,5 +1,6 @@
 """MXNet Gluon code shared by the mxnet-device and mxnet-dist adapters: contexts, the
-network, the synthetic step, the training backend and :class:`MXNetRank`.
+network, the synthetic step, the training backend and :class:`MXNetRank` (whose folder-mode
+steps read a user's image folder through dpscale.frameworks.mxnet_folder).
 
 fp32 in NCHW only: MXNet 1.9's mixed precision (contrib.amp) and NHWC layers are not wired
 into the Gluon builder, so other precisions and memory formats fail with a clear message
@@ -30,6 +31,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from dpscale.frameworks import mxnet_folder
 from dpscale.frameworks.gluon_resnet import build_gluon_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
 from dpscale.runner.rank import Rank
@@ -218,6 +220,25 @@ class MXNetRank(Rank):
         self.trainable_params, self.threads_used = trainable_params, threads_used(cell)
         self.batch = cell.batch_per_device * len(ctxs)  # split over the contexts
         self.reduce: Callable[[list[float]], np.ndarray] | None = None
+        self._folder: mxnet_folder.FolderPipeline | None = None  # mode folder, made once
+
+    def _pipeline(self) -> mxnet_folder.FolderPipeline:
+        """The folder pipeline, made at first use (after the subclass knows its rank)."""
+        if self._folder is None:
+            self._folder = mxnet_folder.FolderPipeline(self.cell, self.batch, self.rank, self.size)
+        return self._folder
+
+    def folder_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        batches, global_batch = self._pipeline().batches, self.batch * self.size
+        step = mxnet_folder.train_step(self.net, self.trainer, batches, self.ctxs, global_batch)
+        return step, synchronize
+
+    def loader_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        # the engine may still be stacking the last batch: the sync waits for it
+        return self._pipeline().batches.next, synchronize
+
+    def folder_record(self) -> dict[str, Any]:
+        return self._pipeline().record()
 
     def synthetic_step(self) -> tuple[Callable[[], None], Callable[[], None]]:
         images, labels = synthetic_batch(self.cell, self.batch, self.ctxs)

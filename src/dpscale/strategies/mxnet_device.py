@@ -3,7 +3,8 @@
 The batch (per-device batch x devices) is split over the devices with split_and_load; the
 'device' kvstore sums the gradients on the devices and every device applies the update.
 On CPU there is one device (more are skipped), so this is the 1-device baseline; in
-training mode the one process's reductions are the identity.
+training mode the one process's reductions are the identity. In folder mode one Gluon
+loader (dpscale.frameworks.mxnet_folder) feeds the batch that is split over the devices.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ STRATEGY = Strategy(
     multi_node=False,
     # kvstore device: each key is summed on one of the devices, the keys dealt over them
     traffic=ParameterServers(servers=None, on_workers=True),
+    # folder cells (dpscale.frameworks.mxnet_folder): one loader feeds every context
+    folder_pipeline="Gluon ImageFolderDataset, DataLoader",
 )
 
 

@@ -11,10 +11,10 @@ worker's pushes and pulls to the servers off its node cross the link; with the o
 of the default, only the other nodes' workers' do. The result records the servers' nodes
 (``system.mxnet_server_nodes``) beside ``system.mxnet_servers``.
 
-Synthetic mode: the Trainer updates on the kvstore (Gluon's default for dist kvstores, the
-classic parameter server): workers push gradients, the servers sum them over workers and
-apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries broadcasts
-worker 0's initial parameters. The gradient is averaged over the global batch.
+Synthetic and folder modes: the Trainer updates on the kvstore (Gluon's default for dist
+kvstores, the classic parameter server): workers push gradients, the servers sum them over
+workers and apply SGD, workers pull the new weights. Creating the Trainer's kvstore entries
+broadcasts worker 0's initial parameters. The gradient is averaged over the global batch.
 
 Training and collectives modes update on the workers instead
 (``update_on_kvstore=False``): the servers only sum the gradients, each worker pulls the
@@ -24,6 +24,10 @@ pickled once, when the Trainer sends it. All workers pull the same sum
 and apply the same update, so their parameters stay bit-identical. With no optimizer on the
 servers, the kvstore also carries the epoch sums and maxima (``KVStoreGather``) and, in
 collectives mode, the timed all-reduces (``KVStoreAllreduce``).
+
+Folder mode: as synthetic mode (the update on the kvstore), each step on the worker's next
+batch from Gluon's ImageFolderDataset and DataLoader (dpscale.frameworks.mxnet_folder),
+sharded by kvstore rank.
 
 The kvstore's side of a worker (gathers, sums, timed all-reduces, the initial broadcast) is
 dpscale.frameworks.mxnet_kvstore.
@@ -88,6 +92,9 @@ STRATEGY = Strategy(
     # every worker pushes to and pulls from the servers (mxnet_servers, server k on node
     # k mod N)
     traffic=ParameterServers(servers=1, option="mxnet_servers"),
+    # folder cells (dpscale.frameworks.mxnet_folder): each worker loads its share of the
+    # folder, every num_workers-th sample of each shuffled epoch from its kvstore rank
+    folder_pipeline="Gluon ImageFolderDataset, DataLoader, a sampler sharding by kvstore rank",
 )
 
 
@@ -97,6 +104,10 @@ def compression_params(cell: Any) -> dict[str, Any] | None:
         return None
     return {"type": "2bit", "threshold": cell.comm.threshold}
 
+
+# the modes whose servers run the optimizer (the classic parameter server); in the others
+# the workers update, so the kvstore can carry their sums and timed all-reduces
+UPDATE_ON_SERVERS = ("synthetic", "folder")
 
 # remedies whose gradients go as a push, then a pull: a compressing kvstore refuses pushpull,
 # and push-pull sends the same way uncompressed, so 2-bit is compared like with like
@@ -150,16 +161,16 @@ def main(argv: list[str] | None = None) -> None:
         mxnet_ops.OPTIMIZER,
         mxnet_ops.optimizer_params(cell.sgd),
         kvstore=kv,
-        # synthetic mode only: collectives time the servers' sum, which an optimizer on
-        # the servers would turn into an update
-        update_on_kvstore=cell.mode == "synthetic",
+        # synthetic and folder modes only: collectives time the servers' sum, which an
+        # optimizer on the servers would turn into an update
+        update_on_kvstore=cell.mode in UPDATE_ON_SERVERS,
         compression_params=compression,
     )
     if cell.comm.name in SPLIT:
         mxnet_kvstore.push_then_pull(trainer)  # [distributed] (compressed) pushes, then pulls
     if cell.mode == "train":
         mxnet_kvstore.broadcast_initial_parameters(trainer)
-        startup.mark("broadcast")  # synthetic mode: inside the first step (Gluon's lazy init)
+        startup.mark("broadcast")  # other modes: inside the first step (Gluon's lazy init)
     # [distributed] gathers, sums and the timed all-reduces go through the kvstore; the last
     # call is a kvstore barrier
     rank = mxnet_kvstore.KVStoreRank(
