@@ -140,7 +140,9 @@ def test_the_default_study_has_no_folder_cells(default_config):
     assert not [cell for cell in cells if cell.mode == "folder" or cell.image_folder]
 
 
-def test_folder_cells_carry_the_folder_and_only_torch_measures_them(default_config, tmp_path):
+def test_folder_cells_carry_the_folder_and_only_torch_and_tensorflow_measure_them(
+    default_config, tmp_path
+):
     folder = write_image_folder(tmp_path / "images", classes=2, per_class=2)
     config = folder_study(default_config, str(folder), workers=3, pin_memory=True)
     filled, cells = plan_study(config, STRATEGIES)
@@ -151,7 +153,8 @@ def test_folder_cells_carry_the_folder_and_only_torch_measures_them(default_conf
     for cell in cells:
         framework = STRATEGIES[cell.strategy].framework
         by_framework.setdefault(framework, set()).add(cell.skip_reason)
-    assert by_framework.pop("torch") != {NO_FOLDER_PIPELINE}  # some torch cells run
+    for measured in ("torch", "tensorflow"):  # some of their cells run
+        assert by_framework.pop(measured) != {NO_FOLDER_PIPELINE}
     assert by_framework and all(
         reasons == {NO_FOLDER_PIPELINE} for reasons in by_framework.values()
     )

@@ -1,6 +1,7 @@
 """Horovod on TensorFlow, the horovod-tf adapter's rank side: the remedy's compressor, a
 barrier, sums and maxima over the ranks, and :class:`HorovodRank`, the rank the core loop
-drives (every call that talks to other ranks marked ``[distributed]``)."""
+drives (every call that talks to other ranks marked ``[distributed]``); in folder cells it
+reads its shard of the image folder (dpscale.frameworks.tf_folder)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """TensorFlow 2.15 (Keras 2) code of the horovod-tf adapter: threads, device, the model, the
-SGD update, the synthetic step, the training backend, checksums and versions.
+SGD update, the synthetic and image-folder steps, the training backend, checksums and versions.
 
 Plain TensorFlow: what talks to other ranks (the tape that averages the gradients, the
 reductions) is passed in by the adapter, and every call of it here is marked
