@@ -8,6 +8,7 @@ import copy
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,9 @@ def test_the_default_study_has_no_folder_cells(default_config):
     assert not [cell for cell in cells if cell.mode == "folder" or cell.image_folder]
 
 
-def test_folder_cells_carry_the_folder_and_torch_and_mxnet_measure_them(default_config, tmp_path):
+def test_folder_cells_carry_the_folder_and_every_framework_with_a_pipeline_measures_them(
+    default_config, tmp_path
+):
     folder = write_image_folder(tmp_path / "images", classes=2, per_class=2)
     config = folder_study(default_config, str(folder), workers=3, pin_memory=True)
     filled, cells = plan_study(config, STRATEGIES)
@@ -151,14 +154,23 @@ def test_folder_cells_carry_the_folder_and_torch_and_mxnet_measure_them(default_
     for cell in cells:
         framework = STRATEGIES[cell.strategy].framework
         by_framework.setdefault(framework, set()).add(cell.skip_reason)
-    for measured in ("torch", "mxnet"):  # some of their cells run
+    for measured in ("torch", "tensorflow", "mxnet"):  # some of their cells run
         assert by_framework.pop(measured) != {NO_FOLDER_PIPELINE}
-    assert by_framework and all(
-        reasons == {NO_FOLDER_PIPELINE} for reasons in by_framework.values()
-    )
     runnable = next(cell for cell in cells if not cell.skip_reason)
     assert Cell.from_json(runnable.to_json()) == runnable
     assert "/folder/" in runnable.cell_id
+
+
+def test_a_strategy_without_a_folder_pipeline_skips_its_folder_cells(default_config, tmp_path):
+    folder = write_image_folder(tmp_path / "images", classes=2, per_class=2)
+    config = folder_study(default_config, str(folder))
+    without = {
+        name: replace(strategy, folder_pipeline=None) if name == "horovod-tf" else strategy
+        for name, strategy in STRATEGIES.items()
+    }
+    _, cells = plan_study(config, without)
+    theirs = {cell.skip_reason for cell in cells if cell.strategy == "horovod-tf"}
+    assert theirs == {NO_FOLDER_PIPELINE}
 
 
 def test_a_cell_of_another_mode_reads_as_before(default_config):

@@ -1,6 +1,7 @@
 """Horovod on TensorFlow, the horovod-tf adapter's rank side: the remedy's compressor, a
 barrier, sums and maxima over the ranks, and :class:`HorovodRank`, the rank the core loop
-drives (every call that talks to other ranks marked ``[distributed]``)."""
+drives (every call that talks to other ranks marked ``[distributed]``); in folder cells it
+reads its shard of the image folder (dpscale.frameworks.tf_folder)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import horovod
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from dpscale.frameworks import tf_ops
+from dpscale.frameworks import tf_folder, tf_ops
 from dpscale.plan.cell import Cell
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import Rank
@@ -64,9 +65,29 @@ class HorovodRank(Rank):
         self.cycle_ms = cycle_ms
         # [distributed] averages the gradients over the ranks, compressed by the remedy
         self.tape = functools.partial(hvd.DistributedGradientTape, compression=self.compression)
+        self._folder: tf_folder.FolderPipeline | None = None  # mode folder, made once
+
+    def _pipeline(self) -> tf_folder.FolderPipeline:
+        """Mode folder: this rank's shard of the image folder, made at first use."""
+        if self._folder is None:
+            self._folder = tf_folder.FolderPipeline(self.cell, self.batch, self.rank, self.size)
+        return self._folder
 
     def synthetic_step(self) -> tuple[Step, Sync]:
         return tf_ops.make_train_step(self.cell, self.model, self.optimizer, self.batch, self.tape)
+
+    def folder_step(self) -> tuple[Step, Sync]:
+        batches = self._pipeline().batches
+        return tf_ops.make_folder_step(
+            self.cell, self.model, self.optimizer, self.batch, self.tape, batches.next
+        )
+
+    def loader_step(self) -> tuple[Step, Sync]:
+        # the batches are made by the time next() returns them: nothing to wait for
+        return self._pipeline().batches.next, lambda: None
+
+    def folder_record(self) -> dict[str, Any]:
+        return self._pipeline().record()
 
     def training_backend(self) -> tf_ops.KerasTrainingBackend:
         # [distributed] gradients averaged as above; sums and maxima by allreduce_floats

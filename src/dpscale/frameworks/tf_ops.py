@@ -1,5 +1,5 @@
 """TensorFlow 2.15 (Keras 2) code of the horovod-tf adapter: threads, device, the model, the
-SGD update, the synthetic step, the training backend, checksums and versions.
+SGD update, the synthetic and image-folder steps, the training backend, checksums and versions.
 
 Plain TensorFlow: what talks to other ranks (the tape that averages the gradients, the
 reductions) is passed in by the adapter, and every call of it here is marked
@@ -155,6 +155,30 @@ def synthetic_batch(cell: Cell, batch: int) -> tuple[tf.Tensor, tf.Tensor]:
     return images, labels
 
 
+def batch_step_body(
+    cell: Cell, model: tf.keras.Model, optimizer: SGDOptimizer, distributed_tape: DistributedTape
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One training step on (images in the model's layout, labels), returning the loss; the
+    synthetic and the folder steps trace it."""
+    sgd = cell.sgd
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    scaled = cell.precision == "amp_fp16"
+
+    def train_on(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            loss = loss_fn(labels, logits)
+            target = optimizer.get_scaled_loss(loss) if scaled else loss
+        tape = distributed_tape(tape)  # [distributed] averages the gradients
+        grads = tape.gradient(target, model.trainable_variables)
+        if scaled:
+            grads = optimizer.get_unscaled_gradients(grads)
+        apply_sgd(optimizer, sgd, grads, model.trainable_variables)
+        return loss
+
+    return train_on
+
+
 def make_train_step(
     cell: Cell,
     model: tf.keras.Model,
@@ -167,22 +191,11 @@ def make_train_step(
     A tf.function returns only after all its stateful ops (the weight updates) have run (on
     a GPU: were queued, on the one compute stream, before the host read's copy is)."""
     images, labels = synthetic_batch(cell, batch)
-    sgd = cell.sgd
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    scaled = cell.precision == "amp_fp16"
+    train_on = batch_step_body(cell, model, optimizer, distributed_tape)
 
     @step_function
     def train_step() -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            logits = tf.cast(model(images, training=True), tf.float32)
-            loss = loss_fn(labels, logits)
-            target = optimizer.get_scaled_loss(loss) if scaled else loss
-        tape = distributed_tape(tape)  # [distributed] averages the gradients
-        grads = tape.gradient(target, model.trainable_variables)
-        if scaled:
-            grads = optimizer.get_unscaled_gradients(grads)
-        apply_sgd(optimizer, sgd, grads, model.trainable_variables)
-        return loss
+        return train_on(images, labels)
 
     last: list[tf.Tensor] = []
 
@@ -193,6 +206,36 @@ def make_train_step(
         last[0].numpy()
 
     return step, sync
+
+
+def make_folder_step(
+    cell: Cell,
+    model: tf.keras.Model,
+    optimizer: SGDOptimizer,
+    batch: int,
+    distributed_tape: DistributedTape,
+    next_batch: Callable[[], tuple[tf.Tensor, tf.Tensor]],
+) -> tuple[Step, Sync]:
+    """Mode folder: (step, sync) as :func:`make_train_step`'s, each step on ``next_batch()``
+    (NHWC float32 images and int64 labels on the host, copied in by the traced step and
+    transposed there where the model is NCHW)."""
+    train_on = batch_step_body(cell, model, optimizer, distributed_tape)
+    size, nchw = cell.model.image_size, not channels_last(cell)
+    signature = (
+        tf.TensorSpec((batch, size, size, 3), tf.float32),
+        tf.TensorSpec((batch,), tf.int64),
+    )
+
+    def on_batch(images: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        return train_on(tf.transpose(images, (0, 3, 1, 2)) if nchw else images, labels)
+
+    train_step = step_function(on_batch, input_signature=signature)
+    last: list[tf.Tensor] = []
+
+    def step() -> None:
+        last[:] = [train_step(*next_batch())]  # waits for the pipeline when it is behind
+
+    return step, lambda: last[0].numpy()
 
 
 def summed_loss_and_correct(labels: tf.Tensor, logits: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

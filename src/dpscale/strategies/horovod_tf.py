@@ -18,6 +18,9 @@ written by rank 0) is kept beside the result, ``<cell>.horovod-timeline.json``, 
 result names it (``system.horovod_timeline``); dpscale.analysis.results.horovod_timeline reads how
 much of each step's all-reduce ran before the step's last gradient was handed to Horovod.
 Opt-in: Horovod's writer thread polls its queue without sleeping, a core's worth on rank 0.
+
+Mode folder (config ``image_folder``): each rank reads its shard of the user's image folder
+through tf.data (dpscale.frameworks.tf_folder) and trains on it.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ STRATEGY = Strategy(
         cycle="HOROVOD_CYCLE_TIME",
     ),
     traffic=RingAllReduce(),  # Horovod all-reduces each fused buffer (NCCL, Gloo)
+    # folder cells (dpscale.frameworks.tf_folder): each rank reads its own shard of the folder
+    folder_pipeline="tf.data (map with AUTOTUNE or workers, prefetch), sharded per Horovod rank",
 )
 # Horovod's defaults since 0.21 (horovod/common/operations.cc): fusion buffer 128 MiB,
 # cycle time 1 ms
