@@ -37,14 +37,12 @@ from mxnet.gluon.data.vision import ImageFolderDataset
 from mxnet.gluon.data.vision import transforms as T
 
 from dpscale.plan.cell import Cell, FolderInput
-from dpscale.plan.image_folder import is_image_name
+from dpscale.plan.image_folder import MAX_SKIPS, is_image_name, too_many_skips
 
 # torchvision's ImageNet reference: channel means and deviations, RandomResizedCrop's range
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 CROP_SCALE, CROP_RATIO = (0.08, 1.0), (3 / 4, 4 / 3)
-# consecutive undecodable files one sample passes over before the cell fails (as in torch)
-MAX_SKIPS = 16
 # what MXNet's imread raises on a file OpenCV cannot decode (or cannot open)
 UNREADABLE = (mx.base.MXNetError,)
 PIPELINE = "gluon.data.vision.ImageFolderDataset"
@@ -96,10 +94,7 @@ class Skipping(gluon.data.Dataset):
                 skipped[offset] = at
                 continue
             return image, label, skipped
-        raise RuntimeError(
-            f"image_folder: {MAX_SKIPS} files in a row from sample {index} do not decode as "
-            "images; the folder holds too few readable ones"
-        )
+        raise RuntimeError(too_many_skips(f"from sample {index}"))
 
 
 class ShardSampler(gluon.data.Sampler):

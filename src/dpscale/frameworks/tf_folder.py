@@ -36,15 +36,13 @@ import numpy as np
 import tensorflow as tf
 
 from dpscale.plan.cell import Cell, FolderInput
-from dpscale.plan.image_folder import is_image_name
+from dpscale.plan.image_folder import MAX_SKIPS, is_image_name, too_many_skips
 
 # the channel means and deviations of torchvision's ImageNet reference training
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 # RandomResizedCrop's defaults: the crop's share of the area, its aspect ratio, its tries
 CROP_SCALE, CROP_RATIO, CROP_TRIES = (0.08, 1.0), (3 / 4, 4 / 3), 10
-# consecutive undecodable files a rank passes over before the cell fails (as torch's)
-MAX_SKIPS = 16
 PIPELINE = "tf.data (Dataset.range, map, ignore_errors, batch, prefetch), a shard per rank"
 
 
@@ -174,10 +172,7 @@ class Batches:
         """The positions passed over before each delivered one: skipped files."""
         for position in positions.tolist():
             if position - self._expected >= MAX_SKIPS:
-                raise RuntimeError(
-                    f"image_folder: {MAX_SKIPS} files in a row of rank {self.pipeline.rank}'s "
-                    "shard do not decode as images; the folder holds too few readable ones"
-                )
+                raise RuntimeError(too_many_skips(f"of rank {self.pipeline.rank}'s shard"))
             for missed in range(self._expected, position):
                 self.skipped.add(self.pipeline.paths[self._order[missed]])
             self._expected = position + 1

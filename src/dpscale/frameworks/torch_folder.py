@@ -27,15 +27,13 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from dpscale.plan.cell import Cell, FolderInput
-from dpscale.plan.image_folder import IMAGE_EXTENSIONS, is_image_name
+from dpscale.plan.image_folder import IMAGE_EXTENSIONS, MAX_SKIPS, is_image_name, too_many_skips
 
 # the channel means and deviations of torchvision's ImageNet reference training
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 # RandomResizedCrop's defaults: the crop's share of the area, its aspect ratio, its tries
 CROP_SCALE, CROP_RATIO, CROP_TRIES = (0.08, 1.0), (3 / 4, 4 / 3), 10
-# consecutive undecodable files one sample passes over before the cell fails
-MAX_SKIPS = 16
 # what a decode failure raises: Pillow's UnidentifiedImageError is an OSError; a truncated
 # or malformed file may raise ValueError or SyntaxError inside Pillow's plugins
 UNREADABLE = (OSError, ValueError, SyntaxError)
@@ -171,10 +169,7 @@ class Skipping(Dataset):
                 skipped[offset] = at
                 continue
             return image, label, skipped
-        raise RuntimeError(
-            f"image_folder: {MAX_SKIPS} files in a row from sample {index} do not decode as "
-            "images; the folder holds too few readable ones"
-        )
+        raise RuntimeError(too_many_skips(f"from sample {index}"))
 
 
 def make_loader(cell: Cell, dataset: Dataset, batch: int, rank: int, size: int) -> DataLoader:

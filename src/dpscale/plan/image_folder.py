@@ -105,3 +105,17 @@ def check_image_folder(config: dict[str, Any], model_classes: list[int]) -> None
             f"{FIELD}: {len(summary.classes)} classes, but a study model has {fewest} "
             "outputs; allowed: models with classes >= the folder's class count"
         )
+
+
+# the rule every framework's folder pipeline keeps for files that do not decode: each is
+# skipped (the next one stands in) until this many in a row, then the cell fails, saying so
+MAX_SKIPS = 16
+
+
+def too_many_skips(where: str) -> str:
+    """The one-line reason of a cell whose pipeline met MAX_SKIPS undecodable files in a row
+    (``where``: "from sample 12", "of rank 1's shard")."""
+    return (
+        f"image_folder: {MAX_SKIPS} files in a row {where} do not decode as images; the "
+        "folder holds too few readable ones"
+    )
