@@ -36,6 +36,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon.data.vision import ImageFolderDataset
 from mxnet.gluon.data.vision import transforms as T
 
+from dpscale.frameworks.folder_batches import EpochBatches
 from dpscale.plan.cell import Cell, FolderInput
 from dpscale.plan.image_folder import MAX_SKIPS, is_image_name, too_many_skips
 
@@ -136,35 +137,28 @@ def make_loader(cell: Cell, dataset: Skipping, batch: int, rank: int, size: int)
     return loader, sampler
 
 
-class Batches:
+class Batches(EpochBatches):
     """The loader's batches, epoch after epoch (the sampler told each new epoch), with the
     files skipped so far and the images delivered."""
 
     def __init__(self, loader: Any, sampler: ShardSampler, samples: list, batch: int) -> None:
+        super().__init__()
         self.loader, self.sampler, self.samples = loader, sampler, samples
         self.batch_size = batch
-        self.epoch, self.images_read = -1, 0
         self.skipped: set[int] = set()
-        self._batches: Iterator | None = None
 
-    def _next_epoch(self) -> Iterator:
-        self.epoch += 1
+    def next_epoch(self) -> Iterator:
         self.sampler.set_epoch(self.epoch)
         return iter(self.loader)
 
-    def next(self) -> tuple[mx.nd.NDArray, mx.nd.NDArray]:
-        for _ in range(2):  # the epoch going on, else a new one
-            if self._batches is None:
-                self._batches = self._next_epoch()
-            found = next(self._batches, None)
-            if found is not None:
-                images, labels, skipped = found
-                skipped = skipped.asnumpy()
-                self.skipped.update(skipped[skipped >= 0].tolist())
-                self.images_read += labels.shape[0]
-                return images, labels
-            self._batches = None
-        raise RuntimeError(
+    def taken(self, found: Any) -> tuple[mx.nd.NDArray, mx.nd.NDArray, int]:
+        images, labels, skipped = found
+        skipped = skipped.asnumpy()
+        self.skipped.update(skipped[skipped >= 0].tolist())
+        return images, labels, labels.shape[0]
+
+    def no_full_batch(self) -> str:
+        return (
             f"image_folder: an epoch gives this rank no full batch of {self.batch_size}; "
             f"allowed: a folder with at least one global batch of images ({len(self.samples)} "
             "here, in Gluon's listing)"

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from dpscale.frameworks.folder_batches import EpochBatches
 from dpscale.plan.cell import Cell, FolderInput
 from dpscale.plan.image_folder import MAX_SKIPS, is_image_name, too_many_skips
 
@@ -151,22 +152,21 @@ class ShardPipeline:
         return iter(self.dataset), order
 
 
-class Batches:
+class Batches(EpochBatches):
     """The shard's batches, epoch after epoch, with the files skipped so far (the
     positions missing between delivered ones) and the images delivered."""
 
     def __init__(self, pipeline: ShardPipeline) -> None:
+        super().__init__()
         self.pipeline = pipeline
-        self.epoch, self.images_read = -1, 0
         self.skipped: set[str] = set()
-        self._batches: Any = None
         self._order = np.zeros(0, dtype=np.int64)
         self._expected = 0  # the position the next delivered image should have
 
-    def _next_epoch(self) -> None:
-        self.epoch += 1
-        self._batches, self._order = self.pipeline.epoch(self.epoch)
+    def next_epoch(self) -> Any:
+        batches, self._order = self.pipeline.epoch(self.epoch)
         self._expected = 0
+        return batches
 
     def _note_skips(self, positions: np.ndarray) -> None:
         """The positions passed over before each delivered one: skipped files."""
@@ -177,18 +177,13 @@ class Batches:
                 self.skipped.add(self.pipeline.paths[self._order[missed]])
             self._expected = position + 1
 
-    def next(self) -> tuple[tf.Tensor, tf.Tensor]:
-        for _ in range(2):  # the epoch going on, else a new one
-            if self._batches is None:
-                self._next_epoch()
-            found = next(self._batches, None)
-            if found is not None:
-                images, labels, positions = found
-                self._note_skips(positions.numpy())
-                self.images_read += int(labels.shape[0])
-                return images, labels
-            self._batches = None
-        raise RuntimeError(
+    def taken(self, found: Any) -> tuple[tf.Tensor, tf.Tensor, int]:
+        images, labels, positions = found
+        self._note_skips(positions.numpy())
+        return images, labels, int(labels.shape[0])
+
+    def no_full_batch(self) -> str:
+        return (
             f"image_folder: an epoch gives rank {self.pipeline.rank} no full batch of "
             f"{self.pipeline.batch} decodable images ({len(self.pipeline.paths)} files in its "
             "shard); allowed: a folder with at least one global batch of readable images"

@@ -26,6 +26,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from dpscale.frameworks.folder_batches import EpochBatches
 from dpscale.plan.cell import Cell, FolderInput
 from dpscale.plan.image_folder import IMAGE_EXTENSIONS, MAX_SKIPS, is_image_name, too_many_skips
 
@@ -200,34 +201,27 @@ def make_loader(cell: Cell, dataset: Dataset, batch: int, rank: int, size: int) 
     )
 
 
-class Batches:
+class Batches(EpochBatches):
     """The loader's batches, epoch after epoch (the sampler told each new epoch), with the
     files skipped so far and the images delivered."""
 
     def __init__(self, loader: DataLoader, samples: list[tuple[str, int]]) -> None:
+        super().__init__()
         self.loader, self.samples = loader, samples
-        self.epoch, self.images_read = -1, 0
         self.skipped: set[int] = set()
-        self._batches: Iterator | None = None
 
-    def _next_epoch(self) -> Iterator:
-        self.epoch += 1
+    def next_epoch(self) -> Iterator:
         if isinstance(self.loader.sampler, DistributedSampler):
             self.loader.sampler.set_epoch(self.epoch)
         return iter(self.loader)
 
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        for _ in range(2):  # the epoch going on, else a new one
-            if self._batches is None:
-                self._batches = self._next_epoch()
-            found = next(self._batches, None)
-            if found is not None:
-                images, labels, skipped = found
-                self.skipped.update(skipped[skipped >= 0].tolist())
-                self.images_read += len(labels)
-                return images, labels
-            self._batches = None
-        raise RuntimeError(
+    def taken(self, found: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
+        images, labels, skipped = found
+        self.skipped.update(skipped[skipped >= 0].tolist())
+        return images, labels, len(labels)
+
+    def no_full_batch(self) -> str:
+        return (
             f"image_folder: an epoch gives this rank no full batch of {self.loader.batch_size}; "
             f"allowed: a folder with at least one global batch of images ({len(self.samples)} here)"
         )
