@@ -10,30 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from dpscale.launch import launcher
 from dpscale.launch.setup.envs import ensure_env, env_python
-from dpscale.plan.cell import Cell, FolderInput, Measure, ModelConfig
-from dpscale.plan.result import read_result
+from dpscale.plan.cell import FolderInput
+from helpers.folder_cell import images_read_per_rank, launch_folder_cell
 from helpers.image_folder import write_image_folder
 
 pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
-
-MODEL = ModelConfig("resnet18", "imagenet", 32, 10)
-MEASURE = Measure(warmup_steps=1, windows=2, steps_per_window=2, timeout_s=600)
-
-
-def launch(tmp_path: Path, strategy: str, devices: int, settings: FolderInput) -> dict:
-    """The folder cell run by the real launcher; its result, checked against the schema."""
-    cell = Cell(
-        "test", strategy, MODEL, "folder", 1, devices, 2, measure=MEASURE, image_folder=settings
-    )
-    out = cell.result_path(tmp_path / "results")
-    status = launcher.launch(cell, out, ensure_env("mxnet"), tmp_path / "cell.log")
-    result = read_result(out)  # validates against the schema
-    log = (tmp_path / "cell.log").read_text()[-3000:]
-    assert status == result["status"] == "ok", (result["reason"], log)
-    assert result["cell"]["image_folder"]["path"] == settings.path
-    return result
 
 
 def test_mxnet_dist_folder_cell_shards_the_images_and_times_the_loader(tmp_path: Path):
@@ -42,7 +24,7 @@ def test_mxnet_dist_folder_cell_shards_the_images_and_times_the_loader(tmp_path:
     (folder / "class2" / "deeper").mkdir()  # Gluon lists a class folder's own files only
     (folder / "class2" / "deeper" / "nested.jpg").write_bytes(b"left out, never decoded")
     settings = FolderInput(str(folder), workers=1, prefetch=2, pin_memory=False)
-    result = launch(tmp_path, "mxnet-dist", 2, settings)
+    result = launch_folder_cell(tmp_path, "mxnet-dist", "mxnet", 2, settings)
     measurement = result["measurement"]
     assert len(measurement["per_rank_window_seconds"]) == 2
     pipeline = measurement["pipeline"]
@@ -55,9 +37,7 @@ def test_mxnet_dist_folder_cell_shards_the_images_and_times_the_loader(tmp_path:
     assert (read["classes"], read["images"], read["nested_images_left_out"]) == (3, 25, 1)
     assert read["persistent_workers"] is True  # Gluon's pool lives with its loader
     # both workers read from the folder: the timed steps and the loader alone
-    steps = MEASURE.warmup_steps + MEASURE.windows * MEASURE.steps_per_window
-    loader = pipeline["warmup_batches"] + MEASURE.windows * MEASURE.steps_per_window
-    assert read["images_read"] == [(steps + loader) * 2] * 2
+    assert read["images_read"] == [images_read_per_rank(pipeline)] * 2
     # 12 batches of 2 per worker cover its shard of 12 every epoch: the broken file is
     # read by the worker whose shard holds it, skipped, counted once and named
     assert read["skipped_count"] == 1
@@ -68,15 +48,15 @@ def test_mxnet_dist_folder_cell_shards_the_images_and_times_the_loader(tmp_path:
 def test_mxnet_device_folder_cell_loads_in_its_process(tmp_path: Path):
     folder = write_image_folder(tmp_path / "images", classes=2, per_class=3)
     (folder / "class0" / "broken.png").write_bytes(b"")
-    result = launch(tmp_path, "mxnet-device", 1, FolderInput(str(folder), workers=0))
+    result = launch_folder_cell(
+        tmp_path, "mxnet-device", "mxnet", 1, FolderInput(str(folder), workers=0)
+    )
     pipeline = result["measurement"]["pipeline"]
     assert len(pipeline["per_rank_window_seconds"]) == 1
     read = result["system"]["image_folder"]
     assert (read["classes"], read["images"], read["nested_images_left_out"]) == (2, 7, 0)
     assert read["prefetch"] is None and read["persistent_workers"] is None
-    steps = MEASURE.warmup_steps + MEASURE.windows * MEASURE.steps_per_window
-    loader = pipeline["warmup_batches"] + MEASURE.windows * MEASURE.steps_per_window
-    assert read["images_read"] == [(steps + loader) * 2]
+    assert read["images_read"] == [images_read_per_rank(pipeline)]
     # 3 batches of 2 per epoch from 7 images, over 4 epochs: the empty file comes up
     assert read["skipped_files"] == [str(folder / "class0" / "broken.png")]
 
