@@ -22,7 +22,6 @@ from dpscale.analysis.answers import (
     published_summary,
 )
 from dpscale.analysis.answers.published_model import Profile
-from dpscale.analysis.laws import conformal
 from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.laws.conformal import Band
 from dpscale.plan.cell import MODEL_KEY
@@ -192,7 +191,7 @@ def published_band() -> tuple[Band, str]:
     and the words saying what it stands on with its leave-one-source-out coverage."""
     table = interval_table()
     summary = published_intervals.coverage_summary(table)
-    band = conformal.band(list(table["published"] - table["predicted"]))
+    band = Band(summary["band_lo_points"], summary["band_hi_points"], summary["cases"])
     words = (
         f"{summary['level_pct']}% band from {summary['cases']} published cases of "
         f"{summary['sources']} sources (link-only minus {-band.hi:.1f} to {-band.lo:.1f} "
