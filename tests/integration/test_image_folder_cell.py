@@ -27,6 +27,9 @@ def test_torch_ddp_folder_cell_trains_on_the_images_and_times_the_loader(tmp_pat
     # 4 workers x prefetch 2 would come at once: the loader's warm-up discards them
     assert pipeline["warmup_batches"] == 1 * 2 + 1
     read = result["system"]["image_folder"]
+    # torchvision's own ImageFolder read it, its C++ operators loaded or not
+    assert read["pipeline"] == "torchvision.datasets.ImageFolder"
+    assert read.get("torchvision_ops", True) in {True, False}
     assert (read["classes"], read["images"]) == (3, 25)
     # both ranks read from the folder: the timed steps and the loader alone, and more
     assert read["images_read"] == [images_read_per_rank(pipeline)] * 2
