@@ -38,11 +38,13 @@ def cluster_file(folder: Path, network: str, batch: int) -> Path:
     return path
 
 
-def small_run(folder: Path, scaling: pd.DataFrame) -> Path:
-    """The study's scaling table cut to the calibration's nodes: all the prediction sees."""
+def small_run(folder: Path) -> Path:
+    """The study's cells cut to the calibration's nodes: all the prediction sees (its
+    scaling table is made from them)."""
+    cells = pd.read_csv(STUDY / "tables" / "cells.csv")
     (folder / "small" / "tables").mkdir(parents=True)
-    scaling[scaling["nodes"] <= CALIBRATE_UP_TO].to_csv(
-        folder / "small" / "tables" / "scaling.csv", index=False
+    cells[cells["nodes"] <= CALIBRATE_UP_TO].to_csv(
+        folder / "small" / "tables" / "cells.csv", index=False
     )
     return folder / "small"
 
@@ -87,7 +89,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        small = small_run(folder, scaling)
+        small = small_run(folder)
         for network in sorted(set(scaling.loc[scaling["nodes"] >= 2, "network"])):
             for batch in sorted(set(scaling["batch_per_device"])):
                 rows += one_group(folder, small, scaling, network, int(batch))

@@ -227,7 +227,9 @@ def predict(args: argparse.Namespace) -> None:
         raise SystemExit(
             f"dpscale: predict needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
         ) from None
-    print(predict_step(args.results, args.cluster, args.out, args.calibrate, args.network))
+    print(
+        predict_step(args.results, args.cluster, args.out, args.calibrate, args.network, args.mode)
+    )
 
 
 def export_nccl(args: argparse.Namespace) -> None:
@@ -385,6 +387,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     guess.add_argument(
         "--network", help="the small run's network to calibrate on, where it measured several"
+    )
+    guess.add_argument(
+        "--mode",
+        help="the small run's cells to calibrate on, where it measured both: synthetic, or "
+        "folder (the prediction is then for training from its image folder)",
     )
     guess.set_defaults(func=predict)
     logs = _command(

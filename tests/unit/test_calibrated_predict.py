@@ -27,9 +27,10 @@ def cluster(tmp_path: Path, rate: str = "1gbit", per_node: int = 1) -> Path:
 
 
 def small(tmp_path: Path, up_to: int = 2) -> Path:
-    scaling = pd.read_csv(STUDY / "tables" / "scaling.csv")
+    """The evidence study's cells up to ``up_to`` nodes, as a small run's results folder."""
+    cells = pd.read_csv(STUDY / "tables" / "cells.csv")
     (tmp_path / "small" / "tables").mkdir(parents=True)
-    scaling[scaling["nodes"] <= up_to].to_csv(tmp_path / "small" / "tables" / "scaling.csv")
+    cells[cells["nodes"] <= up_to].to_csv(tmp_path / "small" / "tables" / "cells.csv")
     return tmp_path / "small"
 
 
@@ -73,7 +74,7 @@ def test_a_small_run_of_another_shape_is_one_line(tmp_path):
 
 
 def test_a_small_run_without_tables_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="has no tables/scaling.csv"):
+    with pytest.raises(SystemExit, match="has no tables/cells.csv"):
         run("--cluster", str(cluster(tmp_path)), "--calibrate", str(tmp_path))
 
 

@@ -3,7 +3,9 @@ from the schemas' fields with hostile values, then hostile shapes (another encod
 byte-order mark, a key given twice, nesting, aliases, control characters, cut short). Any
 input is accepted or refused with exactly one line (a ConfigError, never a traceback),
 within 2 s, leaving no folder behind; and `dpscale check-config` and the workflow give a
-study file the same verdict.
+study file the same verdict. A cluster file's inter-node link is fuzzed as a log, a nominal
+link (rate and latency) and every mix of their keys: it reads as one of the two or its one
+line names the field.
 
 Every input that ever failed is kept under tests/data/fuzz_corpus/ (its README) and
 replayed here on every run. A new failure Hypothesis finds: save the falsifying file there.
@@ -15,6 +17,7 @@ import codecs
 import contextlib
 import copy
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -305,15 +308,40 @@ RATES = st.builds(
     st.one_of(st.integers(-1, 10**8), st.floats(0, 1e8, allow_nan=False).map(lambda x: f"{x:.3f}")),
     st.sampled_from(["kbit", "mbit", "gbit", "tbit", "", "gbps"]),
 )
+# a nominal link's latency: in range (0 us to 100 ms), just beyond, and not a delay at all
+LATENCIES = st.one_of(
+    st.builds(
+        "{}{}".format,
+        st.one_of(
+            st.integers(-1, 10**6),
+            st.floats(0, 1e6, allow_nan=False).map(lambda x: f"{x:.3f}"),
+            st.sampled_from(["1e3", "5.", ".5", "0x10"]),
+        ),
+        st.sampled_from(["us", "ms", "s", "ns", "", " us", "gbit", "US"]),
+    ),
+    st.sampled_from(["0us", "5us", "100ms", "100.001ms", "100000us", "100001us", "5 us"]),
+)
+# the inter-node link as a log, as a nominal link, or any mix of their keys: the file
+# must read as exactly one of the two or be refused in one line naming the field
+LINK_KEYS = {"nccl_tests_log": "slingshot.log", "ranks": 8, "rate": "200gbit", "latency": "5us"}
+INTER_NODES = st.one_of(
+    st.just(CLUSTER["inter_node"]),
+    st.just({"rate": "200gbit", "latency": "5us"}),
+    st.sets(st.sampled_from(cf.INTER_NODE_KEYS)).map(
+        lambda keys: {key: LINK_KEYS[key] for key in cf.INTER_NODE_KEYS if key in keys}
+    ),
+)
 
 
-def link_schema(most_ranks: int) -> dict[str, Any]:
+def link_schema(most_ranks: int, *nominal: str) -> dict[str, Any]:
+    """A link's fields; ``nominal``: the keys a link without a log takes (latency)."""
     return {
         "type": "object",
         "properties": {
             "nccl_tests_log": {"enum": ["slingshot.log", "none.log", "../slingshot.log", "."]},
             "ranks": {"type": "integer", "minimum": 2, "maximum": most_ranks},
             "rate": {"type": "string"},
+            **{key: {"type": "string"} for key in nominal},
             "x": {},
         },
     }
@@ -323,8 +351,8 @@ def link_schema(most_ranks: int) -> dict[str, Any]:
 CLUSTER_SCHEMA = {
     "properties": {
         "name": {"type": "string"},
-        "inter_node": link_schema(cf.MAX_NODES * cf.MAX_DEVICES_PER_NODE),
-        "intra_node": link_schema(cf.MAX_DEVICES_PER_NODE),
+        "inter_node": link_schema(cf.MAX_NODES * cf.MAX_DEVICES_PER_NODE, "latency"),
+        "intra_node": link_schema(cf.MAX_DEVICES_PER_NODE, "latency"),
         "devices_per_node": {"type": "integer", "minimum": 1, "maximum": cf.MAX_DEVICES_PER_NODE},
         "nodes": {
             "type": "array",
@@ -344,7 +372,14 @@ def plausible(cluster: cf.ClusterFile) -> None:
     assert all(1 <= n <= cf.MAX_NODES for n in cluster.nodes) and cluster.batch_per_device >= 1
     for rate in (cluster.rate, cluster.intra.rate if cluster.intra else None):
         assert rate is None or cf.MIN_RATE_BIT_S <= rate.bits_per_s <= cf.MAX_RATE_BIT_S
-    assert all(type(n) is int for n in (cluster.devices_per_node, cluster.ranks, *cluster.nodes))
+    assert all(type(n) is int for n in (cluster.devices_per_node, *cluster.nodes))
+    if cluster.nominal:  # a nominal link: its rate and latency, no log and no ranks
+        assert cluster.ranks is None and cluster.rate is not None
+        assert 0 <= cluster.rate.latency_s <= cf.MAX_LATENCY_S
+        assert cluster.rate.source == cf.NOMINAL
+    else:  # a measured log: its ranks, and a rate without a latency (the log measured it)
+        assert cluster.log.is_file() and type(cluster.ranks) is int and cluster.ranks >= 2
+        assert cluster.rate is None or cluster.rate.latency_s == 0
 
 
 def cluster_verdict(path: Path) -> cf.ClusterFile | None:
@@ -358,9 +393,13 @@ def cluster_verdict(path: Path) -> cf.ClusterFile | None:
 
 
 @settings(FUZZ, max_examples=300)
-@given(changes=field_changes(CLUSTER_FIELDS, RATES), shape=SHAPED)
-def test_a_fuzzed_cluster_file_is_read_plausible_or_refused_in_one_line(changes, shape):
-    data = shaped(dumped(changed(CLUSTER, changes)), shape)
+@given(
+    inter_node=INTER_NODES,
+    changes=field_changes(CLUSTER_FIELDS, RATES, LATENCIES),
+    shape=SHAPED,
+)
+def test_a_fuzzed_cluster_file_is_read_plausible_or_refused_in_one_line(inter_node, changes, shape):
+    data = shaped(dumped(changed({**CLUSTER, "inter_node": inter_node}, changes)), shape)
     with empty_folder() as folder:
         shutil.copy(SLINGSHOT, folder / "slingshot.log")
         path = folder / "cluster.yaml"
@@ -369,7 +408,85 @@ def test_a_fuzzed_cluster_file_is_read_plausible_or_refused_in_one_line(changes,
             read = cluster_verdict(path)
         event(f"cluster: {'ok' if read else 'refused'}")
         if read is not None:
+            event(f"cluster: {'nominal' if read.nominal else 'log'}")
             plausible(read)
+        made_nothing(folder, {"slingshot.log", "cluster.yaml"})
+
+
+# Each inter-node key's values: mostly valid ones (so that whole links read), else ones just
+# beside them and ones of another kind. Printable text only: every file here loads as
+# YAML, so a refusal is the link's own.
+PRINTABLE = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S"]), max_size=8)
+OTHER_KINDS = st.one_of(st.none(), st.booleans(), st.integers(-3, 9), st.floats(), PRINTABLE)
+
+
+def mostly(valid: list[Any], wrong: st.SearchStrategy) -> st.SearchStrategy:
+    """A valid value three times in four, else a wrong one."""
+    return st.integers(0, 3).flatmap(lambda n: st.sampled_from(valid) if n else wrong)
+
+
+INTER_NODE_VALUES = {
+    "nccl_tests_log": mostly(["slingshot.log"], st.sampled_from(["none.log", "", " ", "."])),
+    "ranks": mostly(
+        [2, 8, cf.MAX_NODES * cf.MAX_DEVICES_PER_NODE],
+        st.one_of(
+            st.integers(-1, cf.MAX_NODES * cf.MAX_DEVICES_PER_NODE + 1),
+            st.integers(2, 64).map(float),
+            OTHER_KINDS,
+        ),
+    ),
+    "rate": mostly(
+        ["1mbit", "200gbit", "10000gbit"],
+        st.one_of(st.sampled_from(["0.999mbit", "10001gbit", "5us"]), RATES, OTHER_KINDS),
+    ),
+    "latency": mostly(
+        ["0us", "5us", "100ms"],
+        st.one_of(st.sampled_from(["100.001ms", "100001us", "5s"]), LATENCIES, OTHER_KINDS),
+    ),
+}
+# which keys are there: a log, a nominal link, or any mix of the two, now and then with a
+# key inter_node does not take
+INTER_NODE_KEYS = st.one_of(
+    st.sampled_from([("nccl_tests_log", "ranks"), ("nccl_tests_log", "ranks", "rate")]),
+    st.just(("rate", "latency")),
+    st.sets(st.sampled_from([*cf.INTER_NODE_KEYS, "x"])),
+)
+
+
+def inter_node_of(keys: Any) -> st.SearchStrategy:
+    values = {key: INTER_NODE_VALUES.get(key, OTHER_KINDS) for key in keys}
+    return st.fixed_dictionaries(values)
+
+
+NAMED = re.compile(r"inter_node(\.(nccl_tests_log|ranks|rate|latency|x))?: ")
+
+
+@settings(FUZZ, max_examples=200)
+@given(inter_node=INTER_NODE_KEYS.flatmap(inter_node_of))
+def test_a_fuzzed_inter_node_link_reads_as_a_log_or_a_nominal_link_or_names_its_field(
+    inter_node,
+):
+    """Every key of inter_node present or absent, each with a valid or a wrong value, the
+    rest of the file valid: a log (nccl_tests_log given) or a nominal link (none given),
+    else one line naming inter_node or the one of its fields at fault."""
+    note(f"inter_node: {inter_node!r}")
+    with empty_folder() as folder:
+        shutil.copy(SLINGSHOT, folder / "slingshot.log")
+        path = folder / "cluster.yaml"
+        path.write_text(dumped({**CLUSTER, "inter_node": inter_node}), encoding="utf-8")
+        with within_two_seconds():
+            try:
+                read = cf.read_cluster(path)
+            except ConfigError as error:
+                said = str(error)
+                assert "\n" not in said and said.startswith(f"{path}: "), said
+                assert NAMED.match(said.removeprefix(f"{path}: ")), said
+                event(f"inter_node: {kind_of(said)}")
+                read = None
+        if read is not None:
+            plausible(read)
+            assert read.nominal == (inter_node.get("nccl_tests_log") is None)
+            event(f"inter_node: {'nominal' if read.nominal else 'log'}")
         made_nothing(folder, {"slingshot.log", "cluster.yaml"})
 
 

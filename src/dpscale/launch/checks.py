@@ -1,10 +1,11 @@
 """Can this cell run where it was started, and did the job give it what it needs?
 
 Decided where the cell runs, before anything starts: a cell this machine cannot run is
-skipped with the reason (oversubscribed CPUs, no emulated network, no multi-node
-allocation); a SLURM job or workstation that got less than the cell asks for (nodes, tasks,
-CPUs, GPUs) fails it. In a job whose ranks are SLURM tasks a probe step asks each node what
-it gave the job; the result's ``system.allocation`` records the answers.
+skipped with the reason (oversubscribed CPUs: its processes x their threads, and in a folder
+cell their loaders' workers; no emulated network; no multi-node allocation); a SLURM job or
+workstation that got less than the cell asks for (nodes, tasks, CPUs, GPUs) fails it. In a
+job whose ranks are SLURM tasks a probe step asks each node what it gave the job; the
+result's ``system.allocation`` records the answers.
 """
 
 from __future__ import annotations
@@ -63,15 +64,24 @@ def runtime_skip_reason(
         return "multi-node launch needs a multi-node allocation; not available in local runs"
     if cell.accelerator == "cpu" and not srun:
         processes = cell.world_size if emulated else cell.devices_per_node
-        wanted = processes * cell.threads_per_device
+        wanted = processes * cell.cpus_per_rank
         cpus = usable_cpus()
         if wanted > cpus and not cell.measure.oversubscribe:
             return (
-                f"needs {processes} device(s) x {cell.threads_per_device} thread(s) = "
-                f"{wanted} CPUs, this machine has {cpus}: oversubscribed timings are meaningless "
+                f"needs {processes} device(s) x {per_rank_words(cell)} = {wanted} CPUs, this "
+                f"machine has {cpus}: oversubscribed timings are meaningless "
                 "(measure.oversubscribe runs it and keeps it only where network-bound)"
             )
     return None
+
+
+def per_rank_words(cell: Cell) -> str:
+    """What each rank keeps busy: its threads, and in a folder cell its loader's workers
+    (they decode beside the step, so they count as the rank's threads do)."""
+    threads = f"{cell.threads_per_device} thread(s)"
+    if not cell.loader_workers:
+        return threads
+    return f"({threads} + {cell.loader_workers} loader worker(s), image_folder.workers)"
 
 
 def shortage(

@@ -30,7 +30,7 @@ its ranks are started by SLURM, not by the launcher, so they would look foreign.
 
 Verdict (``quality``), relative to the cores the cell leaves idle,
 ``spare = CPUs - cpus_used_by_cell`` (processes on this machine, emulated nodes' included,
-x threads per process):
+x threads per process, a folder cell's loader workers beside each):
 
 - ``contaminated``: foreign work took more than :data:`CONTAMINATED_CORES` (0.25) of a core
   from the cell on average (``foreign_cpu_cores_mean - spare``), or the hypervisor stole
@@ -45,10 +45,11 @@ x threads per process):
 - ``ok`` otherwise; ``unknown`` when fewer than two samples cover the span (a very short
   run, or no ``/proc``).
 
-An oversubscribed cell (``measure.oversubscribe``: more processes x threads than CPUs) says
-so in ``system.contention.oversubscribed`` and in its reason; it is ``contaminated`` when its
-own ranks used more than :data:`NETWORK_BOUND_SHARE` of the CPUs (their compute time-shared
-the cores), else judged as above: network-bound, its ranks mostly wait on the link.
+An oversubscribed cell (``measure.oversubscribe``: more processes x threads than CPUs, a
+folder cell's loader workers counted) says so in ``system.contention.oversubscribed`` and in
+its reason; it is ``contaminated`` when its own ranks used more than
+:data:`NETWORK_BOUND_SHARE` of the CPUs (their compute time-shared the cores), else judged
+as above: network-bound, its ranks mostly wait on the link.
 """
 
 from __future__ import annotations
@@ -347,10 +348,11 @@ def _oversubscription(contention: dict[str, Any]) -> tuple[bool, str]:
 
 
 def cpus_used_by(cell: Cell) -> int:
-    """CPUs the cell's measured processes are given on this machine (processes x threads).
-    Only local runs are sampled, where every node of a multi-node cell is an emulated one
-    on this machine."""
-    return cell.nodes * cell.devices_per_node * cell.threads_per_device
+    """CPUs the cell's measured processes are given on this machine (processes x their
+    threads, and a folder cell's loader workers beside each: Cell.cpus_per_rank). Only local
+    runs are sampled, where every node of a multi-node cell is an emulated one on this
+    machine."""
+    return cell.nodes * cell.devices_per_node * cell.cpus_per_rank
 
 
 def annotate(result: dict[str, Any], sampler: ContentionSampler, cell: Cell) -> str | None:

@@ -264,6 +264,19 @@ class Cell:
         return self.batch_per_device * self.world_size
 
     @property
+    def loader_workers(self) -> int:
+        """The loader's workers beside each rank (folder cells; 0 in other modes): worker
+        processes (torch, MXNet) or tf.data's parallel map calls, each decoding images on a
+        CPU of its own while the rank's threads run the step (workers 0: none, or
+        tf.data's AUTOTUNE, which sizes itself to the CPUs it finds)."""
+        return self.image_folder.workers if self.image_folder is not None else 0
+
+    @property
+    def cpus_per_rank(self) -> int:
+        """The CPUs one rank keeps busy: its threads and its loader's workers."""
+        return self.threads_per_device + self.loader_workers
+
+    @property
     def sgd(self) -> SGD:
         """The optimiser settings (training cells: their base rate, rescheduled per step)."""
         if self.training is None:

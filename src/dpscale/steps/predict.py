@@ -20,11 +20,10 @@ from dpscale.analysis.laws.commmodel.buckets import timelines
 from dpscale.analysis.results.import_logs import parse_all_reduce, read_lines
 from dpscale.plan.cell import ModelConfig
 from dpscale.plan.cluster_file import ClusterFile, read_cluster
-from dpscale.plan.columns import NETWORK, RUN, SPREAD
+from dpscale.plan.columns import POINT
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
 from dpscale.plan.published import PROFILE_COLUMNS
-from dpscale.plan.remedies import NO_REMEDY
 from dpscale.plan.traffic import Traffic
 from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
@@ -105,7 +104,7 @@ def _carried_words(row: pd.Series) -> str:
     """A printed row's calibrated efficiency, or its published band, where it has one."""
     if pd.notna(row.get("calibrated_efficiency", float("nan"))):
         return (
-            f"  calibrated {100 * row['calibrated_efficiency']:.0f}% "
+            f"  calibrated{_for_folder(row)} {100 * row['calibrated_efficiency']:.0f}% "
             f"({100 * row['calibrated_efficiency_lo']:.0f}-"
             f"{100 * row['calibrated_efficiency_hi']:.0f}%)"
         )
@@ -115,6 +114,11 @@ def _carried_words(row: pd.Series) -> str:
             f"{100 * row['efficiency_band_hi']:.0f}%"
         )
     return ""
+
+
+def _for_folder(row: pd.Series) -> str:
+    """The printed row's words where the small run's folder cells calibrated it."""
+    return " for folder training" if row.get("calibrated_mode") == "folder" else ""
 
 
 def _depth(model_id: str) -> str:
@@ -247,16 +251,33 @@ def _intra_words(cluster: ClusterFile) -> str:
     return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
 
 
+def _small_run_named(calibrate, network: str | None, mode: str | None) -> None:
+    """--network and --mode name the small run's cells: only with --calibrate, and a mode
+    one of those a small run calibrates on; one line otherwise."""
+    for option, value in (("--network", network), ("--mode", mode)):
+        if value is not None and calibrate is None:
+            raise SystemExit(
+                f"dpscale: predict: {option} names the small run's cells; give --calibrate"
+            )
+    try:
+        calibrated_prediction.check_mode(mode)
+    except ValueError as error:
+        raise SystemExit(f"dpscale: predict: --{error}") from None
+
+
 def predict(
     results: str | Path,
     cluster_path: str | Path,
     out: str | Path | None,
     calibrate: str | Path | None = None,
     network: str | None = None,
+    mode: str | None = None,
 ) -> str:
     """The printed answer; the CSV written to ``out`` where given. ``calibrate``: a small
-    run's results on the same cluster (steps.calibrate), ``network`` its network to use."""
+    run's results on the same cluster, ``network`` and ``mode`` its network and its cells'
+    mode (synthetic or folder) to calibrate on, where it measured several."""
     where = str(cluster_path)
+    _small_run_named(calibrate, network, mode)
     try:
         cluster = read_cluster(cluster_path)
     except ConfigError as error:
@@ -268,7 +289,8 @@ def predict(
     )
     try:
         found = answer(cells, buckets, cluster, str(tables))
-        table = carried(found, cells, buckets, cluster, calibrate, network)
+        small = {"network": network, "mode": mode}
+        table = carried(found, cells, buckets, cluster, calibrate, small)
     except NotPredicted as error:
         raise SystemExit(f"dpscale: {where}: {error}") from None
     device = found.device
@@ -324,56 +346,23 @@ def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
 
 # -- what a small run on the cluster, or the published cases, carry on ----------------------
 
-# what the calibration reads of a small run's scaling table
-SCALING_COLUMNS = (
-    *RUN,
-    NETWORK,
-    *SPREAD,
-    "batch_per_device",
-    "comm",
-    "efficiency",
-    "efficiency_ci95",
-)
-
-
-def small_run(path: Path, key: tuple[str, str], cluster: ClusterFile, network: str | None):
-    """The small run's measured multi-device layouts of the prediction's strategy, model
-    and per-device batch, without a remedy, on one network, at the cluster's devices per
-    node; NotPredicted (one line) where there are none or the network is not named."""
-    scaling = _table(path / "tables" / "scaling.csv", "the small run's scaling", SCALING_COLUMNS)
-    rows = scaling[
-        (scaling["strategy"] == key[0])
-        & (scaling["model"] == key[1])
-        & (scaling["batch_per_device"] == cluster.batch_per_device)
-        & (scaling["comm"] == NO_REMEDY)
-        & (scaling["world_size"] >= 2)
-    ]
-    if "mode" in rows:
-        rows = rows[rows["mode"] == "synthetic"]
-    networks = sorted(set(rows.loc[rows["nodes"] >= 2, "network"].astype(str)))
-    if network is not None:
-        if network not in networks:
-            raise NotPredicted(f"network: {network!r} is not in the small run; allowed: {networks}")
-        rows = rows[(rows["nodes"] == 1) | (rows["network"] == network)]
-    elif len(networks) > 1:
-        raise NotPredicted(f"network: the small run measured {networks}; name one (--network)")
-    have = sorted(set(rows["devices_per_node"].astype(int)))
-    rows = rows[rows["devices_per_node"] == cluster.devices_per_node]
-    if rows.empty:
-        raise NotPredicted(
-            f"calibrate: {path} has no multi-device cell of {key[0]} {key[1]} at batch "
-            f"{cluster.batch_per_device} with {cluster.devices_per_node} devices per node "
-            f"(it has devices per node {have or 'none'}); allowed: the same strategy, model, "
-            "batch and devices per node at one node of several devices or two nodes or more"
-        )
-    return rows
+# what the calibration reads of a small run's cells (its scaling table in one mode)
+SMALL_RUN_COLUMNS = (*POINT, "status", "img_s_mean", "img_s_ci95")
 
 
 def calibrated(
-    found: Answer, cells, buckets, cluster: ClusterFile, path: Path, network: str | None
+    found: Answer, cells, buckets, cluster: ClusterFile, path: Path, small: dict[str, Any]
 ) -> pd.DataFrame:
-    """The prediction's table with the columns the small run's points calibrate."""
-    measured = small_run(Path(path), found.key, cluster, network)
+    """The prediction's table with the columns the small run's points calibrate, in the one
+    mode its cells were measured in (``small``: its network and mode where named)."""
+    wanted = calibrated_prediction.SmallRun(
+        found.key, cluster.batch_per_device, cluster.devices_per_node, **small
+    )
+    run_cells = _table(path / "tables" / "cells.csv", "the small run's cells", SMALL_RUN_COLUMNS)
+    try:
+        measured = calibrated_prediction.small_run_rows(run_cells, wanted, str(path))
+    except ValueError as error:
+        raise NotPredicted(str(error)) from None
     at = replace(cluster, nodes=tuple(sorted(set(int(n) for n in measured["nodes"]))))
     link_only = answer(cells, buckets, at, str(path)).table
     fit_points = calibrated_prediction.points(measured, link_only)
@@ -383,15 +372,23 @@ def calibrated(
         )
     fit = cal.calibrate(fit_points)
     largest = calibrated_prediction.largest_world(fit_points)
-    return calibrated_prediction.with_calibration(found.table, fit, largest)
+    mode = str(measured["mode"].iloc[0])
+    return calibrated_prediction.with_calibration(found.table, fit, largest, mode)
 
 
-def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, network) -> pd.DataFrame:
+def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) -> pd.DataFrame:
     """Calibrated on the small run where one is given, else with the published band."""
     if path is not None:
-        return calibrated(found, cells, buckets, cluster, Path(path), network)
+        return calibrated(found, cells, buckets, cluster, Path(path), small)
     band, words = published_band()
     return calibrated_prediction.with_band(found.table, band, words)
+
+
+def _folder_words(row: pd.Series) -> str:
+    """What a prediction calibrated on folder cells is for, in the sentence."""
+    if row.get("calibrated_mode") != "folder":
+        return ""
+    return "'s folder cells, so for training from its image folder (against one device reading it)"
 
 
 def carried_sentence(table: pd.DataFrame) -> str:
@@ -400,7 +397,8 @@ def carried_sentence(table: pd.DataFrame) -> str:
     row = table.sort_values("world_size").iloc[-1]
     if "calibrated_efficiency" in table and pd.notna(row["calibrated_efficiency"]):
         return (
-            f"Calibrated on the small run: {100 * row['calibrated_efficiency']:.0f}% efficient "
+            f"Calibrated on the small run{_folder_words(row)}: "
+            f"{100 * row['calibrated_efficiency']:.0f}% efficient "
             f"({100 * row['calibrated_efficiency_lo']:.0f}-"
             f"{100 * row['calibrated_efficiency_hi']:.0f}%), speed-up "
             f"{row['calibrated_speedup']:.1f}x ({row['calibrated_speedup_lo']:.1f}-"

@@ -2,18 +2,27 @@
 measured: calibrated on a small run on the same cluster (laws.calibrated), or, without one,
 given the empirical band of how far published results fell from link-only predictions
 (published_intervals, laws.conformal). The link-only columns stay, as the upper bound they
-are; the new columns say what they stand on."""
+are; the new columns say what they stand on.
+
+A small run calibrates in one mode: its synthetic cells (the prediction is for training on
+data already on the device) or its folder cells (a user's images read through the
+framework's input pipeline: the prediction is then for training from that folder, each
+row's efficiency against one device reading it). One fit never pools the two."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.conformal import Band
+from dpscale.analysis.laws.scaling import scaling_table
+from dpscale.plan.columns import NETWORK, NODES
+from dpscale.plan.remedies import NO_REMEDY
 
 CALIBRATED_COLUMNS = (
     "calibrated_efficiency",
@@ -24,10 +33,95 @@ CALIBRATED_COLUMNS = (
     "calibrated_speedup_hi",
     "calibrated_kind",
     "calibration",
+    "calibrated_mode",
 )
 BAND_COLUMNS = ("efficiency_band_lo", "efficiency_band_hi", "band_basis")
 # what a small run's scaling table gives per measured layout
 MEASURED_COLUMNS = ("world_size", "efficiency", "efficiency_ci95")
+# the modes whose cells time training steps, so can calibrate one (collectives cells and
+# drift probes do not), and what a prediction calibrated on each is for
+MODES = {
+    "synthetic": "training on synthetic data",
+    "folder": "training from an image folder read through the framework's input pipeline",
+}
+
+
+@dataclass(frozen=True)
+class SmallRun:
+    """What a small run's cells must match to calibrate a prediction: its strategy and
+    model, per-device batch and devices per node; ``network`` and ``mode`` where named."""
+
+    key: tuple[str, str]
+    batch: int
+    devices_per_node: int
+    network: str | None = None
+    mode: str | None = None
+
+
+def check_mode(mode: str | None) -> None:
+    """A mode a person named: one of MODES; ValueError of one line otherwise."""
+    if mode is not None and mode not in MODES:
+        raise ValueError(
+            f"mode: {mode!r} is not a mode a small run calibrates on; allowed: {sorted(MODES)}"
+        )
+
+
+def _mode(cells: pd.DataFrame, wanted: SmallRun) -> str:
+    """The mode whose cells calibrate: the one named, else the only one the small run timed
+    of the prediction's strategy, model and batch on several devices."""
+    check_mode(wanted.mode)
+    if wanted.mode is not None:
+        return wanted.mode
+    multi = cells[
+        (cells["status"] == "ok")
+        & (cells["strategy"] == wanted.key[0])
+        & (cells["model"] == wanted.key[1])
+        & (cells["batch_per_device"] == wanted.batch)
+        & (cells["world_size"] >= 2)
+    ]
+    timed = sorted(set(multi["mode"].astype(str)) & set(MODES))
+    if len(timed) > 1:
+        raise ValueError(
+            f"mode: the small run measured both {' and '.join(timed)} cells, which one fit never "
+            f"pools; name one (--mode); allowed: {sorted(MODES)}"
+        )
+    return timed[0] if timed else "synthetic"
+
+
+def small_run_rows(cells: pd.DataFrame, wanted: SmallRun, where: str) -> pd.DataFrame:
+    """The small run's measured multi-device layouts (its scaling table, in one mode) of the
+    prediction's strategy, model and per-device batch, without a remedy, on one network, at
+    the cluster's devices per node; ValueError of one line where there are none or the
+    network or mode is not named where the run has several."""
+    mode = _mode(cells, wanted)
+    scaling = scaling_table(cells, mode)
+    rows = scaling[
+        (scaling["strategy"] == wanted.key[0])
+        & (scaling["model"] == wanted.key[1])
+        & (scaling["batch_per_device"] == wanted.batch)
+        & (scaling["comm"] == NO_REMEDY)
+        & (scaling["world_size"] >= 2)
+    ]
+    networks = sorted(set(rows.loc[rows[NODES] >= 2, NETWORK].astype(str)))
+    if wanted.network is not None:
+        if wanted.network not in networks:
+            raise ValueError(
+                f"network: {wanted.network!r} is not in the small run; allowed: {networks}"
+            )
+        rows = rows[(rows[NODES] == 1) | (rows[NETWORK] == wanted.network)]
+    elif len(networks) > 1:
+        raise ValueError(f"network: the small run measured {networks}; name one (--network)")
+    have = sorted(set(rows["devices_per_node"].astype(int)))
+    rows = rows[rows["devices_per_node"] == wanted.devices_per_node]
+    if rows.empty:
+        raise ValueError(
+            f"calibrate: {where} has no {mode} multi-device cell of {wanted.key[0]} "
+            f"{wanted.key[1]} at batch {wanted.batch} with {wanted.devices_per_node} devices per "
+            f"node (it has devices per node {have or 'none'}); allowed: the same strategy, "
+            "model, batch and devices per node at one node of several devices or two nodes or "
+            f"more, beside a one-device {mode} cell (the baseline of its efficiency)"
+        )
+    return rows.assign(mode=mode)
 
 
 def points(measured: pd.DataFrame, link_only: pd.DataFrame) -> list[cal.Point]:
@@ -54,10 +148,11 @@ def _kind(world: int, largest: int) -> str:
 
 
 def with_calibration(
-    table: pd.DataFrame, calibration: cal.Calibration, largest: int
+    table: pd.DataFrame, calibration: cal.Calibration, largest: int, mode: str = "synthetic"
 ) -> pd.DataFrame:
     """``table`` with the calibrated efficiency and speed-up (with ranges) per row, from its
-    link-only efficiency; rows without a link-only number stay without."""
+    link-only efficiency; rows without a link-only number stay without. ``mode``: the small
+    run's cells it was calibrated on, which say what it predicts (MODES)."""
     rows = []
     for row in table.itertuples():
         link = float(row.efficiency)
@@ -82,7 +177,8 @@ def with_calibration(
     )
     return out.assign(
         calibrated_kind=[_kind(int(w), largest) for w in table["world_size"]],
-        calibration=words,
+        calibration=f"{mode} cells, for {MODES[mode]}: {words}",
+        calibrated_mode=mode,
     )
 
 

@@ -115,10 +115,11 @@ def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=REPEATABILITY_COLUMNS)
 
 
-def point_means(cells: pd.DataFrame) -> pd.DataFrame:
-    """Mean img/s per configuration over repeats (ok throughput cells), with a 95% half-width."""
+def point_means(cells: pd.DataFrame, mode: str = "synthetic") -> pd.DataFrame:
+    """Mean img/s per configuration over repeats (ok throughput cells of ``mode``: synthetic,
+    or folder where a user's images fed the steps), with a 95% half-width."""
     cells = with_comm(cells)
-    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    ok = cells[(cells["status"] == "ok") & (cells["mode"] == mode)]
     if ok.empty:
         return pd.DataFrame(columns=[*POINT, "img_s", "img_s_ci95"])
     grouped = ok.groupby(POINT, sort=True)
@@ -129,10 +130,11 @@ def point_means(cells: pd.DataFrame) -> pd.DataFrame:
     return means.reset_index()
 
 
-def scaling_table(cells: pd.DataFrame) -> pd.DataFrame:
+def scaling_table(cells: pd.DataFrame, mode: str = "synthetic") -> pd.DataFrame:
     """Weak-scaling speedup and efficiency against the 1-device cell of the same strategy,
-    model and mode at the same per-device batch."""
-    points = point_means(cells)
+    model and mode at the same per-device batch (the cells of ``mode`` only: the study's
+    table holds the synthetic ones, a small run calibrating folder training its folder ones)."""
+    points = point_means(cells, mode)
     base = points[points["world_size"] == 1].set_index(
         ["strategy", "model", "mode", "batch_per_device"]
     )
