@@ -26,6 +26,13 @@ LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
 
 
+def synthetic(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of synthetic-data cells: the figures drawn from fits, windows and scaling show
+    those; a folder cell's rows (the same layout reading the user's images) are the input
+    pipeline's page, never drawn over the synthetic ones."""
+    return frame[frame["mode"] == "synthetic"] if "mode" in frame.columns else frame
+
+
 def empty_figure(path: Path, message: str) -> None:
     figure, axis = plt.subplots(figsize=(6, 2))
     axis.axis("off")
@@ -86,8 +93,8 @@ def throughput_figure(
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling. The law is
     drawn in the layout's line style over the batches measured; beyond them it is a thin faded
     line over a shaded background, labelled extrapolated, with no marker where no cell ran."""
-    cells, fit_table = without_remedies(cells), without_remedies(fit_table)
-    ok = cells[(cells["status"] == "ok") & (cells["mode"] == "synthetic")]
+    cells, fit_table = synthetic(without_remedies(cells)), synthetic(without_remedies(fit_table))
+    ok = cells[cells["status"] == "ok"]
     if ok.empty:
         empty_figure(path, "No successful throughput cells to plot.")
         return
@@ -142,7 +149,7 @@ def throughput_figure(
 
 def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Weak-scaling speedup vs device count with the ideal line."""
-    scaling = without_remedies(scaling)
+    scaling = synthetic(without_remedies(scaling))
     layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
     scaling = scaling[layouts > 1]
     if scaling.empty:
@@ -184,7 +191,10 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
 
 def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
     """Measured step time relative to the fitted law, per window."""
-    windows, fit_table = without_remedies(windows), without_remedies(fit_table)
+    windows, fit_table = (
+        synthetic(without_remedies(windows)),
+        synthetic(without_remedies(fit_table)),
+    )
     fitted = fit_table[fit_table["status"] == "ok"]
     if windows.empty or fitted.empty:
         empty_figure(path, "No fitted groups: residuals need at least two batch sizes.")

@@ -84,7 +84,7 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
         "cells": cells,
         "windows": windows,
         "fits": fits,
-        "scaling": scl.scaling_table(cells),
+        "scaling": scl.scaling_table(cells, scl.THROUGHPUT_MODES),  # each mode apart
         "break_even": scl.break_even_table(fits, cells),
         "repeatability": repeatability_with_drift(cells),
         "timeline": buckets.bucket_timeline_table(results),

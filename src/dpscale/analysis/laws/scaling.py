@@ -14,6 +14,11 @@ from dpscale.analysis.results.rows import with_comm
 from dpscale.plan import ring
 from dpscale.plan.columns import FIT_GROUP, POINT
 
+# the modes whose cells time training steps: the study's scaling table holds each on its own
+# (a folder cell reads the user's images through its framework's pipeline; never pooled with
+# synthetic)
+THROUGHPUT_MODES = ("synthetic", "folder")
+
 SCALING_COLUMNS = [
     *POINT,
     "img_s",
@@ -115,11 +120,13 @@ def repeatability_table(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=REPEATABILITY_COLUMNS)
 
 
-def point_means(cells: pd.DataFrame, mode: str = "synthetic") -> pd.DataFrame:
+def point_means(cells: pd.DataFrame, mode: str | tuple[str, ...] = "synthetic") -> pd.DataFrame:
     """Mean img/s per configuration over repeats (ok throughput cells of ``mode``: synthetic,
-    or folder where a user's images fed the steps), with a 95% half-width."""
+    or folder where a user's images fed the steps, or several, each its own point), with a
+    95% half-width."""
     cells = with_comm(cells)
-    ok = cells[(cells["status"] == "ok") & (cells["mode"] == mode)]
+    modes = (mode,) if isinstance(mode, str) else mode
+    ok = cells[(cells["status"] == "ok") & cells["mode"].isin(modes)]
     if ok.empty:
         return pd.DataFrame(columns=[*POINT, "img_s", "img_s_ci95"])
     grouped = ok.groupby(POINT, sort=True)
@@ -130,10 +137,11 @@ def point_means(cells: pd.DataFrame, mode: str = "synthetic") -> pd.DataFrame:
     return means.reset_index()
 
 
-def scaling_table(cells: pd.DataFrame, mode: str = "synthetic") -> pd.DataFrame:
+def scaling_table(cells: pd.DataFrame, mode: str | tuple[str, ...] = "synthetic") -> pd.DataFrame:
     """Weak-scaling speedup and efficiency against the 1-device cell of the same strategy,
     model and mode at the same per-device batch (the cells of ``mode`` only: the study's
-    table holds the synthetic ones, a small run calibrating folder training its folder ones)."""
+    table holds every mode in THROUGHPUT_MODES, a folder layout against one device reading
+    the same folder; a small run calibrating folder training its folder ones)."""
     points = point_means(cells, mode)
     base = points[points["world_size"] == 1].set_index(
         ["strategy", "model", "mode", "batch_per_device"]
