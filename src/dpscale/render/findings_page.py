@@ -4,6 +4,7 @@ text ("not measured" where the study has no number)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
 
 import pandas as pd
@@ -61,9 +62,11 @@ def display_table(findings: pd.DataFrame) -> pd.DataFrame:
     return text
 
 
-def findings_html(findings: pd.DataFrame, title: str) -> str:
-    """A self-contained page: the top findings as sentences, then the full table."""
-    items = "".join(f"<li>{escape(line)}</li>" for line in top_findings(findings, limit=20))
+def findings_html(findings: pd.DataFrame, title: str, first: Sequence[str] = ()) -> str:
+    """A self-contained page: the top findings as sentences (after ``first``: the findings
+    per strategy and model, such as a study's image folder), then the full table."""
+    lines = [*first, *top_findings(findings, limit=20)]
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     page = table_html(display_table(findings), title)
     page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
     return page.replace("<table>", f"<ul class='findings'>{items}</ul><table>", 1)

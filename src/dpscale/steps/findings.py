@@ -14,6 +14,7 @@ from dpscale.analysis.answers import posts as pst
 from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
 from dpscale.analysis.answers.answer import answer_paragraph, landing_notes
 from dpscale.analysis.answers.answer_table import answer_table, below_table
+from dpscale.analysis.answers.input_pipeline import pipeline_findings
 from dpscale.analysis.answers.verdicts import top_findings
 from dpscale.analysis.results.measurement_quality import quality_line
 from dpscale.render import findings_page
@@ -62,13 +63,13 @@ def remedies(inputs: Files, outputs: Files, params: Files) -> str:
 
 def findings(inputs: Files, outputs: Files, params: Files) -> str:
     """Tables -> findings.csv, its HTML page and the top findings (the answer first)."""
-    cells = read(inputs["cells"])
+    cells, scaling = read(inputs["cells"]), read(inputs["scaling"])
     prices = costs.Prices.from_config(json.loads(params.get("prices", "null")))
     given = read_optional(inputs.get("cost"))
     layout_costs = fnd.with_network(given if "cost" in inputs else costs.cost_table(cells, prices))
     table = fnd.findings_table(
         cells,
-        read(inputs["scaling"]),
+        scaling,
         read(inputs["fits"]),
         read(inputs["break_even"]),
         read_optional(inputs.get("accuracy_delta")),
@@ -84,12 +85,13 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
             table, remedies, read_optional(inputs.get("remedies_accuracy"))
         )
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
-    page = findings_page.findings_html(table, params.get("title", "Findings"))
+    folder_lines = pipeline_findings(cells, scaling)  # a study's image folder, if it has one
+    page = findings_page.findings_html(table, params.get("title", "Findings"), folder_lines)
     Path(outputs["html"]).write_text(page, encoding="utf-8")
     quality = quality_line(cells)
     answer = answer_paragraph(table, layout_costs, prices, quality)
     remedies_lines = read_lines(inputs.get("remedies_top"))
-    write_lines([answer, *remedies_lines, *top_findings(table)], outputs["top"])
+    write_lines([answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["top"])
     if "answer" in outputs:  # the landing page: the table, the lines under it, the notes
         landing = answer_table(table, layout_costs, cells, prices)
         Path(outputs["answer"]).write_text(
@@ -100,6 +102,7 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
                     "below": below_table(table, cells),
                     "notes": [
                         *landing_notes(table, layout_costs, prices, quality),
+                        *folder_lines,
                         *remedies_lines,
                     ],
                 },

@@ -19,7 +19,7 @@ import pandas as pd
 from dpscale.analysis.answers.answer import _pick, _tied
 from dpscale.analysis.answers.cost import Prices, money
 from dpscale.analysis.answers.findings import matching_rows, with_network
-from dpscale.analysis.answers.verdicts import NOT_MEASURED
+from dpscale.analysis.answers.verdicts import NOT_MEASURED, UNRESOLVED_FRACTION
 from dpscale.analysis.laws.accuracy import resolved
 from dpscale.analysis.laws.words import is_known
 from dpscale.plan.cell import MODEL_KEY
@@ -37,7 +37,6 @@ COLUMNS = [
     "accuracy cost vs 1 device (95% CI)",
     "quality",
 ]
-UNRESOLVED_FRACTION = 0.5
 UNRESOLVED = "unresolved"
 CHOOSE, TIE, SLOWER = "choose", "tie (img/s intervals overlap)", "slower than the choice"
 ACCURACY_ONLY = "accuracy only"

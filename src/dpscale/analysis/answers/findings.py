@@ -41,6 +41,9 @@ THROUGHPUT_COLUMNS = [
     "b90",
     "b90_1",
 ]
+# a study's image folder (mode folder): its own speed-up over one device reading the same
+# folder, at the layout's largest per-device batch; columns only where folder cells scaled
+FOLDER_COLUMNS = ["folder_batch_per_device", "folder_speedup", "folder_speedup_ci95"]
 PREDICTED_COLUMNS = [
     "predicted_speedup_more_devices",
     "predicted_speedup_other_networks",
@@ -155,6 +158,21 @@ def throughput_numbers(
         numbers["break_even_global_batch"] = float(even.iloc[0]["break_even_global_batch"])
         numbers["break_even_global_batch_ci95"] = float(
             even.iloc[0].get("break_even_global_batch_ci95", math.nan)
+        )
+    return numbers
+
+
+def folder_numbers(row: dict[str, Any], scaling: pd.DataFrame) -> dict[str, float]:
+    """The layout's speed-up reading the user's image folder (mode folder) over one device
+    reading it, at its largest per-device batch with a folder speed-up; NaN where none."""
+    numbers = dict.fromkeys(FOLDER_COLUMNS, math.nan)
+    points = matching_rows(scaling[scaling["mode"] == "folder"], row, LAYOUT)
+    if not points.empty:
+        largest = points.sort_values("batch_per_device").iloc[-1]
+        numbers.update(
+            folder_batch_per_device=float(largest["batch_per_device"]),
+            folder_speedup=float(largest["speedup"]),
+            folder_speedup_ci95=float(largest["speedup_ci95"]),
         )
     return numbers
 
@@ -365,9 +383,11 @@ def findings_table(
         for table in (to_target, deltas, tta)
     )
     rules = lr_rules(deltas)
+    folder = bool((scaling["mode"] == "folder").any()) if "mode" in scaling else False
     rows = []
     for layout in layouts(cells).to_dict("records"):
         row = {**layout, **throughput_numbers(layout, scaling, fits, break_even)}
+        row.update(folder_numbers(layout, scaling) if folder else {})
         row.update(accuracy_numbers(layout, deltas, tta, rules))
         row.update(predicted_numbers(row, predictions))
         row.update(cost_numbers(row, costs, to_target))
@@ -389,6 +409,7 @@ def findings_table(
         "cells",
         "cells_ok",
         *THROUGHPUT_COLUMNS,
+        *(FOLDER_COLUMNS if folder else []),
         *accuracy_columns,
         *PREDICTED_COLUMNS,
         *COST_COLUMNS,

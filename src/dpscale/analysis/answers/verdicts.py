@@ -21,6 +21,8 @@ from dpscale.plan.layout import Layout, plural
 NOT_MEASURED = "not measured"
 NOT_PREDICTED = "not predicted"
 MAX_PREDICTIONS_LISTED = 4
+# a value whose 95% half-width exceeds this fraction of it is too wide to tell: unresolved
+UNRESOLVED_FRACTION = 0.5
 
 
 def startup_verdict(row: dict[str, Any]) -> str | None:
@@ -127,6 +129,26 @@ def throughput_verdict(row: dict[str, Any]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+def folder_verdict(row: dict[str, Any]) -> str | None:
+    """'with your input pipeline (mode folder) at per-device batch 32, 2 devices give
+    speed-up 1.4x [1.3, 1.5] over 1 device reading the same folder'; None without one."""
+    speedup = row.get("folder_speedup", math.nan)
+    if not is_known(speedup):
+        return None
+    half = row.get("folder_speedup_ci95", math.nan)
+    if is_known(half) and math.isfinite(half):
+        interval = f"{speedup:.2f}x [{speedup - half:.2f}, {speedup + half:.2f}]"
+        if half > UNRESOLVED_FRACTION * speedup:
+            interval = f"unresolved: {interval}"
+    else:
+        interval = f"{speedup:.2f}x (no interval)"
+    return (
+        f"with your input pipeline (mode folder) at per-device batch "
+        f"{int(row['folder_batch_per_device'])}, {int(row['world_size'])} devices give "
+        f"speed-up {interval} over 1 device reading the same folder"
+    )
+
+
 def _slower(speedup: float, half: float) -> str:
     """Said only where the whole interval lies below 1."""
     return ", slower than one device" if speedup + (half if is_known(half) else 0) < 1 else ""
@@ -155,14 +177,15 @@ def verdict(row: dict[str, Any], rules: list[str], cells_dir: str = "") -> str:
         reason = row.get("not_ok_reason") or "no cell ran"
         return f"{NOT_MEASURED}: {reason}"
     throughput, accuracy = throughput_verdict(row), accuracy_verdict(row, rules)
+    folder = folder_verdict(row)
     lost = lost_to_contamination(row, cells_dir)
-    if throughput is None and accuracy is None:
+    if throughput is None and accuracy is None and folder is None:
         return f"{NOT_MEASURED}: no 1-device baseline to compare with" + (
             f"; {lost}" if lost else ""
         )
     if throughput is None:
         throughput = f"throughput {NOT_MEASURED} (training runs only)"
-    parts = (throughput, accuracy, startup_verdict(row), cost_verdict(row), lost)
+    parts = (throughput, folder, accuracy, startup_verdict(row), cost_verdict(row), lost)
     return "; ".join(p for p in parts if p) + "."
 
 
