@@ -8,13 +8,24 @@ import json
 
 import pandas as pd
 import pytest
+from PIL import Image
 from test_input_pipeline import cell_path, law_result
 
 from conftest import aggregate
 from dpscale.analysis.answers import findings
-from dpscale.analysis.answers.input_pipeline import LOADER, STEP, TIE, Rate, binding
+from dpscale.analysis.answers.input_pipeline import (
+    LOADER,
+    STEP,
+    TIE,
+    Rate,
+    binding,
+    pipeline_points,
+    point_rates,
+)
 from dpscale.plan.result import write_result
+from dpscale.render.pipeline_plot import pipeline_figure
 from dpscale.steps.findings import findings as findings_step
+from dpscale.steps.tables import figures as figures_step
 
 
 def test_folder_below_synthetic_data_means_the_loader_binds():
@@ -110,3 +121,26 @@ def test_a_study_without_folder_cells_has_no_folder_columns_or_lines(tables):
     table = findings.findings_table(*synthetic)
     assert not set(findings.FOLDER_COLUMNS) & set(table.columns)
     assert "input pipeline" not in table.iloc[0]["verdict"]
+
+
+def test_the_figure_draws_one_row_per_folder_point_with_all_three_rates(tables, tmp_path):
+    points = pipeline_points(pd.read_csv(tables / "cells.csv"))
+    assert len(points) == 6  # 1 and 2 devices at batches 4, 8 and 16
+    synthetic, folder, loader = point_rates(points.iloc[-1])
+    assert folder.mean < synthetic.mean < loader.mean and folder.half > 0
+    path = tmp_path / "input_pipeline.png"
+    figures_step(
+        {"cells": tables / "cells.csv", "fits": tables / "fits.csv"}, {"input_pipeline": path}, {}
+    )
+    with Image.open(path) as image:
+        width, height = image.size
+    assert height > width / 2  # a row per point, not one squeezed panel
+    assert path.stat().st_size < 200_000  # well inside the report's size (before compact_png)
+
+
+def test_no_folder_cell_draws_the_empty_figure_and_no_points(tables, tmp_path):
+    cells = pd.read_csv(tables / "cells.csv")
+    assert pipeline_points(cells[cells["mode"] == "synthetic"]).empty
+    path = tmp_path / "empty.png"
+    pipeline_figure(pipeline_points(cells.iloc[0:0]), path)
+    assert path.is_file()

@@ -2,7 +2,7 @@
 
 
 rule figures:
-    """The report's throughput, speedup, residual and per-strategy figures, from tables."""
+    """The report's throughput, speedup, residual, per-strategy and image-folder figures."""
     input:
         cells=f"{TABLES}/cells.csv",
         windows=f"{TABLES}/windows.csv",
@@ -36,6 +36,15 @@ rule figures:
             category="7. Frameworks",
             subcategory="figures",
             labels={"name": "img/s per strategy"},
+        ),
+        # listed only in a study whose folder cells ran (its table has a row)
+        input_pipeline=page(
+            f"{FIGURES}/input_pipeline.png",
+            f"{TABLES}/input_pipeline.csv",
+            caption="../../report/input_pipeline_figure.rst",
+            category="1. Throughput",
+            subcategory="figures",
+            labels={"name": "your image folder against synthetic data"},
         ),
     log:
         f"{LOGS}/figures.log",

@@ -32,6 +32,7 @@ from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
 from dpscale.render.html import write_table_html
 from dpscale.render.pages import has_data
+from dpscale.render.pipeline_plot import pipeline_figure
 from dpscale.render.startup_plot import startup_figure
 from dpscale.steps.io import figure_path, or_message, read, read_optional, write
 
@@ -157,7 +158,8 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def figures(inputs: Files, outputs: Files, params: Files) -> str:
-    """Throughput, speedup, residuals and frameworks figures (those in ``outputs``)."""
+    """Throughput, speedup, residuals, frameworks and input pipeline figures (those in
+    ``outputs``)."""
     known = list(STRATEGIES)
     cells, fits = read(inputs["cells"]), read(inputs["fits"])
     kinds = {
@@ -165,6 +167,7 @@ def figures(inputs: Files, outputs: Files, params: Files) -> str:
         "speedup": lambda path: plots.speedup_figure(read(inputs["scaling"]), path, known),
         "residuals": lambda path: plots.residuals_figure(read(inputs["windows"]), fits, path),
         "frameworks": lambda path: plots.framework_figure(cells, path, known),
+        "input_pipeline": lambda path: pipeline_figure(input_pipeline.pipeline_points(cells), path),
     }
     drawn = [kind for kind in kinds if kind in outputs]
     for kind in drawn:
