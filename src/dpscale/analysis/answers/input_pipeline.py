@@ -122,7 +122,7 @@ def _resolve(wide: list[Rate], what: str) -> str:
     ran = [r.windows for r in wide if is_known(r.windows)]
     more = (
         f"about {max(needed)} windows per cell (measure.windows; these ran {min(ran):.0f}) "
-        "would narrow it to resolve"
+        "would narrow it within half its value"
         if needed and ran
         else "more windows per cell (measure.windows) would narrow it"
     )
@@ -134,7 +134,7 @@ def _ok(cells: pd.DataFrame, mode: str) -> pd.DataFrame:
 
 
 def _cell_rate(row: Any, prefix: str) -> Rate:
-    """One cell's rate (a row of cells.csv, as a tuple or a series)."""
+    """One cell's rate (a row of cells.csv, as a dict or a series)."""
     return Rate(row[f"{prefix}_mean"], row[f"{prefix}_ci95"], row["windows"])
 
 
