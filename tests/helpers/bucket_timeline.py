@@ -25,6 +25,7 @@ from dpscale.frameworks.torch_ops import DistributedTorchRank, SyntheticStep
 from dpscale.frameworks.torch_remedies import RemedyHooks
 from dpscale.plan.cell import Cell, ModelConfig
 from dpscale.plan.remedies import Comm
+from dpscale.runner.rank import ModelCounts
 
 # parameters in reverse order: 40 + 640 bytes (linear), 64 + 4608 (conv 2), 32 + 864 (conv 1):
 # three buckets under a 524-byte cap
@@ -85,7 +86,7 @@ def main() -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     torch.set_num_threads(1)
     network = small_network()
-    params = sum(p.numel() for p in network.parameters() if p.requires_grad)
+    params = ModelCounts(sum(p.numel() for p in network.parameters() if p.requires_grad))
     model = DistributedDataParallel(network, bucket_cap_mb=BUCKET_MB)
     remedy = RemedyHooks(CELL.comm)
     remedy.register(model)
