@@ -128,3 +128,36 @@ def test_tensorflows_flop_counter_agrees_with_the_spec_on_resnet50():
     counts = run_probe("tf-horovod", KERAS_COUNTS)
     assert counts["layers"] == counts["spec"]
     assert counts["spec"] <= counts["profiler"] <= 1.01 * counts["spec"]
+
+
+def test_mxnet_device_measures_a_gluon_zoo_model_and_records_its_counts(tmp_path: Path):
+    model = ModelConfig("gluon.mobilenetv2_0.25", "imagenet", 32, 10)
+    result = launch(tmp_path, "mxnet-device", "mxnet", model, devices=1)
+    log = (tmp_path / "cell.log").read_text()[-3000:]
+    assert result["status"] == "ok", (result["reason"], log)
+    info = result["model_info"]
+    # MobileNetV2 at width 0.25: about a quarter of a million parameters at 10 classes
+    assert 100_000 < info["trainable_params"] < 1_000_000
+    assert 100_000 < info["forward_flops_per_sample"] < 20_000_000
+    assert info["train_flops_per_sample"] == 3 * info["forward_flops_per_sample"]
+
+
+GLUON_COUNTS = """
+import json
+import mxnet as mx
+from dpscale.frameworks import gluon_zoo
+from dpscale.frameworks.gluon_resnet import build_gluon_resnet
+from dpscale.plan.resnet_spec import resnet_spec
+spec = resnet_spec("resnet50", "imagenet", 64, 10)
+ours = build_gluon_resnet(spec)
+ours.initialize()
+print(json.dumps({"spec": spec.forward_flops(),
+                  "counted": gluon_zoo.count_forward_flops(ours, 64, mx.cpu())}))
+"""
+
+
+def test_gluons_flop_counter_agrees_with_the_spec_on_resnet50():
+    """The count over convolutions and dense layers is the spec's on dpscale's Gluon
+    ResNet-50: both count the same layers, a multiply-add as two."""
+    counts = run_probe("mxnet", GLUON_COUNTS)
+    assert counts["counted"] == counts["spec"]
