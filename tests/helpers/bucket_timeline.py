@@ -86,11 +86,11 @@ def main() -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     torch.set_num_threads(1)
     network = small_network()
-    params = ModelCounts(sum(p.numel() for p in network.parameters() if p.requires_grad))
+    params = sum(p.numel() for p in network.parameters() if p.requires_grad)
     model = DistributedDataParallel(network, bucket_cap_mb=BUCKET_MB)
     remedy = RemedyHooks(CELL.comm)
     remedy.register(model)
-    rank = DistributedTorchRank(CELL, model, torch.device("cpu"), params, 1, remedy)
+    rank = DistributedTorchRank(CELL, model, torch.device("cpu"), ModelCounts(params), 1, remedy)
     step, _ = rank.synthetic_step()
     step()
     timelines = [rank.bucket_timeline(steps) for _ in range(2)]
