@@ -25,6 +25,7 @@ from dpscale.frameworks.torch_ops import DistributedTorchRank, SyntheticStep
 from dpscale.frameworks.torch_remedies import RemedyHooks
 from dpscale.plan.cell import Cell, ModelConfig
 from dpscale.plan.remedies import Comm
+from dpscale.runner.rank import ModelCounts
 
 # parameters in reverse order: 40 + 640 bytes (linear), 64 + 4608 (conv 2), 32 + 864 (conv 1):
 # three buckets under a 524-byte cap
@@ -89,7 +90,7 @@ def main() -> None:
     model = DistributedDataParallel(network, bucket_cap_mb=BUCKET_MB)
     remedy = RemedyHooks(CELL.comm)
     remedy.register(model)
-    rank = DistributedTorchRank(CELL, model, torch.device("cpu"), params, 1, remedy)
+    rank = DistributedTorchRank(CELL, model, torch.device("cpu"), ModelCounts(params), 1, remedy)
     step, _ = rank.synthetic_step()
     step()
     timelines = [rank.bucket_timeline(steps) for _ in range(2)]

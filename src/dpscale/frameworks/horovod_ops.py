@@ -16,7 +16,7 @@ import tensorflow as tf
 from dpscale.frameworks import tf_folder, tf_ops
 from dpscale.plan.cell import Cell
 from dpscale.plan.remedies import NO_REMEDY
-from dpscale.runner.rank import Rank
+from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.timing import Step, Sync
 
 
@@ -52,14 +52,15 @@ class HorovodRank(Rank):
         cell: Cell,
         model: tf.keras.Model,
         optimizer: tf_ops.SGDOptimizer,
-        params: int,
+        counts: ModelCounts,
         fusion_mb: float,
         cycle_ms: float,
         timeline: Path | None = None,
     ) -> None:
         self.cell, self.model, self.optimizer = cell, model, optimizer
         self.timeline = timeline  # Horovod's timeline beside the result, if the cell keeps one
-        self.trainable_params, self.threads_used = params, cell.threads_per_device
+        self.trainable_params, self.forward_flops = counts.trainable_params, counts.forward_flops
+        self.threads_used = cell.threads_per_device
         self.rank, self.size, self.batch = hvd.rank(), hvd.size(), cell.batch_per_device
         self.compression, self.fusion_mb = compression(cell), fusion_mb
         self.cycle_ms = cycle_ms

@@ -23,6 +23,7 @@ from mxnet import gluon
 from dpscale.frameworks.mxnet_ops import MXNetRank, synchronize
 from dpscale.plan.cell import Cell
 from dpscale.plan.result import write_json_atomic
+from dpscale.runner.rank import ModelCounts
 
 
 def push_then_pull(trainer: gluon.Trainer) -> None:
@@ -160,14 +161,14 @@ class KVStoreRank(MXNetRank):
         net: gluon.HybridBlock,
         trainer: gluon.Trainer,
         ctxs: list[mx.Context],
-        trainable_params: int,
+        counts: ModelCounts,
         *,
         kv: mx.kvstore.KVStore,
         out: Path,
         split: bool,
         system_extra: dict[str, Any],
     ) -> None:
-        super().__init__(cell, net, trainer, ctxs, trainable_params)
+        super().__init__(cell, net, trainer, ctxs, counts)
         self.kv, self.rank, self.size = kv, kv.rank, kv.num_workers
         self._gather = FileGather(kv, out)
         self.reduce = KVStoreGather(kv, first_key=len(net.collect_params().keys()))

@@ -31,10 +31,10 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from dpscale.frameworks import mxnet_folder
+from dpscale.frameworks import gluon_zoo, mxnet_folder
 from dpscale.frameworks.gluon_resnet import build_gluon_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
-from dpscale.runner.rank import Rank
+from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.support import param_checksum
 
 OPTIMIZER = "sgd"
@@ -64,14 +64,22 @@ def contexts(cell: Cell, first: int, count: int) -> list[mx.Context]:
     return [mx.cpu()]
 
 
-def build_net(cell: Cell, ctxs: list[mx.Context]) -> tuple[gluon.HybridBlock, int]:
-    """The spec's network, initialised identically on every context, hybridized."""
+def build_net(cell: Cell, ctxs: list[mx.Context]) -> tuple[gluon.HybridBlock, ModelCounts]:
+    """The cell's network, initialised identically on every context, hybridized: a shared
+    ResNet from its spec, or a Gluon model zoo's by name (gluon_zoo), counted after a
+    first forward pass gives its layers their shapes."""
     mx.random.seed(cell.seed)
-    net = build_gluon_resnet(cell.model.spec())
-    count = trainable_param_count(net)
-    net.initialize(ctx=ctxs)
+    if cell.model.zoo is None:
+        net = build_gluon_resnet(cell.model.spec())
+        counts = ModelCounts(trainable_param_count(net))
+        net.initialize(ctx=ctxs)
+    else:
+        net = gluon_zoo.build_zoo_model(cell.model)
+        net.initialize(ctx=ctxs)
+        flops = gluon_zoo.count_forward_flops(net, cell.model.image_size, ctxs[0])
+        counts = ModelCounts(trainable_param_count(net), flops)
     net.hybridize(static_alloc=True, static_shape=True)
-    return net, count
+    return net, counts
 
 
 def synthetic_batch(
@@ -214,10 +222,11 @@ class MXNetRank(Rank):
         net: gluon.HybridBlock,
         trainer: gluon.Trainer,
         ctxs: list[mx.Context],
-        trainable_params: int,
+        counts: ModelCounts,
     ) -> None:
         self.cell, self.net, self.trainer, self.ctxs = cell, net, trainer, ctxs
-        self.trainable_params, self.threads_used = trainable_params, threads_used(cell)
+        self.trainable_params, self.forward_flops = counts.trainable_params, counts.forward_flops
+        self.threads_used = threads_used(cell)
         self.batch = cell.batch_per_device * len(ctxs)  # split over the contexts
         self.reduce: Callable[[list[float]], np.ndarray] | None = None
         self._folder: mxnet_folder.FolderPipeline | None = None  # mode folder, made once

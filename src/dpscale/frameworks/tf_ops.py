@@ -20,8 +20,10 @@ from typing import Any, TypeAlias
 import numpy as np
 import tensorflow as tf
 
+from dpscale.frameworks import keras_zoo
 from dpscale.frameworks.keras_resnet import build_keras_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
+from dpscale.runner.rank import ModelCounts
 from dpscale.runner.support import param_checksum, require_devices
 from dpscale.runner.timing import Step, Sync
 
@@ -56,7 +58,9 @@ def channels_last(cell: Cell) -> bool:
     return cell.accelerator == "cpu" or cell.memory_format == "channels_last"
 
 
-def build_model(cell: Cell) -> tuple[tf.keras.Model, int]:
+def build_model(cell: Cell) -> tuple[tf.keras.Model, ModelCounts]:
+    """The cell's model in its layout: a shared ResNet from its spec, or a Keras application
+    by name (keras_zoo), whose FLOPs are counted here."""
     if cell.precision != "fp32":
         if cell.accelerator != "cuda":
             raise ValueError(f"precision {cell.precision!r} needs accelerator 'cuda'")
@@ -64,8 +68,12 @@ def build_model(cell: Cell) -> tuple[tf.keras.Model, int]:
     # Not tf.random.set_seed alone: Keras 2's unseeded initializers draw their seeds from
     # Python's random module, so only this makes the initial weights a function of the seed.
     tf.keras.utils.set_random_seed(cell.seed)
-    model = build_keras_resnet(cell.model.spec(), channels_last=channels_last(cell))
-    return model, trainable_param_count(model)
+    if cell.model.zoo is None:
+        model = build_keras_resnet(cell.model.spec(), channels_last=channels_last(cell))
+        return model, ModelCounts(trainable_param_count(model))
+    model = keras_zoo.build_zoo_model(cell.model, channels_last(cell))
+    flops = keras_zoo.count_forward_flops(model)
+    return model, ModelCounts(trainable_param_count(model), flops)
 
 
 class FusedSGD:

@@ -19,11 +19,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dpscale.frameworks import torch_timeline
+from dpscale.frameworks import torch_timeline, torch_zoo
 from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
 from dpscale.plan.remedies import NO_REMEDY
-from dpscale.runner.rank import Rank
+from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.support import param_checksum, require_devices
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
@@ -56,14 +56,21 @@ def synchronizer(device: torch.device) -> Callable[[], None]:
     return lambda: None  # CPU kernels have finished when the Python call returns
 
 
-def build_model(cell: Cell, device: torch.device) -> tuple[nn.Module, int]:
+def build_model(cell: Cell, device: torch.device) -> tuple[nn.Module, ModelCounts]:
+    """The cell's model on its device: a shared ResNet from its spec, or a torchvision model
+    by name (torch_zoo), whose FLOPs are counted here, before it moves."""
     torch.manual_seed(cell.seed)
-    model = build_torch_resnet(cell.model.spec())
-    count = trainable_param_count(model)
+    if cell.model.zoo is None:
+        model = build_torch_resnet(cell.model.spec())
+        counts = ModelCounts(trainable_param_count(model))
+    else:
+        model = torch_zoo.build_zoo_model(cell.model)
+        flops = torch_zoo.count_forward_flops(model, cell.model.image_size)
+        counts = ModelCounts(trainable_param_count(model), flops)
     model = model.to(device)
     if cell.memory_format == "channels_last":
         model = model.to(memory_format=torch.channels_last)
-    return model, count
+    return model, counts
 
 
 def make_sgd(parameters, sgd: SGD) -> torch.optim.Optimizer:
@@ -238,12 +245,13 @@ class TorchRank(Rank):
         cell: Cell,
         model: nn.Module,
         device: torch.device,
-        trainable_params: int,
+        counts: ModelCounts,
         threads_used: int,
         batch: int,
     ) -> None:
         self.cell, self.model, self.device = cell, model, device
-        self.trainable_params, self.threads_used, self.batch = trainable_params, threads_used, batch
+        self.trainable_params, self.forward_flops = counts.trainable_params, counts.forward_flops
+        self.threads_used, self.batch = threads_used, batch
         self._step: SyntheticStep | None = None  # the synthetic step, kept for the timeline
         self._folder: Any = None  # mode folder: torch_folder.FolderPipeline, made once
 
@@ -314,11 +322,11 @@ class DistributedTorchRank(TorchRank):
         cell: Cell,
         model: nn.Module,
         device: torch.device,
-        trainable_params: int,
+        counts: ModelCounts,
         threads_used: int,
         remedy: Any,
     ) -> None:
-        super().__init__(cell, model, device, trainable_params, threads_used, cell.batch_per_device)
+        super().__init__(cell, model, device, counts, threads_used, cell.batch_per_device)
         self.remedy = remedy
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
 

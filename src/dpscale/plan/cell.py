@@ -14,9 +14,17 @@ from dpscale.plan.link import Link
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.resnet_spec import ResNetSpec, resnet_spec
 
-# a model's key (ModelConfig.key) read back: resnet50-imagenet32-c10
+# the frameworks' own model zoos a model may be named from, as ``<zoo>.<name>`` (config
+# models; docs/decisions/zoo-models-by-name.md); which strategy builds which: its adapter
+ZOOS = ("torchvision", "keras", "gluon")
+# a zoo model's name within its zoo: what torchvision, Keras and Gluon spell (no hyphen, which
+# ends the name in a model key)
+ZOO_NAME = r"[A-Za-z0-9_.]+"
+# a model's key (ModelConfig.key) read back: resnet50-imagenet32-c10,
+# torchvision.mobilenet_v3_small-imagenet64-c10 (depth for a shared ResNet, zoo for the others)
 MODEL_KEY = re.compile(
-    r"(?P<name>resnet(?P<depth>\d+))-(?P<stem>[a-z]+?)(?P<image_size>\d+)-c(?P<classes>\d+)"
+    rf"(?P<name>resnet(?P<depth>\d+)|(?P<zoo>{'|'.join(ZOOS)})\.(?P<zoo_name>{ZOO_NAME}))"
+    r"-(?P<stem>[a-z]+?)(?P<image_size>\d+)-c(?P<classes>\d+)"
 )
 # a cell id with Snakemake's wildcards: the cells' result paths (workflow/rules/common.smk)
 CELL_PATTERN = "/".join(["{strategy}", "{model}", "{mode}", LAYOUT_ID])
@@ -59,7 +67,24 @@ class ModelConfig:
             raise ValueError(f"{key!r} is not a model key ({MODEL_KEY.pattern})")
         return cls(match["name"], match["stem"], int(match["image_size"]), int(match["classes"]))
 
+    @property
+    def zoo(self) -> str | None:
+        """The framework zoo a ``<zoo>.<name>`` model is built from (``torchvision``,
+        ``keras``, ``gluon``); None for a shared ResNet (``resnet50``), built from its spec."""
+        zoo, dot, _ = self.name.partition(".")
+        return zoo if dot else None
+
+    @property
+    def zoo_name(self) -> str:
+        """The name the zoo knows it by: ``mobilenet_v3_small`` of
+        ``torchvision.mobilenet_v3_small``."""
+        return self.name.partition(".")[2]
+
     def spec(self) -> ResNetSpec:
+        """The shared ResNet's specification; a zoo model has none (its counts come from the
+        framework that builds it)."""
+        if self.zoo is not None:
+            raise ValueError(f"model {self.name} is from {self.zoo}'s zoo: it has no ResNet spec")
         return resnet_spec(self.name, self.stem, self.image_size, self.classes)
 
 

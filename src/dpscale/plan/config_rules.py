@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan import remedies
+from dpscale.plan.cell import ZOO_NAME, ZOOS
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.resnet_spec import DEPTHS
@@ -141,15 +142,38 @@ def check_names(config: dict[str, Any], strategies: list[str]) -> None:
         ("train.models", config["train"]["models"]),
     ):
         for index, model in enumerate(models):
-            if model["name"] not in DEPTHS:
-                raise ConfigError(
-                    f"{field}[{index}].name: {model['name']!r} is not allowed; "
-                    f"allowed: {sorted(DEPTHS)}"
-                )
+            check_model(f"{field}[{index}]", model)
     keys = [(m["name"], m["stem"], m["image_size"], m["classes"]) for m in config["models"]]
     if len(set(keys)) != len(keys):
         raise ConfigError(
             "models: the same model (name, stem, image_size, classes) is listed twice"
+        )
+
+
+def check_model(where: str, model: dict[str, Any]) -> None:
+    """A model is a shared ResNet (``resnet50``) or ``<zoo>.<name>`` of a framework's zoo,
+    whose stem is the zoo's own. Whether the zoo has the name is known only in its framework's
+    environment: the cell fails there, naming some of the zoo's models."""
+    name = model["name"]
+    zoo, dot, zoo_name = name.partition(".")
+    if not dot and name not in DEPTHS:
+        raise ConfigError(
+            f"{where}.name: {name!r} is not allowed; allowed: {sorted(DEPTHS)} or "
+            f"<zoo>.<name> with zoo one of {list(ZOOS)}"
+        )
+    if dot and zoo not in ZOOS:
+        raise ConfigError(
+            f"{where}.name: zoo {zoo!r} of {name!r} is not allowed; allowed: {list(ZOOS)}"
+        )
+    if dot and not re.fullmatch(ZOO_NAME, zoo_name):
+        raise ConfigError(
+            f"{where}.name: {name!r} is not allowed; allowed: {zoo}.<name> with the name in "
+            "letters, digits, '_' and '.'"
+        )
+    if dot and model.get("stem", "imagenet") != "imagenet":
+        raise ConfigError(
+            f"{where}.stem: {model['stem']!r} applies to the shared ResNets only; allowed for "
+            f"{name}: 'imagenet' (the zoo's own stem)"
         )
 
 

@@ -119,7 +119,8 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
             fields["devices_per_node"],
             fields["mode"],
             fields.get("comm", remedies.NONE),
-        ),
+        )
+        or strategy.model_skip_reason(fields["model"]),
         # only the cells that use a strategy's option carry it: changing it reruns only those
         options=options,
         **fields,
@@ -213,9 +214,17 @@ NO_BATCH = 0
 
 
 def collectives_model(config: dict[str, Any]) -> ModelConfig:
-    """The model whose gradient sets the largest message by default: the study's largest."""
+    """The model whose gradient sets the largest message by default: the study's largest
+    shared ResNet (a zoo model's size is known only where its framework builds it)."""
     models = [ModelConfig(**model) for model in config["models"]]
-    return max(models, key=lambda model: model.spec().trainable_params())
+    shared = [model for model in models if model.zoo is None]
+    if not shared:
+        raise ConfigError(
+            "modes: collectives sizes its messages by the study's largest shared ResNet; "
+            f"models names only zoo models ({[m.name for m in models]}); allowed: add one "
+            "of name resnet18, resnet50, ... to models"
+        )
+    return max(shared, key=lambda model: model.spec().trainable_params())
 
 
 def collectives_settings(config: dict[str, Any]) -> Collectives:

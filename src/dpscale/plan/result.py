@@ -17,8 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from dpscale.plan.cell import Cell
+from dpscale.plan.cell import Cell, ModelConfig
 from dpscale.plan.paths import SCHEMA_DIR
+from dpscale.plan.resnet_spec import TRAIN_TO_FORWARD_FLOPS
 
 STATUSES = ("ok", "oom", "failed", "skipped")
 SCHEMA_VERSION = 1
@@ -57,6 +58,27 @@ def validate_result(result: dict[str, Any]) -> None:
     jsonschema.validate(result, result_schema())
 
 
+def model_info(
+    model: ModelConfig, trainable_params: int | None, forward_flops: int | None
+) -> dict[str, int | None]:
+    """A model's size and FLOPs per sample: a shared ResNet's FLOPs from its spec, a zoo
+    model's as the framework that built it counted them (``forward_flops``); null where no
+    framework built it (a zoo model's cell skipped at plan time, or failed before)."""
+    if model.zoo is None:
+        spec = model.spec()
+        return {
+            "trainable_params": trainable_params or spec.trainable_params(),
+            "spec_trainable_params": spec.trainable_params(),
+            "forward_flops_per_sample": spec.forward_flops(),
+            "train_flops_per_sample": spec.train_flops(),
+        }
+    return {
+        "trainable_params": trainable_params,
+        "forward_flops_per_sample": forward_flops,
+        "train_flops_per_sample": forward_flops and TRAIN_TO_FORWARD_FLOPS * forward_flops,
+    }
+
+
 def make_result(
     cell: Cell,
     status: str,
@@ -68,13 +90,13 @@ def make_result(
     training: dict[str, Any] | None = None,
     collectives: dict[str, Any] | None = None,
     trainable_params: int | None = None,
+    forward_flops: int | None = None,
     framework: str | None = None,
     log_tail: str | None = None,
     startup: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status: {status!r} is not one of {list(STATUSES)}")
-    spec = cell.model.spec()
     result = {
         "schema_version": SCHEMA_VERSION,
         "cell": cell.to_dict(),
@@ -83,12 +105,7 @@ def make_result(
         "started_at": started_at,
         "finished_at": now_iso(),
         "framework": framework,
-        "model_info": {
-            "trainable_params": trainable_params or spec.trainable_params(),
-            "spec_trainable_params": spec.trainable_params(),
-            "forward_flops_per_sample": spec.forward_flops(),
-            "train_flops_per_sample": spec.train_flops(),
-        },
+        "model_info": model_info(cell.model, trainable_params, forward_flops),
         "measurement": measurement,
         "training": training,
         "system": system,

@@ -22,7 +22,7 @@ from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.traffic import KINDS, Traffic
 
 if TYPE_CHECKING:
-    from dpscale.plan.cell import Cell
+    from dpscale.plan.cell import Cell, ModelConfig
 
 
 # why a strategy whose adapter declares no folder_pipeline skips folder cells
@@ -154,6 +154,9 @@ class Strategy:
     communication model prices; a strategy without it is refused before any job.
     ``folder_pipeline``: the input pipeline its folder cells read a user's image folder
     through (config ``image_folder``); None: its folder cells are skipped.
+    ``model_zoo``: the framework zoo (plan.cell.ZOOS) whose models it builds by name
+    besides the shared ResNets (config ``models``: ``<zoo>.<name>``); None: none, its cells
+    of a zoo model are skipped, as are those of another framework's zoo.
     """
 
     name: str
@@ -169,6 +172,7 @@ class Strategy:
     comm: CommSupport = CommSupport()
     traffic: Traffic | None = None
     folder_pipeline: str | None = None
+    model_zoo: str | None = None
 
     def declared_traffic(self) -> Traffic:
         """Its traffic; one line where its adapter declares none."""
@@ -198,6 +202,15 @@ class Strategy:
         """Why a cell of this strategy cannot be measured at all, decided at plan time."""
         reason = self._layout_skip_reason(accelerator, nodes, devices_per_node, mode)
         return reason or self.comm.skip_reason(self.name, comm, accelerator, mode)
+
+    def model_skip_reason(self, model: ModelConfig) -> str | None:
+        """Why it cannot build ``model``: a zoo model of a zoo it does not build from."""
+        if model.zoo is None or model.zoo == self.model_zoo:
+            return None
+        builds = "the shared ResNets"
+        if self.model_zoo is not None:
+            builds += f" and {self.model_zoo}.* models"
+        return f"model {model.name} is from {model.zoo}'s zoo; {self.name} builds {builds}"
 
     def _layout_skip_reason(
         self, accelerator: str, nodes: int, devices_per_node: int, mode: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpscale.plan.cell import Cell
+from dpscale.plan.cell import Cell, ModelConfig
 from dpscale.plan.config import check_config
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import collectives_settings, expand
@@ -26,6 +26,9 @@ def plan_study(
 
 
 def check_collectives_range(config: dict[str, Any]) -> None:
+    zoo_only = all(ModelConfig(**model).zoo for model in config["models"])
+    if zoo_only and "collectives" not in config["modes"]:
+        return  # no collectives cell, and no shared ResNet to size its largest message by
     settings = collectives_settings(config)
     if settings.max_bytes < settings.min_bytes:
         where = "max_bytes" if config["collectives"]["max_bytes"] is not None else "min_bytes"

@@ -284,6 +284,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "framework_versions": rank.versions(),
         "threads_used": rank.threads_used,
         "trainable_params": rank.trainable_params,
+        "forward_flops": rank.forward_flops,
         "rank_param_checksums": checksums,
         "status": "ok" if len(set(checksums)) == 1 else "failed",
         "reason": None if len(set(checksums)) == 1 else diverged(checksums),

@@ -8,10 +8,21 @@ overrides the handful of calls that talk to the other ranks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dpscale.runner.timing import Step, Sync
 from dpscale.runner.training import TrainingBackend
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """What a framework counted of the model it built: its trainable parameters and, for a
+    zoo model (plan.cell.ModelConfig.zoo), its forward FLOPs per sample; a shared ResNet's
+    FLOPs come from its spec instead (plan.result.model_info)."""
+
+    trainable_params: int
+    forward_flops: int | None = None
 
 
 class Rank:
@@ -23,6 +34,9 @@ class Rank:
     size = 1  # processes of the cell (1 for strategies that drive every device from one)
     batch: int  # samples this process feeds per step (per-device batch x its devices)
     trainable_params: int
+    # a zoo model's forward FLOPs per sample, counted where it was built; a shared ResNet's
+    # come from its spec (plan.result.model_info)
+    forward_flops: int | None = None
     threads_used: int
 
     def synthetic_step(self) -> tuple[Step, Sync]:

@@ -47,6 +47,7 @@ class RunnerFacts:
     threads_used: int
     trainable_params: int
     startup: dict[str, Any] | None = None  # launch to the first window (runner.startup)
+    forward_flops: int | None = None  # a zoo model's, as its framework counted them
 
 
 def _write(
@@ -68,6 +69,7 @@ def _write(
         reason=reason,
         system=describe_system(facts.framework_versions, facts.threads_used, system_extra),
         trainable_params=facts.trainable_params,
+        forward_flops=facts.forward_flops,
         framework=facts.framework,
         startup=facts.startup,
         **section,
@@ -116,6 +118,7 @@ def write_synthetic_result(
     framework_versions: dict[str, str],
     threads_used: int,
     trainable_params: int,
+    forward_flops: int | None = None,
     system_extra: dict[str, Any] | None = None,
     rank_param_checksums: Sequence[str] | None = None,
     status: str = "ok",
@@ -153,7 +156,9 @@ def write_synthetic_result(
             pipeline_warmup,
             measurement["summary"]["img_s"]["mean"],
         )
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    facts = RunnerFacts(
+        framework, framework_versions, threads_used, trainable_params, startup, forward_flops
+    )
     _write(cell, out, facts, status, started_at, reason, system_extra, measurement=measurement)
     summary = measurement["summary"]["img_s"]
     progress(f"{cell.cell_id}: {summary['mean']:.1f} +/- {summary['ci95']:.1f} img/s (95% CI)")
@@ -250,6 +255,7 @@ def write_collectives_result(
     framework_versions: dict[str, str],
     threads_used: int,
     trainable_params: int,
+    forward_flops: int | None = None,
     timed_span: Sequence[float] | None = None,
     system_extra: dict[str, Any] | None = None,
     rank_param_checksums: Sequence[str] | None = None,
@@ -265,7 +271,9 @@ def write_collectives_result(
         record["gradient_replay"] = replay
     if rank_param_checksums is not None:
         record["rank_param_checksums"] = list(rank_param_checksums)
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    facts = RunnerFacts(
+        framework, framework_versions, threads_used, trainable_params, startup, forward_flops
+    )
     _write(cell, out, facts, status, started_at, reason, system_extra, collectives=record)
     largest = record["sizes"][-1]
     progress(
@@ -284,6 +292,7 @@ def write_training_result(
     framework_versions: dict[str, str],
     threads_used: int,
     trainable_params: int,
+    forward_flops: int | None = None,
     rank_param_checksums: Sequence[str],
     system_extra: dict[str, Any] | None = None,
     status: str = "ok",
@@ -291,7 +300,9 @@ def write_training_result(
     startup: dict[str, Any] | None = None,
 ) -> None:
     training = {**training, "rank_param_checksums": list(rank_param_checksums)}
-    facts = RunnerFacts(framework, framework_versions, threads_used, trainable_params, startup)
+    facts = RunnerFacts(
+        framework, framework_versions, threads_used, trainable_params, startup, forward_flops
+    )
     _write(cell, out, facts, status, started_at, reason, system_extra, training=training)
     progress(
         f"{cell.cell_id}: final val accuracy {training['final_val_accuracy']:.3f}, "

@@ -12,7 +12,7 @@ from dpscale.analysis.answers import cost as costs
 from dpscale.analysis.answers import findings as fnd
 from dpscale.analysis.answers import posts as pst
 from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
-from dpscale.analysis.answers.answer import answer_paragraph, landing_notes
+from dpscale.analysis.answers.answer import answer_paragraph, landing_notes, model_coverage
 from dpscale.analysis.answers.answer_table import answer_table, below_table
 from dpscale.analysis.answers.input_pipeline import pipeline_findings
 from dpscale.analysis.answers.verdicts import top_findings
@@ -88,7 +88,8 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     folder_lines = pipeline_findings(cells, scaling)  # a study's image folder, if it has one
     page = findings_page.findings_html(table, params.get("title", "Findings"), folder_lines)
     Path(outputs["html"]).write_text(page, encoding="utf-8")
-    quality = quality_line(cells)
+    # which strategies measured which models, where not all did, then the cells' quality
+    quality = " ".join(filter(None, [model_coverage(cells), quality_line(cells)]))
     answer = answer_paragraph(table, layout_costs, prices, quality)
     remedies_lines = read_lines(inputs.get("remedies_top"))
     write_lines([answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["top"])

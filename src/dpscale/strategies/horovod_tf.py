@@ -79,6 +79,8 @@ STRATEGY = Strategy(
     traffic=RingAllReduce(),  # Horovod all-reduces each fused buffer (NCCL, Gloo)
     # folder cells (dpscale.frameworks.tf_folder): each rank reads its own shard of the folder
     folder_pipeline="tf.data (map with AUTOTUNE or workers, prefetch), sharded per Horovod rank",
+    # models named keras.<name> (config models): tf.keras.applications.<name>
+    model_zoo="keras",
 )
 # Horovod's defaults since 0.21 (horovod/common/operations.cc): fusion buffer 128 MiB,
 # cycle time 1 ms

@@ -34,6 +34,8 @@ STRATEGY = Strategy(
     traffic=ParameterServers(servers=None, on_workers=True),
     # folder cells (dpscale.frameworks.mxnet_folder): one loader feeds every context
     folder_pipeline="Gluon ImageFolderDataset, DataLoader",
+    # models named gluon.<name> (config models): gluon.model_zoo.vision.get_model
+    model_zoo="gluon",
 )
 
 

@@ -95,6 +95,8 @@ STRATEGY = Strategy(
     # folder cells (dpscale.frameworks.mxnet_folder): each worker loads its share of the
     # folder, every num_workers-th sample of each shuffled epoch from its kvstore rank
     folder_pipeline="Gluon ImageFolderDataset, DataLoader, a sampler sharding by kvstore rank",
+    # models named gluon.<name> (config models): gluon.model_zoo.vision.get_model
+    model_zoo="gluon",
 )
 
 

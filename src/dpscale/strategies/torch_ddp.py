@@ -50,6 +50,8 @@ STRATEGY = Strategy(
     traffic=RingAllReduce(),  # DDP all-reduces each bucket (NCCL, Gloo)
     # folder cells (dpscale.frameworks.torch_folder): each rank loads its share of the folder
     folder_pipeline="torchvision ImageFolder, DataLoader, DistributedSampler",
+    # models named torchvision.<name> (config models): torchvision.models.get_model
+    model_zoo="torchvision",
 )
 
 

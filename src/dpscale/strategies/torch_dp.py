@@ -34,6 +34,8 @@ STRATEGY = Strategy(
     traffic=ParameterServers(servers=1, on_workers=True),
     # folder cells (dpscale.frameworks.torch_folder): one loader feeds every device's share
     folder_pipeline="torchvision ImageFolder, DataLoader",
+    # models named torchvision.<name> (config models): torchvision.models.get_model
+    model_zoo="torchvision",
 )
 
 

@@ -248,6 +248,27 @@ def _accuracy(row: dict[str, Any], findings: pd.DataFrame) -> str:
     return "its accuracy cost is not measured (no training runs with this strategy and layout)"
 
 
+def model_coverage(cells: pd.DataFrame) -> str:
+    """Where the strategies did not all measure the same models (a zoo model is built by its
+    own framework's strategies only): which measured which, said once. Every comparison of
+    strategies is made within one model, so only on a model they all measured."""
+    if cells.empty or not {"strategy", "model", "status"} <= set(cells.columns):
+        return ""
+    measured = cells[cells["status"] == "ok"]
+    everyone = set(measured["strategy"])
+    partial = [
+        f"{model} by {' and '.join(sorted(set(mine['strategy'])))} only"
+        for model, mine in measured.groupby("model", sort=True)
+        if set(mine["strategy"]) != everyone
+    ]
+    if not partial:
+        return ""
+    return (
+        f"Not every strategy measured every model: {'; '.join(partial)}. Each model's "
+        "answer compares only the strategies that measured it."
+    )
+
+
 def answer_paragraph(
     findings: pd.DataFrame, costs: pd.DataFrame, prices: Prices | None, quality: str
 ) -> str:

@@ -51,9 +51,13 @@ CHOICE_RULE = (
 
 
 def short_model(key: str) -> str:
-    """``resnet18-imagenet64-c10`` -> ``ResNet-18 64 px``."""
+    """``resnet18-imagenet64-c10`` -> ``ResNet-18 64 px``; a zoo model keeps its name:
+    ``torchvision.mobilenet_v3_small 64 px``."""
     match = MODEL_KEY.fullmatch(str(key))
-    return f"ResNet-{match['depth']} {match['image_size']} px" if match else str(key)
+    if not match:
+        return str(key)
+    name = f"ResNet-{match['depth']}" if match["depth"] else match["name"]
+    return f"{name} {match['image_size']} px"
 
 
 def _number(value: float, digits: int) -> str:

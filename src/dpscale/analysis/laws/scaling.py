@@ -182,7 +182,7 @@ def break_even_table(fit_table: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFra
     and the ring all-reduce bandwidth that would explain the extra constant time."""
     ok = fit_table[fit_table["status"] == "ok"]
     params = (
-        cells.groupby("model")["trainable_params"].first()
+        cells.groupby("model")["trainable_params"].first().dropna()  # null: never built
         if not cells.empty
         else pd.Series(dtype=int)
     )

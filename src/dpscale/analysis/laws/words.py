@@ -15,11 +15,13 @@ def is_known(value: float) -> bool:
 
 
 def readable_model(key: str) -> str:
-    """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``."""
+    """``resnet50-imagenet32-c10`` -> ``ResNet-50 (32 px, 10 classes)``; a zoo model keeps
+    its name: ``keras.MobileNetV2 (32 px, 10 classes)``."""
     match = MODEL_KEY.fullmatch(str(key))
     if not match:
         return str(key)
-    return f"ResNet-{match['depth']} ({match['image_size']} px, {match['classes']} classes)"
+    name = f"ResNet-{match['depth']}" if match["depth"] else match["name"]
+    return f"{name} ({match['image_size']} px, {match['classes']} classes)"
 
 
 def batch_words(value: float) -> str:

@@ -147,8 +147,9 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         **_summary_columns(result.get("measurement")),
         **_startup_columns(result),
         **_pipeline_columns(result),
-        "trainable_params": info["trainable_params"],
-        "train_flops_per_sample": info["train_flops_per_sample"],
+        # a zoo model's counts are null where no framework built it (plan.result.model_info)
+        "trainable_params": _known(info["trainable_params"]),
+        "train_flops_per_sample": _known(info["train_flops_per_sample"]),
         SYSTEM_HOST: system.get(SYSTEM_HOST),
         "cpu_model": system.get("cpu_model"),
         "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
@@ -169,6 +170,11 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
     row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
     row.update(mfu_columns(system, row["achieved_tflop_s"], row["world_size"]))
     return row
+
+
+def _known(count: int | None) -> float:
+    """A count of model_info as a number of the table, NaN where it is null."""
+    return float("nan") if count is None else count
 
 
 def _comm_columns(system: dict[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,8 @@ class StudyModel:
 def trainable_params(cells: pd.DataFrame) -> dict[str, int]:
     if "trainable_params" not in cells:
         return {}
-    return cells.groupby("model")["trainable_params"].first().to_dict()
+    # a zoo model's count is null in cells no framework built it in (skipped at plan time)
+    return cells.groupby("model")["trainable_params"].first().dropna().to_dict()
 
 
 def study_model(
