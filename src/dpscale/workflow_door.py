@@ -27,7 +27,7 @@ from dpscale.launch.snakemake_hooks.slurm_status import survive_status_outages
 # planning: the order cells run in, the cell id as the rules' wildcards, the study's size
 # told to each cell's launcher, the links the communication model reads (parsed once, here),
 # the clusters' files
-from dpscale.plan.cell import CELL_PATTERN
+from dpscale.plan.cell import CELL_PATTERN, MODEL_WILDCARD
 from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
@@ -48,6 +48,7 @@ from dpscale.study_check import check_study
 __all__ = [
     # planning
     "CELL_PATTERN",
+    "MODEL_WILDCARD",
     "STRATEGIES",
     "STUDY_CELLS_ENV",
     "ConfigError",

@@ -46,20 +46,7 @@ def run_probe(env: str, probe: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_torch_ddp_measures_a_torchvision_model_and_records_its_counts(tmp_path: Path):
-    model = ModelConfig("torchvision.mobilenet_v3_small", "imagenet", 32, 10)
-    result = launch(tmp_path, "torch-ddp", "torch", model, devices=2)
-    log = (tmp_path / "cell.log").read_text()[-3000:]
-    assert result["status"] == "ok", (result["reason"], log)
-    assert result["cell"]["model"]["key"] == "torchvision.mobilenet_v3_small-imagenet32-c10"
-    info = result["model_info"]
-    # MobileNetV3-Small: about 1.5 M parameters at 10 classes; a few MFLOPs at 32 px
-    assert 1_000_000 < info["trainable_params"] < 2_500_000
-    assert 1_000_000 < info["forward_flops_per_sample"] < 20_000_000
-    assert info["train_flops_per_sample"] == 3 * info["forward_flops_per_sample"]
-    assert "spec_trainable_params" not in info
-    # both ranks built and stepped the same model
-    assert len(set(result["measurement"]["rank_param_checksums"])) == 1
+# torch-ddp measuring a torchvision model: tests/e2e/test_folder_study.py, through Snakemake
 
 
 def test_a_name_torchvision_lacks_fails_the_cell_naming_some_it_has(tmp_path: Path):

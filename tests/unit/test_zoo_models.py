@@ -5,6 +5,7 @@ of a model no framework built."""
 from __future__ import annotations
 
 import math
+import re
 
 import jsonschema
 import pandas as pd
@@ -16,7 +17,7 @@ from dpscale.analysis.answers.answer import model_coverage
 from dpscale.analysis.answers.answer_table import short_model
 from dpscale.analysis.laws.words import readable_model
 from dpscale.analysis.results.tables import cell_row
-from dpscale.plan.cell import MODEL_KEY, ZOOS, Cell, Measure, ModelConfig
+from dpscale.plan.cell import MODEL_KEY, MODEL_WILDCARD, ZOOS, Cell, Measure, ModelConfig
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import collectives_model, expand
 from dpscale.plan.resnet_spec import DEPTHS, resnet_spec
@@ -103,6 +104,8 @@ def test_a_model_key_reads_back_as_its_model(model):
 def test_every_zoo_model_key_round_trips(zoo, name, size, classes):
     model = ModelConfig(f"{zoo}.{name}", "imagenet", size, classes)
     assert ModelConfig.from_key(model.key) == model
+    # the workflow's rules match the key too (their {model} wildcard)
+    assert re.fullmatch(MODEL_WILDCARD, model.key)
 
 
 def test_a_strategy_skips_a_zoo_it_does_not_build_and_says_what_it_builds(default_config):

@@ -10,6 +10,7 @@ from pathlib import Path
 # the workflow's one door into dpscale (docs/architecture.md): every .smk file shares these
 from dpscale.workflow_door import (
     CELL_PATTERN,  # the cell id as wildcards (plan.cell)
+    MODEL_WILDCARD,  # the model keys {model} matches (plan.cell)
     READY_MARKER,
     STRATEGIES,
     STUDY_CELLS_ENV,
@@ -106,7 +107,7 @@ resource_scopes:
 
 wildcard_constraints:
     strategy="[a-z0-9-]+",
-    model="[a-z0-9]+-[a-z]+[0-9]+-c[0-9]+",
+    model=MODEL_WILDCARD,
     mode="[a-z0-9.-]+",  # a remedy's parameter may be a decimal (2bit-t0.5, cycle0.5)
     nodes="[0-9]+",
     devices="[0-9]+",

@@ -26,6 +26,8 @@ MODEL_KEY = re.compile(
     rf"(?P<name>resnet(?P<depth>\d+)|(?P<zoo>{'|'.join(ZOOS)})\.(?P<zoo_name>{ZOO_NAME}))"
     r"-(?P<stem>[a-z]+?)(?P<image_size>\d+)-c(?P<classes>\d+)"
 )
+# the same keys without named groups: Snakemake's wildcard constraint for {model}
+MODEL_WILDCARD = rf"(?:resnet\d+|(?:{'|'.join(ZOOS)})\.{ZOO_NAME})-[a-z]+\d+-c\d+"
 # a cell id with Snakemake's wildcards: the cells' result paths (workflow/rules/common.smk)
 CELL_PATTERN = "/".join(["{strategy}", "{model}", "{mode}", LAYOUT_ID])
 _NUMBERS = {"nodes", "devices", "batch", "repeat"}
