@@ -157,8 +157,13 @@ def run_dpscale(cell: Cell, prefix: Path, folder: Path) -> tuple[Run, int]:
     result = read_result(out)
     if status != "ok":
         raise RuntimeError(f"dpscale cell {status}: {result['reason']} (log {log})")
-    foreign = result["system"].get("contention", {}).get("foreign_cpu_cores_mean")
-    run = Run(result["measurement"]["per_rank_window_seconds"], result["quality"], foreign)
+    # judged as the plain loop is, by other processes' CPU alone: both sides run the same
+    # ranks and workers on the same cores, so the cell's own oversubscription is no reason
+    # to rerun it (its result's quality says contaminated for that reason only)
+    summary = {**result["system"]["contention"], "oversubscribed": False}
+    quality = contention.verdict(summary)[0]
+    foreign = summary.get("foreign_cpu_cores_mean")
+    run = Run(result["measurement"]["per_rank_window_seconds"], quality, foreign)
     return run, result["model_info"]["trainable_params"]
 
 
