@@ -4,13 +4,15 @@ per Horovod rank.
 The files are listed as torchvision's ImageFolder lists them (one sub-folder per class,
 sorted names giving the labels, .jpg/.jpeg/.png files at any depth, links followed), and
 rank r of n keeps every n-th file from the r-th (``Dataset.shard``'s rule). Each epoch
-shuffles the shard (a permutation seeded by the cell's seed, the epoch and the rank) and
-runs ``Dataset.range(shard) -> map(read, decode, augment) -> ignore_errors() ->
-batch(drop_remainder) -> prefetch``. The augmentation is torchvision's ImageNet training
-one in tf.image, seeded per image (stateless ops): a crop of 8-100% of the area at an
-aspect ratio of 3/4-4/3 (``stateless_sample_distorted_bounding_box``, 10 tries, else the
-whole image), resized bilinearly with antialiasing to the model's image size, a left-right
-flip with probability 1/2, then ImageNet's mean and standard deviation.
+shuffles the shard (``tf.random.experimental.index_shuffle``, seeded by the cell's seed, the
+rank and the epoch), and ``Dataset.range -> map(read, decode, augment) -> ignore_errors() ->
+batch(drop_remainder) -> prefetch`` runs over the epochs in turn, as ``repeat()`` does in a
+plain tf.data loop, one iterator per chunk of epochs (CHUNK_IMAGES). The augmentation is
+torchvision's ImageNet training one in tf.image, seeded per image (stateless ops): a crop
+of 8-100% of the area at an aspect ratio of 3/4-4/3
+(``stateless_sample_distorted_bounding_box``, 10 tries, else the whole image), resized
+bilinearly with antialiasing to the model's image size, a left-right flip with probability
+1/2, then ImageNet's mean and standard deviation.
 
 The config's loader settings, in tf.data's terms: ``workers`` >= 1 is the map's
 ``num_parallel_calls`` and ``prefetch(workers x prefetch)`` keeps as many batches ready as
@@ -20,10 +22,10 @@ unused (None).
 
 A file that does not decode is skipped: ``ignore_errors()`` drops it and the next image of
 the epoch's order takes its place in the batch. Every image carries its position in the
-epoch's order, so a position missing between two delivered ones names the file skipped
-there; it is counted and named in the result, never a failed cell. Only files before the
-last delivered image are counted (the files a run read). A cell fails when MAX_SKIPS files
-in a row do not decode or an epoch gives a rank no full batch.
+stream, so a position missing between two delivered ones names the file skipped there; it
+is counted and named in the result, never a failed cell. Only files before the last
+delivered image are counted (the files a run read). A cell fails when MAX_SKIPS files in a
+row do not decode or a chunk of epochs gives a rank no full batch.
 """
 
 from __future__ import annotations
@@ -109,72 +111,88 @@ def decode_and_augment(contents: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Te
     return tf.ensure_shape(image, (size, size, 3))
 
 
+# positions per tf.data iterator: whole epochs of at least this many images, so the
+# prefetched batches drain and refill once per chunk, not once per epoch
+CHUNK_IMAGES = 4096
+
+
 class ShardPipeline:
-    """One rank's shard as tf.data batches of (images NHWC, labels, positions), one
-    iterator per epoch; the epoch's order and seed sit in variables the map reads, so the
-    pipeline is traced once."""
+    """One rank's shard as tf.data batches of (images NHWC, labels, positions): position p
+    is image p % n of epoch p // n of the shard's n files, in that epoch's order. Epochs
+    follow one another in one stream, as ``repeat()`` before ``batch`` does in a plain
+    tf.data loop (a batch may hold the end of one epoch and the start of the next); each
+    iterator covers a chunk of whole epochs, so a shard none of whose files decodes ends
+    its chunk instead of reading forever."""
 
     def __init__(self, cell: Cell, files: FolderFiles, batch: int, rank: int, size: int):
         self.paths = files.paths[rank::size]  # Dataset.shard(size, rank)
-        self.batch, self.rank, self.seed = batch, rank, cell.seed
-        labels = files.labels[rank::size]
-        self.order = tf.Variable(tf.zeros(len(self.paths), tf.int64), trainable=False)
-        self.augment_seed = tf.Variable(tf.zeros((), tf.int64), trainable=False)
-        self.dataset = self._dataset(cell, tf.constant(self.paths), tf.constant(labels))
+        self.labels = files.labels[rank::size]
+        self.batch, self.rank, self.cell = batch, rank, cell
+        # the epochs' orders and the augmentation draw from this stream (seed and rank)
+        self.stream = cell.seed * 2**16 + rank
+        n = len(self.paths)
+        self.chunk = n * -(-CHUNK_IMAGES // n)
 
-    def _dataset(self, cell: Cell, paths: tf.Tensor, labels: tf.Tensor) -> tf.data.Dataset:
-        parallel, prefetched = loader_settings(cell.image_folder)
-        size = cell.model.image_size
+    def file_at(self, position: int | tf.Tensor) -> tf.Tensor:
+        """The shard index of the file at ``position``: its epoch's permutation of the
+        shard (stateless, seeded by the stream and the epoch), at its place in the epoch."""
+        n = len(self.paths)
+        position = tf.cast(position, tf.int64)
+        seed = tf.stack([tf.constant(self.stream, tf.int64), position // n])
+        last = tf.constant(n - 1, tf.int64)
+        return tf.random.experimental.index_shuffle(position % n, seed, last)
+
+    def batches_from(self, start: int) -> Any:
+        """An iterator over the chunk of positions from ``start``."""
+        parallel, prefetched = loader_settings(self.cell.image_folder)
+        size = self.cell.model.image_size
+        paths, labels = tf.constant(self.paths), tf.constant(self.labels)
 
         def load(position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            index = self.order[position]
-            seed = tf.stack([self.augment_seed, position])
+            index = self.file_at(position)
+            seed = tf.stack([tf.constant(-1 - self.stream, tf.int64), position])
             image = decode_and_augment(tf.io.read_file(paths[index]), size, seed)
             return image, tf.cast(labels[index], tf.int64), position
 
         options = tf.data.Options()
         options.deterministic = True  # positions come out in order: gaps are the skips
-        return (
-            tf.data.Dataset.range(len(self.paths))
+        dataset = (
+            tf.data.Dataset.range(start, start + self.chunk)
             .map(load, num_parallel_calls=parallel)
             .ignore_errors()
             .batch(self.batch, drop_remainder=True)
             .prefetch(prefetched)
             .with_options(options)
         )
-
-    def epoch(self, number: int) -> tuple[Any, np.ndarray]:
-        """A new iterator over epoch ``number`` and the epoch's order (shard indices)."""
-        rng = np.random.default_rng([self.seed, number, self.rank])
-        order = rng.permutation(len(self.paths))
-        self.order.assign(order)
-        self.augment_seed.assign(int(rng.integers(2**62)))
-        return iter(self.dataset), order
+        return iter(dataset)
 
 
 class Batches(EpochBatches):
-    """The shard's batches, epoch after epoch, with the files skipped so far (the
-    positions missing between delivered ones) and the images delivered."""
+    """The shard's batches, chunk after chunk of epochs (EpochBatches' epochs are the
+    chunks here), with the files skipped so far (the positions missing between delivered
+    ones) and the images delivered."""
 
     def __init__(self, pipeline: ShardPipeline) -> None:
         super().__init__()
         self.pipeline = pipeline
         self.skipped: set[str] = set()
-        self._order = np.zeros(0, dtype=np.int64)
         self._expected = 0  # the position the next delivered image should have
 
     def next_epoch(self) -> Any:
-        batches, self._order = self.pipeline.epoch(self.epoch)
-        self._expected = 0
-        return batches
+        # a chunk's last images that fill no batch are dropped: the next chunk starts on
+        return self.pipeline.batches_from(self.epoch * self.pipeline.chunk)
 
     def _note_skips(self, positions: np.ndarray) -> None:
-        """The positions passed over before each delivered one: skipped files."""
+        """The positions passed over before each delivered one: skipped files (those a
+        chunk dropped at its end, short of a batch, are not: they were not read)."""
+        start = self.epoch * self.pipeline.chunk
+        self._expected = max(self._expected, start)
         for position in positions.tolist():
             if position - self._expected >= MAX_SKIPS:
                 raise RuntimeError(too_many_skips(f"of rank {self.pipeline.rank}'s shard"))
             for missed in range(self._expected, position):
-                self.skipped.add(self.pipeline.paths[self._order[missed]])
+                index = int(self.pipeline.file_at(missed))
+                self.skipped.add(self.pipeline.paths[index])
             self._expected = position + 1
 
     def taken(self, found: Any) -> tuple[tf.Tensor, tf.Tensor, int]:
@@ -184,9 +202,10 @@ class Batches(EpochBatches):
 
     def no_full_batch(self) -> str:
         return (
-            f"image_folder: an epoch gives rank {self.pipeline.rank} no full batch of "
-            f"{self.pipeline.batch} decodable images ({len(self.pipeline.paths)} files in its "
-            "shard); allowed: a folder with at least one global batch of readable images"
+            f"image_folder: {self.pipeline.chunk} images of rank {self.pipeline.rank}'s shard "
+            f"give no full batch of {self.pipeline.batch} decodable images "
+            f"({len(self.pipeline.paths)} files in it); allowed: a folder with at least one "
+            "global batch of readable images"
         )
 
     def skipped_names(self) -> list[str]:
