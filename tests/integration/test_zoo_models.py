@@ -132,14 +132,13 @@ def test_mxnet_device_measures_a_gluon_zoo_model_and_records_its_counts(tmp_path
 GLUON_COUNTS = """
 import json
 import mxnet as mx
-from dpscale.frameworks import gluon_zoo
-from dpscale.frameworks.gluon_resnet import build_gluon_resnet
+from dpscale.frameworks.gluon_resnet import build_gluon_resnet, count_conv_dense_flops
 from dpscale.plan.resnet_spec import resnet_spec
 spec = resnet_spec("resnet50", "imagenet", 64, 10)
 ours = build_gluon_resnet(spec)
 ours.initialize()
 print(json.dumps({"spec": spec.forward_flops(),
-                  "counted": gluon_zoo.count_forward_flops(ours, 64, mx.cpu())}))
+                  "counted": count_conv_dense_flops(ours, 64, mx.cpu())}))
 """
 
 

@@ -95,8 +95,11 @@ def _blocks(block: nn.Block):
         yield from _blocks(child)
 
 
-def count_forward_flops(model: nn.HybridBlock, spec: ResNetSpec) -> int:
-    """FLOPs of convolutions and dense layers, from one imperative forward's real shapes."""
+def count_conv_dense_flops(net: nn.Block, image_size: int, ctx: mx.Context | None = None) -> int:
+    """Forward FLOPs per sample of an initialised network, from one imperative forward
+    pass's real shapes: its convolutions (grouped ones by their groups) and dense layers, a
+    multiply-add counted as two (resnet_spec's convention). Any Gluon block: the shared
+    ResNet and the model zoo's."""
     total = 0
 
     def conv_hook(block: nn.Conv2D, _inputs, output) -> None:
@@ -110,17 +113,22 @@ def count_forward_flops(model: nn.HybridBlock, spec: ResNetSpec) -> int:
         total += 2 * in_features * out_features
 
     handles = []
-    for block in _blocks(model):
+    for block in _blocks(net):
         if isinstance(block, nn.Conv2D):
             handles.append(block.register_forward_hook(conv_hook))
         elif isinstance(block, nn.Dense):
             handles.append(block.register_forward_hook(dense_hook))
-    if not _is_initialized(model):
-        model.initialize()
-    model(mx.nd.zeros((1, 3, spec.image_size, spec.image_size))).wait_to_read()
+    net(mx.nd.zeros((1, 3, image_size, image_size), ctx=ctx)).wait_to_read()
     for handle in handles:
         handle.detach()
     return total
+
+
+def count_forward_flops(model: nn.HybridBlock, spec: ResNetSpec) -> int:
+    """The shared ResNet's FLOPs, counted as for any Gluon block (initialised first)."""
+    if not _is_initialized(model):
+        model.initialize()
+    return count_conv_dense_flops(model, spec.image_size)
 
 
 def _is_initialized(model: nn.Block) -> bool:

@@ -9,7 +9,6 @@ the first forward pass, so the model is counted after one.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
 
 import mxnet as mx
 from mxnet.gluon import nn
@@ -39,37 +38,3 @@ def build_zoo_model(model: ModelConfig) -> nn.HybridBlock:
             f"model {model.name}: Gluon's model zoo (MXNet {mx.__version__}) has no model "
             f"{model.zoo_name!r}; allowed: e.g. {near or known[:NAMES_SHOWN]}"
         ) from None
-
-
-def _blocks(block: nn.Block) -> Iterator[nn.Block]:
-    yield block
-    for child in block._children.values():
-        yield from _blocks(child)
-
-
-def count_forward_flops(net: nn.Block, image_size: int, ctx: mx.Context) -> int:
-    """Forward FLOPs per sample of an initialised, not yet hybridized network, from one
-    imperative forward pass's real shapes: its convolutions (grouped ones by their groups)
-    and dense layers, a multiply-add counted as two (resnet_spec's convention)."""
-    total = 0
-
-    def conv_hook(block: nn.Conv2D, _inputs, output) -> None:
-        nonlocal total
-        out_channels, in_per_group, kh, kw = block.weight.shape
-        total += 2 * kh * kw * in_per_group * out_channels * output.shape[2] * output.shape[3]
-
-    def dense_hook(block: nn.Dense, _inputs, _output) -> None:
-        nonlocal total
-        out_features, in_features = block.weight.shape
-        total += 2 * in_features * out_features
-
-    handles = []
-    for block in _blocks(net):
-        if isinstance(block, nn.Conv2D):
-            handles.append(block.register_forward_hook(conv_hook))
-        elif isinstance(block, nn.Dense):
-            handles.append(block.register_forward_hook(dense_hook))
-    net(mx.nd.zeros((1, 3, image_size, image_size), ctx=ctx)).wait_to_read()
-    for handle in handles:
-        handle.detach()
-    return total

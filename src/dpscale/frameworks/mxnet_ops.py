@@ -32,7 +32,11 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from dpscale.frameworks import gluon_zoo, mxnet_folder
-from dpscale.frameworks.gluon_resnet import build_gluon_resnet, trainable_param_count
+from dpscale.frameworks.gluon_resnet import (
+    build_gluon_resnet,
+    count_conv_dense_flops,
+    trainable_param_count,
+)
 from dpscale.plan.cell import SGD, Cell
 from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.support import param_checksum
@@ -76,7 +80,7 @@ def build_net(cell: Cell, ctxs: list[mx.Context]) -> tuple[gluon.HybridBlock, Mo
     else:
         net = gluon_zoo.build_zoo_model(cell.model)
         net.initialize(ctx=ctxs)
-        flops = gluon_zoo.count_forward_flops(net, cell.model.image_size, ctxs[0])
+        flops = count_conv_dense_flops(net, cell.model.image_size, ctxs[0])
         counts = ModelCounts(trainable_param_count(net), flops)
     net.hybridize(static_alloc=True, static_shape=True)
     return net, counts

@@ -126,14 +126,19 @@ def matching_rows(frame: pd.DataFrame, row: dict[str, Any], keys: list[str]) -> 
     return frame[mask]
 
 
+def largest_batch_point(scaling: pd.DataFrame, mode: str, row: dict[str, Any]) -> Any:
+    """The layout's scaling point of ``mode`` at its largest per-device batch; None if none."""
+    points = matching_rows(scaling[scaling["mode"] == mode], row, LAYOUT)
+    return None if points.empty else points.sort_values("batch_per_device").iloc[-1]
+
+
 def throughput_numbers(
     row: dict[str, Any], scaling: pd.DataFrame, fits: pd.DataFrame, break_even: pd.DataFrame
 ) -> dict[str, float]:
     """Speedup and efficiency at the largest measured per-device batch, break-even and b90."""
     numbers = dict.fromkeys(THROUGHPUT_COLUMNS, math.nan)
-    points = matching_rows(scaling[scaling["mode"] == "synthetic"], row, LAYOUT)
-    if not points.empty:
-        largest = points.sort_values("batch_per_device").iloc[-1]
+    largest = largest_batch_point(scaling, "synthetic", row)
+    if largest is not None:
         numbers.update(
             batch_per_device=float(largest["batch_per_device"]),
             global_batch=float(largest["batch_per_device"] * row["world_size"]),
@@ -166,9 +171,8 @@ def folder_numbers(row: dict[str, Any], scaling: pd.DataFrame) -> dict[str, floa
     """The layout's speed-up reading the user's image folder (mode folder) over one device
     reading it, at its largest per-device batch with a folder speed-up; NaN where none."""
     numbers = dict.fromkeys(FOLDER_COLUMNS, math.nan)
-    points = matching_rows(scaling[scaling["mode"] == "folder"], row, LAYOUT)
-    if not points.empty:
-        largest = points.sort_values("batch_per_device").iloc[-1]
+    largest = largest_batch_point(scaling, "folder", row)
+    if largest is not None:
         numbers.update(
             folder_batch_per_device=float(largest["batch_per_device"]),
             folder_speedup=float(largest["speedup"]),
