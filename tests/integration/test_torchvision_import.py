@@ -8,8 +8,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from dpscale.launch.setup.envs import ensure_env
 
+# side_by_side: it times nothing; slow: it needs the torch environment (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.side_by_side]
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROBE = """
 import json, torch

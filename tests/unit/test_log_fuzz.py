@@ -12,6 +12,7 @@ into the corpus folder (keep the smallest, name it and add its line to expected.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import math
 import os
@@ -48,6 +49,10 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 WORK = Path(tempfile.mkdtemp(prefix="dpscale-log-fuzz-"))
+# the working folder the parser runs in: its own, since tests beside this one (other pytest
+# workers) may make and remove files in the checkout while it runs
+HERE = WORK / "cwd"
+HERE.mkdir()
 atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 
 HEADER = (
@@ -185,17 +190,18 @@ def outcome(data: bytes, ranks: int) -> str:
     exception, or a file made beside the log or in the working folder, fails the test."""
     path = WORK / "fuzz.log"
     path.write_bytes(data)
-    beside, here = sorted(os.listdir(WORK)), sorted(os.listdir("."))
+    beside, here = sorted(os.listdir(WORK)), sorted(os.listdir(HERE))
     try:
         try:
-            log = parse_all_reduce(read_lines(path), ranks)
+            with contextlib.chdir(HERE):
+                log = parse_all_reduce(read_lines(path), ranks)
         except LogError as error:
             assert one_line(str(error)), repr(str(error))
             result = str(error)
         else:
             assert_meaningful(log, ranks)
             result = "ok"
-        assert sorted(os.listdir(WORK)) == beside and sorted(os.listdir(".")) == here
+        assert sorted(os.listdir(WORK)) == beside and sorted(os.listdir(HERE)) == here
     except BaseException:
         save(data, ranks)
         raise
