@@ -20,7 +20,7 @@ import pandas as pd
 
 from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.conformal import Band
-from dpscale.analysis.laws.scaling import scaling_table
+from dpscale.analysis.laws.scaling import THROUGHPUT_MODES, scaling_table
 from dpscale.plan.columns import NETWORK, NODES
 from dpscale.plan.remedies import NO_REMEDY
 
@@ -40,10 +40,16 @@ BAND_COLUMNS = ("efficiency_band_lo", "efficiency_band_hi", "band_basis")
 MEASURED_COLUMNS = ("world_size", "efficiency", "efficiency_ci95")
 # the modes whose cells time training steps, so can calibrate one (collectives cells and
 # drift probes do not), and what a prediction calibrated on each is for
-MODES = {
-    "synthetic": "training on synthetic data",
-    "folder": "training from an image folder read through the framework's input pipeline",
-}
+MODES = dict(
+    zip(
+        THROUGHPUT_MODES,  # the modes the scaling table holds apart (laws.scaling)
+        (
+            "training on synthetic data",
+            "training from an image folder read through the framework's input pipeline",
+        ),
+        strict=True,
+    )
+)
 
 
 @dataclass(frozen=True)
