@@ -66,6 +66,17 @@ def test_stragglers_are_the_expected_largest_of_n_normals():
     assert values == sorted(values) and values[-1] < math.sqrt(2 * math.log(256))
 
 
+def test_the_stragglers_interval_widens_the_range_and_is_named():
+    truth = cal.Terms(g=2.0, s=0.02, j=0.02)
+    points = [made_by(truth, 8), made_by(truth, 16)]
+    alone = cal.calibrate(points, j=0.02)
+    spanned = cal.calibrate(points, 0.02, (0.01, 0.04))
+    a, b = cal.predict(alone, 64, link_only(64)), cal.predict(spanned, 64, link_only(64))
+    assert b.ratio == pytest.approx(a.ratio) and b.lo < a.lo <= a.hi < b.hi
+    assert "spread (2.0%, 1.0-4.0%)" in spanned.words
+    assert "stragglers not measured apart" in cal.calibrate(points).words
+
+
 def test_the_baselines_hold_or_repeat_the_last_drop():
     points = [cal.Point.from_efficiency(8, 1.0, 0.9), cal.Point.from_efficiency(16, 1.0, 0.85)]
     assert cal.hold_baseline(points) == pytest.approx(1 / 0.85)

@@ -26,9 +26,16 @@ def cluster(tmp_path: Path, rate: str = "1gbit", per_node: int = 1) -> Path:
     return path
 
 
-def small(tmp_path: Path, up_to: int = 2) -> Path:
-    """The evidence study's cells up to ``up_to`` nodes, as a small run's results folder."""
+def small(tmp_path: Path, up_to: int = 2, spread: tuple[float, ...] = ()) -> Path:
+    """The evidence study's cells up to ``up_to`` nodes, as a small run's results folder;
+    ``spread``: its one-device cells' step spread and interval, as one-step windows give."""
     cells = pd.read_csv(STUDY / "tables" / "cells.csv")
+    if spread:
+        one = cells["world_size"] == 1
+        columns = ("step_spread", "step_spread_lo", "step_spread_hi")
+        for column, value in zip(columns, spread, strict=True):
+            cells[column] = float("nan")
+            cells.loc[one, column] = value
     (tmp_path / "small" / "tables").mkdir(parents=True)
     cells[cells["nodes"] <= up_to].to_csv(tmp_path / "small" / "tables" / "cells.csv")
     return tmp_path / "small"
@@ -51,6 +58,15 @@ def test_the_small_run_calibrates_and_says_how_far_it_reaches(tmp_path, capsys):
         assert 0 < lo <= eff <= hi and eff < table.loc[n, "efficiency"]  # below link-only
     printed = capsys.readouterr().out
     assert "Calibrated on the small run:" in printed and "upper bound" in printed
+
+
+def test_a_one_device_step_spread_enters_as_stragglers_with_its_interval(tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    folder = small(tmp_path, spread=(0.05, 0.03, 0.08))
+    run("--cluster", str(cluster(tmp_path)), "--calibrate", str(folder), "--network", "1gbit",
+        "--out", str(out))  # fmt: skip
+    table = pd.read_csv(out)
+    assert table["calibration"].str.contains(r"step's spread \(5\.0%, 3\.0-8\.0%\)").all()
 
 
 @pytest.mark.parametrize(

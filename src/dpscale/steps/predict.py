@@ -370,9 +370,10 @@ def calibrated(
         raise NotPredicted(
             f"calibrate: no measured point of {path} has a link-only prediction to calibrate"
         )
-    fit = cal.calibrate(fit_points)
-    largest = calibrated_prediction.largest_world(fit_points)
     mode = str(measured["mode"].iloc[0])
+    stragglers = calibrated_prediction.one_device_spread(run_cells, wanted, mode)
+    fit = cal.calibrate(fit_points, *(stragglers or ()))
+    largest = calibrated_prediction.largest_world(fit_points)
     return calibrated_prediction.with_calibration(found.table, fit, largest, mode)
 
 

@@ -130,6 +130,33 @@ def small_run_rows(cells: pd.DataFrame, wanted: SmallRun, where: str) -> pd.Data
     return rows.assign(mode=mode)
 
 
+# a one-device cell's step spread and its 95% interval (analysis.results.step_spread)
+SPREAD_COLUMNS = ("step_spread", "step_spread_lo", "step_spread_hi")
+
+
+def one_device_spread(
+    cells: pd.DataFrame, wanted: SmallRun, mode: str
+) -> tuple[float, tuple[float, float]] | None:
+    """The stragglers' ``j`` and its interval from the small run's one-device cell of the
+    prediction's strategy, model, batch and mode, where it was timed in one-step windows
+    (``measure.steps_per_window: 1``); None where none was (the stragglers then sit in g and
+    s). Several such cells (repeats): the widest interval's, so the range holds them all."""
+    if any(column not in cells for column in SPREAD_COLUMNS):
+        return None
+    one = cells[
+        (cells["status"] == "ok")
+        & (cells["strategy"] == wanted.key[0])
+        & (cells["model"] == wanted.key[1])
+        & (cells["batch_per_device"] == wanted.batch)
+        & (cells["mode"] == mode)
+        & (cells["world_size"] == 1)
+    ].dropna(subset=list(SPREAD_COLUMNS))
+    if one.empty:
+        return None
+    j = float(one["step_spread"].median())
+    return j, (float(one["step_spread_lo"].min()), float(one["step_spread_hi"].max()))
+
+
 def points(measured: pd.DataFrame, link_only: pd.DataFrame) -> list[cal.Point]:
     """One calibration point per measured multi-device layout: its efficiency and 95% range
     beside the link-only efficiency at the same world size (rows without one are left out:

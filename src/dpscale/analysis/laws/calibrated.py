@@ -180,16 +180,20 @@ def _open_term(points: Sequence[Point]) -> str:
     return "the split of the excess between g and s (one scale)"
 
 
-def calibrate(points: Sequence[Point], j: float = 0.0) -> Calibration:
+def calibrate(
+    points: Sequence[Point], j: float = 0.0, j_range: tuple[float, float] | None = None
+) -> Calibration:
     """The terms ``points`` pin (see the module's docstring); ``j`` is the one-device step's
-    relative standard deviation (0 where it is unknown: the stragglers then sit in g and s)."""
+    relative standard deviation (0 where it is unknown: the stragglers then sit in g and s),
+    ``j_range`` its 95% interval, whose ends the range's fits take too."""
     if not points:
         raise ValueError("calibrate: no multi-device point to calibrate on")
     both = _splits(points)
     corners = list(itertools.product(*[(p.lo, p.measured, p.hi) for p in points]))
+    spreads = sorted({j, *(j_range or ())})
     spread: list[Terms] = []
-    for values in corners:
-        spread += [_fit_both(points, values, j)] if both else _attributions(points, values, j)
+    for values, each in itertools.product(corners, spreads):
+        spread += [_fit_both(points, values, each)] if both else _attributions(points, values, each)
     centre = [p.measured for p in points]
     fitted = [_fit_both(points, centre, j)] if both else _attributions(points, centre, j)
     point = Terms(float(np.mean([t.g for t in fitted])), float(np.mean([t.s for t in fitted])), j)
@@ -198,9 +202,19 @@ def calibrate(points: Sequence[Point], j: float = 0.0) -> Calibration:
     words = (
         f"calibrated on {len(points)} measured point(s) at {scales} devices; "
         + ("g and s fitted" if both else "g and s not split, the range spans both")
-        + (f"; stragglers from the one-device spread ({100 * j:.1f}%)" if j else "")
+        + (
+            f"; stragglers from the one-device step's spread ({_percent(j, j_range)})"
+            if j
+            else "; stragglers not measured apart (in g and s)"
+        )
     )
     return Calibration(point, tuple(spread), unresolved, words)
+
+
+def _percent(j: float, j_range: tuple[float, float] | None) -> str:
+    if j_range is None:
+        return f"{100 * j:.1f}%"
+    return f"{100 * j:.1f}%, {100 * j_range[0]:.1f}-{100 * j_range[1]:.1f}%"
 
 
 def predict(calibration: Calibration, devices: int, link_only: float) -> Predicted:
