@@ -217,12 +217,12 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         .replace("study: tiny", "study: tiny2")
         .replace("batch_sizes: [2, 4]", "batch_sizes: [2]")
         .replace("drift: {probes: 2}", "drift: {probes: 0}")
-        # one process per cell: the 2-process cell took 15-22 s of this test's 47-64 s in CI,
-        # and another study's folder needs no more than a cell per strategy to show
+        # one cell: another study's folder needs no more to show (the 2-process cell took
+        # 15-22 s of this test's 47-64 s in CI, a second strategy's cell most of the rest)
         .replace("devices_per_node: [1, 2]", "devices_per_node: [1]")
         .replace(
             "strategies: [torch-dp, torch-ddp, horovod-tf, mxnet-device, mxnet-dist]",
-            "strategies: [torch-dp, torch-ddp]",
+            "strategies: [torch-ddp]",
         )
     )
     before = {p: p.stat().st_mtime_ns for p in (results / "tiny").rglob("*.json")}
@@ -244,7 +244,7 @@ def test_another_study_writes_its_own_folder(study, tmp_path):
         timeout=900,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 2  # once each: again: []
+    assert len(list((results / "tiny2" / "cells").rglob("*.json"))) == 1  # once: again: []
     assert {p: p.stat().st_mtime_ns for p in before} == before
 
 
