@@ -35,10 +35,15 @@ class NeededCompression:
     efficiency_nothing_sent: float  # the ceiling: latency and compute alone
 
 
-def _efficiencies(values: dict, multi: Design, single: Design) -> np.ndarray:
-    """Efficiency at each ratio of RATIOS, then with no bytes at all (last)."""
+def _compressed(multi: Design) -> Design:
+    """``multi`` once per ratio of RATIOS, its message shrunk by it, then with no bytes (last):
+    built once per prediction, since every sampled parameter set prices the same rows."""
     messages = np.append(multi.message[0] / RATIOS, 0.0)
-    rows = dataclasses.replace(multi.repeat_first(messages.size), message=messages)
+    return dataclasses.replace(multi.repeat_first(messages.size), message=messages)
+
+
+def _efficiencies(values: dict, rows: Design, single: Design) -> np.ndarray:
+    """Efficiency at each of ``rows`` (_compressed) against one rank at its batch."""
     one = np.maximum(step_seconds(values, single), MIN_STEP)[0]
     return one / np.maximum(step_seconds(values, rows), MIN_STEP)
 
@@ -59,7 +64,8 @@ def _ratio(efficiency: np.ndarray) -> float:
 
 def needed_compression(fit: Fit, multi: Design, single: Design) -> NeededCompression:
     """``multi``: the N-rank configuration (one row); ``single``: one rank at its batch."""
-    centre = _efficiencies(fit.values, multi, single)
+    rows = _compressed(multi)
+    centre = _efficiencies(fit.values, rows, single)
     ratio = _ratio(centre)
     lo = hi = math.nan
     covariance = fit.covariance
@@ -69,7 +75,7 @@ def needed_compression(fit: Fit, multi: Design, single: Design) -> NeededCompres
         thetas = rng.multivariate_normal(fit.theta, covariance, SAMPLES, method="svd")
         thetas = np.clip(thetas, lower, upper)
         ratios = np.array(
-            [_ratio(_efficiencies(fit.parameters.values(t), multi, single)) for t in thetas]
+            [_ratio(_efficiencies(fit.parameters.values(t), rows, single)) for t in thetas]
         )
         lo = float(np.quantile(ratios, 0.025, method="lower"))
         hi = float(np.quantile(ratios, 0.975, method="higher"))
