@@ -11,6 +11,7 @@ import pytest
 
 from conftest import REPO
 from dpscale import cli
+from dpscale.analysis.results import step_spread
 
 STUDY = REPO / "evidence" / "2026-11-26-nvidia-h100" / "cpu16_torch_ddp_nodes_two_links"
 
@@ -32,8 +33,7 @@ def small(tmp_path: Path, up_to: int = 2, spread: tuple[float, ...] = ()) -> Pat
     cells = pd.read_csv(STUDY / "tables" / "cells.csv")
     if spread:
         one = cells["world_size"] == 1
-        columns = ("step_spread", "step_spread_lo", "step_spread_hi")
-        for column, value in zip(columns, spread, strict=True):
+        for column, value in zip(step_spread.COLUMNS, spread, strict=True):
             cells[column] = float("nan")
             cells.loc[one, column] = value
     (tmp_path / "small" / "tables").mkdir(parents=True)

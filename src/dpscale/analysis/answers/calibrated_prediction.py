@@ -21,6 +21,7 @@ import pandas as pd
 from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.conformal import Band
 from dpscale.analysis.laws.scaling import THROUGHPUT_MODES, scaling_table
+from dpscale.analysis.results import step_spread
 from dpscale.plan.columns import NETWORK, NODES
 from dpscale.plan.remedies import NO_REMEDY
 
@@ -130,8 +131,8 @@ def small_run_rows(cells: pd.DataFrame, wanted: SmallRun, where: str) -> pd.Data
     return rows.assign(mode=mode)
 
 
-# a one-device cell's step spread and its 95% interval (analysis.results.step_spread)
-SPREAD_COLUMNS = ("step_spread", "step_spread_lo", "step_spread_hi")
+# a one-device cell's step spread and its 95% interval
+SPREAD_COLUMNS = step_spread.COLUMNS
 
 
 def one_device_spread(

@@ -21,6 +21,8 @@ MIN_STEPS = 20
 BLOCK = 10
 RESAMPLES = 2000
 NOT_MEASURED = (math.nan, math.nan, math.nan)
+# the cells table's columns of (j, low, high)
+COLUMNS = ("step_spread", "step_spread_lo", "step_spread_hi")
 
 
 def relative_spread(steps: np.ndarray) -> float:

@@ -15,7 +15,7 @@ import pandas as pd
 from dpscale.analysis.results.again import with_second_measurements
 from dpscale.analysis.results.collectives import comm_key
 from dpscale.analysis.results.mfu import mfu_columns
-from dpscale.analysis.results.step_spread import step_spread
+from dpscale.analysis.results import step_spread
 from dpscale.plan.columns import POINT, SYSTEM_HOST
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.result import STARTUP_PHASES, read_result
@@ -57,8 +57,8 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
     steps = (measurement or {}).get("steps_per_window", math.nan)
     columns["steps_per_window"] = steps
     # one step's relative spread (the calibrated law's stragglers), from one-step windows only
-    spread = step_spread(windows, steps) if windows else (math.nan,) * 3
-    columns.update(zip(("step_spread", "step_spread_lo", "step_spread_hi"), spread, strict=True))
+    spread = step_spread.step_spread(windows, steps)
+    columns.update(zip(step_spread.COLUMNS, spread, strict=True))
     return columns
 
 
