@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import make_cell
-from dpscale.launch import checks, launcher
+from dpscale.launch import checks, launcher, supervise
 from dpscale.launch.emulation import netns
 from dpscale.plan.cell import Network
 from dpscale.plan.link import Link
@@ -132,11 +134,22 @@ def test_a_killed_emulated_cell_leaves_no_namespace_and_no_rank(tmp_path):
     assert ranks.stdout.strip() == b"", ranks.stdout
 
 
+def scratch_folders_of(pid: int) -> list[Path]:
+    """The scratch folders whose record names launcher ``pid`` (supervise.scratch_folder)."""
+    folders = Path(tempfile.gettempdir()).glob(supervise.SCRATCH_PREFIX + "*")
+    return [
+        folder
+        for folder in folders
+        if (folder / supervise.SCRATCH_OWNER).is_file()
+        and json.loads((folder / supervise.SCRATCH_OWNER).read_text())["pid"] == pid
+    ]
+
+
 @pytest.mark.slow
-def test_namespaces_a_killed_launcher_left_are_removed_by_the_next_launch(tmp_path, monkeypatch):
+def test_what_a_killed_launcher_left_is_removed_by_the_next_launch(tmp_path, monkeypatch):
     """SIGKILL of the launcher's whole process group (a closed terminal, a scheduler's kill):
-    its ranks die with it, its namespaces cannot be removed by it; the next launch removes
-    them before it builds its own, and measures."""
+    its ranks die with it, its namespaces and scratch folder cannot be removed by it; the
+    next launch removes them before it builds its own, and measures."""
     from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
     from dpscale.plan.result import read_result
@@ -145,6 +158,7 @@ def test_namespaces_a_killed_launcher_left_are_removed_by_the_next_launch(tmp_pa
     killed, out, _ = start_two_node_cell(tmp_path, own_group=True)
     left = set(netns.leftover()) - before
     assert len(left) == 3  # two nodes and the switch
+    [scratch] = scratch_folders_of(killed.pid)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait(timeout=30)
     pgrep = ["pgrep", "-f", str(out)]
@@ -161,6 +175,8 @@ def test_namespaces_a_killed_launcher_left_are_removed_by_the_next_launch(tmp_pa
     assert status == result["status"] == "ok", result["reason"]
     assert "removed namespaces of launchers that died" in log.read_text()
     assert set(netns.leftover()) == before
+    assert f"removed scratch folders of launchers that died: ['{scratch.name}'" in log.read_text()
+    assert not scratch.exists()
     # what the multi-node test below checks of every other strategy's two-node cell
     assert len(result["measurement"]["per_rank_window_seconds"]) == 2
 
@@ -171,7 +187,7 @@ def test_only_namespaces_whose_recorded_launcher_died_are_reaped(tmp_path, monke
     monkeypatch.setattr(netns, "OWNERS", tmp_path / "owners")
     dead, alive, foreign = "dpstestdead", "dpstestalive", "dpstestforeign"
     gone = subprocess.Popen(["sleep", "0"])
-    gone_start = netns._process_start(gone.pid)
+    gone_start = netns.process_start(gone.pid)
     gone.wait()
     try:
         for name in (dead, alive, foreign):

@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 import traceback
 import uuid
@@ -184,9 +183,9 @@ def _run_cell(
     if scratch_root:
         scratch_root.mkdir(parents=True, exist_ok=True)
     env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
-    with tempfile.TemporaryDirectory(prefix=".dpscale-cell-", dir=scratch_root) as scratch:
-        env["DPSCALE_SCRATCH"] = scratch  # ranks' arrival marks (runner.measure)
-        cell_file = Path(scratch) / "cell.json"
+    with supervise.scratch_folder(scratch_root, log) as scratch:
+        env["DPSCALE_SCRATCH"] = str(scratch)  # ranks' arrival marks (runner.measure)
+        cell_file = scratch / "cell.json"
         cell_file.write_text(cell.to_json())
         runner = runner_argv(plan.runner, cell_file, out.resolve())
         # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children

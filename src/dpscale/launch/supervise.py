@@ -10,9 +10,12 @@ their own) is found by the cell's token in ``/proc`` and killed.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import resource
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,10 +26,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
 
+from dpscale.launch.emulation.netns import process_start
 from dpscale.plan.cell import Cell
+from dpscale.plan.columns import SYSTEM_HOST
 from dpscale.runner import startup
 
 TERM_GRACE_S = 15  # after a timeout: SIGTERM (srun passes it to its tasks), then SIGKILL
+SCRATCH_PREFIX = ".dpscale-cell-"
+SCRATCH_OWNER = "launcher.json"  # in a scratch folder: the launch that made it
 
 
 @contextmanager
@@ -55,6 +62,51 @@ def bench_lock(cell: Cell, log) -> Iterator[None]:
                 flush=True,
             )
         yield
+
+
+@contextmanager
+def scratch_folder(root: Path | None, log: TextIO) -> Iterator[Path]:
+    """The cell's scratch folder under ``root`` (the temporary folder where None), removed
+    when the block ends. A launcher killed with SIGKILL cannot remove it, so each records
+    its host, pid and start time inside, and each launch first removes the folders beside
+    its own whose launcher on this host is gone. A folder without a record is left alone."""
+    parent = Path(root or tempfile.gettempdir())
+    removed = reap_scratch(parent)
+    if removed:
+        print(f"[dpscale] removed scratch folders of launchers that died: {removed}", file=log)
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=parent) as scratch:
+        _record_launcher(Path(scratch))
+        yield Path(scratch)
+
+
+def _record_launcher(folder: Path) -> None:
+    """Write this launch's host, pid and start time into ``folder`` (whole or not at all)."""
+    owner = {
+        SYSTEM_HOST: socket.gethostname(),
+        "pid": os.getpid(),
+        "start": process_start(os.getpid()),
+    }
+    partial = folder / f".{SCRATCH_OWNER}.partial"
+    partial.write_text(json.dumps(owner))
+    partial.replace(folder / SCRATCH_OWNER)
+
+
+def reap_scratch(parent: Path) -> list[str]:
+    """Remove the scratch folders in ``parent`` whose recorded launcher ran on this host and
+    no longer runs; their names. A launcher on another node (a shared file system) is not
+    judged here."""
+    host, removed = socket.gethostname(), []
+    for folder in sorted(parent.glob(SCRATCH_PREFIX + "*")):
+        try:
+            owner = json.loads((folder / SCRATCH_OWNER).read_text())
+            pid, start = int(owner["pid"]), owner["start"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # no record (yet, or not dpscale's): left alone
+        if owner.get(SYSTEM_HOST) != host or process_start(pid) == start:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    return removed
 
 
 def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:

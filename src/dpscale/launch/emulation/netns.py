@@ -163,7 +163,7 @@ def emulated_nodes(nodes: int, link: Link, log: TextIO = sys.stderr) -> Iterator
         record.unlink(missing_ok=True)
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """When a process started (/proc/PID/stat field 22, clock ticks after boot): with its pid
     it names one process, where a pid alone may have been reused."""
     try:
@@ -176,7 +176,7 @@ def _process_start(pid: int) -> str | None:
 def _record_owner(tag: str, names: list[str]) -> Path:
     """Record this process as the owner of ``names`` (written whole: a reader never sees half)."""
     OWNERS.mkdir(parents=True, exist_ok=True)
-    owner = {"pid": os.getpid(), "start": _process_start(os.getpid()), "namespaces": names}
+    owner = {"pid": os.getpid(), "start": process_start(os.getpid()), "namespaces": names}
     record, partial = OWNERS / f"{tag}.json", OWNERS / f".{tag}.json.partial"
     partial.write_text(json.dumps(owner))
     partial.replace(record)
@@ -194,7 +194,7 @@ def reap_orphans() -> list[str]:
             owner = json.loads(record.read_text())
         except (OSError, ValueError):
             continue
-        if _process_start(owner["pid"]) == owner["start"]:
+        if process_start(owner["pid"]) == owner["start"]:
             continue  # its launcher still runs (and removes them itself)
         remove(owner["namespaces"])
         with suppress(OSError):
