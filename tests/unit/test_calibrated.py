@@ -83,6 +83,8 @@ def test_the_baselines_hold_or_repeat_the_last_drop():
     assert 1 / cal.repeat_baseline(points, 64) == pytest.approx(0.85 - 2 * 0.05)
     alone = [cal.Point.from_efficiency(8, 1.0, 0.94)]  # from one device at 100%
     assert 1 / cal.repeat_baseline(alone, 64) == pytest.approx(0.94 - 0.02 * 3)
+    steep = [cal.Point.from_efficiency(2, 1.0, 0.6)]  # 40 points a doubling: none left at 8
+    assert cal.repeat_baseline(steep, 8) == math.inf
 
 
 def test_bad_points_are_refused_naming_the_field():

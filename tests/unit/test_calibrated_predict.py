@@ -60,6 +60,25 @@ def test_the_small_run_calibrates_and_says_how_far_it_reaches(tmp_path, capsys):
     assert "Calibrated on the small run:" in printed and "upper bound" in printed
 
 
+def test_arithmetic_on_the_same_points_and_the_laws_record_stand_beside_it(tmp_path, capsys):
+    """Beyond the small run's largest scale, the two baselines (the largest point's
+    efficiency held; its drop from one device repeated per doubling) and how the law fared
+    against them on the published series."""
+    out = tmp_path / "p.csv"
+    run("--cluster", str(cluster(tmp_path)), "--calibrate", str(small(tmp_path)),
+        "--network", "1gbit", "--out", str(out))  # fmt: skip
+    table = pd.read_csv(out).set_index("nodes")
+    assert table.loc[2, ["hold_efficiency", "repeat_efficiency"]].isna().all()  # measured
+    held = table.loc[4, "hold_efficiency"]
+    assert table.loc[8, "hold_efficiency"] == held and 0 < held < 1
+    # one measured scale (2 nodes): the drop from one device (100%) repeats per doubling
+    assert table.loc[4, "repeat_efficiency"] == pytest.approx(max(2 * held - 1, 0))
+    assert table.loc[8, "repeat_efficiency"] == pytest.approx(max(3 * held - 2, 0))
+    printed = capsys.readouterr().out
+    assert f"the largest one's efficiency held, {100 * held:.0f}%" in printed
+    assert "published series (calibrated on each one's smallest scales" in printed
+
+
 def test_a_one_device_step_spread_enters_as_stragglers_with_its_interval(tmp_path, capsys):
     out = tmp_path / "p.csv"
     folder = small(tmp_path, spread=(0.05, 0.03, 0.08))

@@ -76,6 +76,35 @@ def test_a_tie_goes_to_the_baseline():
     assert got["median_points"]["calibrated"] == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize(
+    "calibrated, outcome",
+    [
+        ([81.0, 91.0], "does not beat both baselines"),  # beats repeat only: a tie on hold
+        ([60.0, 60.0], "does not beat either baseline"),
+        ([80.0, 90.0], "beats both baselines"),
+    ],
+)
+def test_the_record_a_prediction_carries_says_how_the_law_fared(calibrated, outcome):
+    table = pd.DataFrame(
+        {
+            "series": ["a", "b"],
+            "source": ["s", "t"],
+            "published_pct": [80.0, 90.0],
+            "calibrated_pct": calibrated,
+            "link_only_pct": [99.0, 99.0],
+            "hold_pct": [81.04, 91.04],
+            "repeat_pct": [70.0, 70.0],
+        }
+    )
+    words = ps.record_words(table)
+    assert "on 2 published series" in words and f"the law {outcome}:" in words
+    medians = ps.verdict(table)["median_points"]
+    assert f"median error {medians['calibrated']:.1f} efficiency points against 1.0 (held)" in (
+        words
+    )
+    assert ps.record_words(table.iloc[:0]) == "not checked on published series (none given)"
+
+
 def test_the_published_page_gives_each_efficiency_its_interval_and_the_series_below():
     from dpscale.plan.published import published_files
     from dpscale.render.published_page import INTERVAL, SERIES_TITLE, published_html

@@ -29,7 +29,7 @@ from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read_given, read_optional, write, write_lines
-from dpscale.steps.published import published_band
+from dpscale.steps.published import published_band, series_record
 
 Files = Mapping[str, Any]
 
@@ -374,7 +374,8 @@ def calibrated(
     stragglers = calibrated_prediction.one_device_spread(run_cells, wanted, mode)
     fit = cal.calibrate(fit_points, *(stragglers or ()))
     largest = calibrated_prediction.largest_world(fit_points)
-    return calibrated_prediction.with_calibration(found.table, fit, largest, mode)
+    table = calibrated_prediction.with_calibration(found.table, fit, largest, mode)
+    return calibrated_prediction.with_baselines(table, fit_points, series_record())
 
 
 def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) -> pd.DataFrame:
@@ -392,6 +393,23 @@ def _folder_words(row: pd.Series) -> str:
     return "'s folder cells, so for training from its image folder (against one device reading it)"
 
 
+def _arithmetic_words(row: pd.Series) -> str:
+    """What arithmetic makes of the same measured points at this row, and the law's record
+    against it; nothing where the row is not beyond the points."""
+    if pd.isna(row.get("hold_efficiency")):
+        return ""
+    return (
+        f" Arithmetic on the same points: the largest one's efficiency held, "
+        f"{_percent(row['hold_efficiency'])}; its last drop repeated per doubling, "
+        f"{_percent(row['repeat_efficiency'])}. {row['baselines_record'].capitalize()}."
+    )
+
+
+def _percent(efficiency: float) -> str:
+    """An efficiency in whole percent; the repeated drop may use it all up."""
+    return f"{100 * efficiency:.0f}%" if efficiency >= 0.005 else "none left"
+
+
 def carried_sentence(table: pd.DataFrame) -> str:
     """The sentence for the largest layout: calibrated (its kind and what it stands on), or
     the link-only figure within the published band."""
@@ -405,6 +423,7 @@ def carried_sentence(table: pd.DataFrame) -> str:
             f"{row['calibrated_speedup']:.1f}x ({row['calibrated_speedup_lo']:.1f}-"
             f"{row['calibrated_speedup_hi']:.1f}), {row['calibrated_kind']}; "
             f"{row['calibration']}. The link-only figure above is its upper bound."
+            + _arithmetic_words(row)
         )
     if "efficiency_band_lo" in table and pd.notna(row["efficiency_band_lo"]):
         return (

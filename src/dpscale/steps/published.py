@@ -198,3 +198,13 @@ def published_band() -> tuple[Band, str]:
         f"points); leave-one-source-out coverage {summary['inside']} of {summary['judged']}"
     )
     return band, words
+
+
+@functools.lru_cache(maxsize=1)
+def series_record() -> str:
+    """How the calibrated law fared on the workflow's published series (their frozen
+    protocol, docs/decisions/calibrated-published-series.md), for a calibrated prediction."""
+    files = published_files({})
+    series = read_cases(str(WORKFLOW_ROOT / SERIES))
+    check = published_check.check(series, profiles(files["profile"]))
+    return published_series.record_words(published_series.series_table(series, check))

@@ -216,6 +216,24 @@ def with_calibration(
     )
 
 
+BASELINE_COLUMNS = ("hold_efficiency", "repeat_efficiency", "baselines_record")
+
+
+def with_baselines(table: pd.DataFrame, found: Sequence[cal.Point], record: str) -> pd.DataFrame:
+    """``table`` with the two predictions arithmetic makes from the same measured points
+    beyond the largest of them (laws.calibrated's hold and repeat, NaN at or below it), and
+    ``record``: how the law fared against them where it was checked."""
+    largest = largest_world(found)
+    beyond = table["world_size"].astype(int) > largest
+    hold = 1 / cal.hold_baseline(found)
+    repeat = [1 / cal.repeat_baseline(found, int(w)) for w in table["world_size"]]
+    return table.assign(
+        hold_efficiency=pd.Series(hold, index=table.index).where(beyond),
+        repeat_efficiency=pd.Series(repeat, index=table.index).where(beyond),
+        baselines_record=record,
+    )
+
+
 def with_band(table: pd.DataFrame, band: Band, basis: str) -> pd.DataFrame:
     """``table`` with the empirical band around each multi-device row's link-only efficiency
     (never above the link-only figure's own upper bound of 1, never below 0)."""

@@ -152,6 +152,29 @@ def verdict(table: pd.DataFrame, margin: float = 0.05) -> dict[str, Any]:
     }
 
 
+def _outcome(found: Mapping[str, Any]) -> str:
+    """Whether the law beat the two baselines, in words."""
+    beaten = [name for name, won in found["beats"].items() if won]
+    if len(beaten) == 2:
+        return "beats both baselines"
+    return f"does not beat {'either baseline' if not beaten else 'both baselines'}"
+
+
+def record_words(table: pd.DataFrame) -> str:
+    """The law's record on the published series, for a prediction that carries it: how an
+    extrapolation from a small run's scales was checked, and how it fared."""
+    if table.empty:
+        return "not checked on published series (none given)"
+    found = verdict(table)
+    medians = found["median_points"]
+    return (
+        f"checked on {found['series']} published series (calibrated on each one's smallest "
+        f"scales, its largest predicted), the law {_outcome(found)}: median error "
+        f"{medians['calibrated']:.1f} efficiency points against {medians['hold']:.1f} "
+        f"(held) and {medians['repeat']:.1f} (repeated)"
+    )
+
+
 def verdict_line(table: pd.DataFrame) -> str:
     """The page's sentence on the calibrated law's check over the published series."""
     if table.empty:
@@ -159,15 +182,9 @@ def verdict_line(table: pd.DataFrame) -> str:
     found = verdict(table)
     medians = found["median_points"]
     predicted = int(table["calibrated_pct"].notna().sum())
-    beaten = [name for name, won in found["beats"].items() if won]
-    outcome = (
-        "beats both baselines"
-        if len(beaten) == 2
-        else f"does not beat {'either baseline' if not beaten else 'both baselines'}"
-    )
     return (
         f"Calibrated on each of {found['series']} published series' smallest multi-device "
-        f"scales and predicting its largest, the calibrated law {outcome}: median error "
+        f"scales and predicting its largest, the calibrated law {_outcome(found)}: median error "
         f"{medians['calibrated']:.1f} efficiency points ({predicted} of {found['series']} "
         f"series predicted; a series without a number counts as a miss), against "
         f"{medians['hold']:.1f} when the largest calibrated efficiency is held and "

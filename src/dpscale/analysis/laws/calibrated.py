@@ -231,7 +231,8 @@ def hold_baseline(points: Sequence[Point]) -> float:
 
 def repeat_baseline(points: Sequence[Point], devices: int) -> float:
     """Arithmetic baseline: the last drop in efficiency repeats per doubling of devices
-    (from one device, efficiency 1, where the run has one multi-device scale)."""
+    (from one device, efficiency 1, where the run has one multi-device scale); an infinite
+    ratio once the drops use the efficiency up."""
     ordered = sorted(points, key=lambda p: p.devices)
     last = ordered[-1]
     before_n, before_eff = (1, 1.0)
@@ -239,4 +240,4 @@ def repeat_baseline(points: Sequence[Point], devices: int) -> float:
         before_n, before_eff = ordered[-2].devices, 1 / ordered[-2].measured
     per_doubling = (before_eff - 1 / last.measured) / math.log2(last.devices / before_n)
     eff = 1 / last.measured - per_doubling * math.log2(devices / last.devices)
-    return 1 / max(eff, 1e-9)
+    return 1 / eff if eff > 0 else math.inf
