@@ -87,6 +87,12 @@ def wait_until(condition, timeout_s: float) -> bool:
     return condition()
 
 
+def two_node_cell(measure):
+    """The namespace tests' cell: TWO_NODES on 2 emulated nodes over 1 GbE, one process each."""
+    cell = make_cell(TWO_NODES, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
+    return type(cell).from_dict({**cell.to_dict(), "measure": vars(measure)})
+
+
 def start_two_node_cell(tmp_path, own_group: bool = False, **measure_fields):
     """A 2-node torch-ddp cell on an emulated 1 GbE link, its launcher started as Snakemake
     starts it (``own_group``: in a process group of its own, as a job scheduler starts a job);
@@ -94,9 +100,7 @@ def start_two_node_cell(tmp_path, own_group: bool = False, **measure_fields):
     from dpscale.launch.setup.envs import ensure_env
     from dpscale.plan.cell import Measure
 
-    cell = make_cell(TWO_NODES, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
-    measure = Measure(1, 500, 2, 300, **measure_fields)
-    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(measure)})
+    cell = two_node_cell(Measure(1, 500, 2, 300, **measure_fields))
     out, log = tmp_path / "cells" / "c.json", tmp_path / "c.log"
     command = [sys.executable, "-m", "dpscale.launch", "--cell", cell.to_json()]
     command += [
@@ -166,8 +170,7 @@ def test_what_a_killed_launcher_left_is_removed_by_the_next_launch(tmp_path, mon
     assert ranks_gone
     assert set(netns.leftover()) - before == left  # nothing removed them
 
-    cell = make_cell(TWO_NODES, nodes=2, batch=4, network=Network("lan", rate="1gbit"))
-    cell = type(cell).from_dict({**cell.to_dict(), "measure": vars(Measure(1, 2, 2, 300))})
+    cell = two_node_cell(Measure(1, 2, 2, 300))
     out, log = cell.result_path(tmp_path / "next"), tmp_path / "next.log"
     monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
     status = launcher.launch(cell, out, ensure_env(STRATEGIES[TWO_NODES].env), log)

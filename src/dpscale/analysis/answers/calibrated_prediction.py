@@ -131,10 +131,6 @@ def small_run_rows(cells: pd.DataFrame, wanted: SmallRun, where: str) -> pd.Data
     return rows.assign(mode=mode)
 
 
-# a one-device cell's step spread and its 95% interval
-SPREAD_COLUMNS = step_spread.COLUMNS
-
-
 def one_device_spread(
     cells: pd.DataFrame, wanted: SmallRun, mode: str
 ) -> tuple[float, tuple[float, float]] | None:
@@ -142,7 +138,7 @@ def one_device_spread(
     prediction's strategy, model, batch and mode, where it was timed in one-step windows
     (``measure.steps_per_window: 1``); None where none was (the stragglers then sit in g and
     s). Several such cells (repeats): the widest interval's, so the range holds them all."""
-    if any(column not in cells for column in SPREAD_COLUMNS):
+    if any(column not in cells for column in step_spread.COLUMNS):
         return None
     one = cells[
         (cells["status"] == "ok")
@@ -151,7 +147,7 @@ def one_device_spread(
         & (cells["batch_per_device"] == wanted.batch)
         & (cells["mode"] == mode)
         & (cells["world_size"] == 1)
-    ].dropna(subset=list(SPREAD_COLUMNS))
+    ].dropna(subset=list(step_spread.COLUMNS))
     if one.empty:
         return None
     j = float(one["step_spread"].median())
@@ -214,9 +210,6 @@ def with_calibration(
         calibration=f"{mode} cells, for {MODES[mode]}: {words}",
         calibrated_mode=mode,
     )
-
-
-BASELINE_COLUMNS = ("hold_efficiency", "repeat_efficiency", "baselines_record")
 
 
 def with_baselines(table: pd.DataFrame, found: Sequence[cal.Point], record: str) -> pd.DataFrame:
