@@ -236,6 +236,7 @@ CONTAINERS: dict[str, Any] = {
             "devices_per_node": 4,
         }
     ],
+    "interventions": {"slow_rank": {"rank": 1, "cpu_fraction": 0.5}},
     "cost": {
         "currency": "USD",
         "node_hour": {"cpu": 1.0},

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dpscale.plan import controls
 from dpscale.plan.layout import HOST_NETWORK, LAYOUT_ID, Layout
 from dpscale.plan.link import Link
 from dpscale.plan.remedies import NONE, Comm
@@ -224,6 +225,26 @@ class FolderInput:
 
 
 @dataclass(frozen=True)
+class Interventions:
+    """What the launcher does to the machine while the cell measures (config
+    ``interventions``), to check the loss breakdown term by term
+    (docs/decisions/loss-breakdown-interventions.md): ``slow_rank`` gets a CPU quota of
+    ``slow_fraction`` of one core (a cgroup's), ``cpus`` the cores every process of the cell
+    may run on. Not part of the cell id: an intervention study has a study name of its own."""
+
+    slow_rank: int | None = None
+    slow_fraction: float | None = None
+    cpus: tuple[int, ...] | None = None
+
+    @property
+    def any(self) -> bool:
+        return self != NO_INTERVENTIONS
+
+
+NO_INTERVENTIONS = Interventions()
+
+
+@dataclass(frozen=True)
 class Collectives:
     """The message sizes a collectives cell times (config ``collectives``): ``min_bytes``,
     then each size ``factor`` times the last, up to and including ``max_bytes``. Sizes are
@@ -281,6 +302,11 @@ class Cell:
     # a drift probe: the study's reference cell measured again (``drift``), its ``repeat``
     # the probe's number; measured like a synthetic cell, kept out of the fits (mode ``drift``)
     drift_probe: bool = False
+    # a control cell (plan.controls): the layout with part of its work taken away, ``local``
+    # or ``barrier``; every ordinary cell is ``full``
+    control: str = controls.FULL
+    # what the launcher does to the machine for an intervention study (config interventions)
+    interventions: Interventions = field(default_factory=lambda: NO_INTERVENTIONS)
 
     @property
     def world_size(self) -> int:
@@ -317,11 +343,13 @@ class Cell:
 
     @property
     def mode_key(self) -> str:
-        """``synthetic``, ``collectives``, ``folder``, ``drift`` for drift probes, or
-        ``train-<dataset>-<lr rule>`` for training cells; cells across nodes on a network
-        other than the host's end in ``-net-<network>``, cells with a communication remedy
-        in ``-comm-<remedy>``."""
+        """``synthetic``, ``collectives``, ``folder``, ``drift`` for drift probes,
+        ``control-<control>`` for control cells, or ``train-<dataset>-<lr rule>`` for
+        training cells; cells across nodes on a network other than the host's end in
+        ``-net-<network>``, cells with a communication remedy in ``-comm-<remedy>``."""
         key = "drift" if self.drift_probe else self.mode
+        if self.control != controls.FULL:
+            key = controls.mode_key(self.control)
         if self.training is not None:
             key = f"{self.mode}-{self.training.dataset}-{self.training.lr_rule}"
         if self.network.name != HOST.name:
@@ -347,6 +375,10 @@ class Cell:
             del data["comm"]
         if not self.measure.oversubscribe:  # nor does one that runs where it always did
             del data["measure"]["oversubscribe"]
+        if self.control == controls.FULL:  # nor does every cell that is not a control
+            del data["control"]
+        if self.interventions == NO_INTERVENTIONS:  # nor one the machine is left alone for
+            del data["interventions"]
         data["model"]["key"] = self.model.key
         data["world_size"] = self.world_size
         data["global_batch"] = self.global_batch
@@ -368,6 +400,9 @@ class Cell:
         collectives = data.pop("collectives", None)
         folder = data.pop("image_folder", None)
         comm = data.pop("comm", None) or {}
+        interventions = data.pop("interventions", None) or {}
+        if interventions.get("cpus") is not None:
+            interventions["cpus"] = tuple(interventions["cpus"])
         network = dict(data.pop("network", None) or {})
         network["env"] = tuple(tuple(pair) for pair in network.get("env", ()))
         own = {f.name for f in fields(cls)}
@@ -381,6 +416,7 @@ class Cell:
             collectives=Collectives(**collectives) if collectives else None,
             image_folder=FolderInput(**folder) if folder else None,
             comm=Comm(**comm),
+            interventions=Interventions(**interventions),
             **data,
         )
 

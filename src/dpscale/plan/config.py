@@ -25,6 +25,7 @@ from dpscale.plan.config_rules import (
     check_cost,
     check_imports,
     check_interpreters,
+    check_interventions,
     check_names,
     check_networks,
     check_paths,
@@ -147,4 +148,5 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     check_imports(filled["imports"])
     check_train_layouts(filled)
     check_cost(filled)
+    check_interventions(filled)
     return node_cpus(filled)

@@ -397,6 +397,19 @@ def check_combinations(config: dict[str, Any]) -> None:
         )
 
 
+def check_interventions(config: dict[str, Any]) -> None:
+    """The slowed rank must be a rank of the study's largest layout."""
+    slow = config["interventions"]["slow_rank"]
+    if slow is None:
+        return
+    largest = max(config["nodes"]) * max(config["devices_per_node"])
+    if slow["rank"] >= largest:
+        raise ConfigError(
+            f"interventions.slow_rank.rank: {slow['rank']} is not a rank of this study's "
+            f"layouts (at most {largest} processes); allowed: 0 to {largest - 1}"
+        )
+
+
 def node_cpus(config: dict[str, Any]) -> dict[str, Any]:
     """The config with ``cluster.cpus_per_device`` filled in where ``cluster.cpus_per_node``
     gives the node's CPUs: those divided by the study's largest ``devices_per_node``, so every

@@ -11,14 +11,18 @@ from typing import Any
 from dpscale.plan import remedies
 from dpscale.plan.cell import (
     HOST,
+    NO_INTERVENTIONS,
     Cell,
     Collectives,
     FolderInput,
+    Interventions,
     Measure,
     ModelConfig,
     Network,
     Training,
 )
+from dpscale.plan.control_cells import control_cells
+from dpscale.plan.controls import FULL
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.ring import gradient_bytes
 from dpscale.plan.strategy import Strategy
@@ -40,13 +44,16 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
         cells += _collective_cells(config, strategies)
     if "folder" in config["modes"]:
         cells += _synthetic_cells(config, strategies, folder_input(config))
+    cells = control_cells(config, cells, strategies)
     return cells + drift_probes(config, cells)
 
 
 def drift_reference(config: dict[str, Any], cells: list[Cell]) -> Cell:
     """The cell drift probes repeat: ``drift.cell``, or the first strategy's runnable
     synthetic cell on the fewest nodes and devices at the middle batch size."""
-    candidates = [c for c in cells if c.mode == "synthetic" and not c.skip_reason]
+    candidates = [
+        c for c in cells if c.mode == "synthetic" and not c.skip_reason and c.control == FULL
+    ]
     wanted = config["drift"]["cell"]
     if wanted is not None:
         found = [c for c in candidates if c.cell_id == wanted]
@@ -123,7 +130,22 @@ def _cell(config: dict[str, Any], strategy: Strategy, **fields: Any) -> Cell:
         or strategy.model_skip_reason(fields["model"]),
         # only the cells that use a strategy's option carry it: changing it reruns only those
         options=options,
+        interventions=interventions(config),
         **fields,
+    )
+
+
+def interventions(config: dict[str, Any]) -> Interventions:
+    """What the launcher does to the machine for every cell (config ``interventions``)."""
+    section = config.get("interventions") or {}
+    slow = section.get("slow_rank")
+    cpus = section.get("cpus")
+    if not slow and cpus is None:
+        return NO_INTERVENTIONS
+    return Interventions(
+        slow_rank=slow["rank"] if slow else None,
+        slow_fraction=slow["cpu_fraction"] if slow else None,
+        cpus=tuple(cpus) if cpus is not None else None,
     )
 
 

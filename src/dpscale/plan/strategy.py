@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from dpscale.plan.controls import MEANING, Control
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.remedies import NONE, Comm
 from dpscale.plan.traffic import KINDS, Traffic
@@ -157,6 +158,9 @@ class Strategy:
     ``model_zoo``: the framework zoo (plan.cell.ZOOS) whose models it builds by name
     besides the shared ResNets (config ``models``: ``<zoo>.<name>``); None: none, its cells
     of a zoo model are skipped, as are those of another framework's zoo.
+    ``controls``: the control cells it runs (plan.controls: ``local``, ``barrier``), each
+    with how, in the framework's words; ``no_controls``: why it runs none, where it declares
+    none (its control cells are skipped with it).
     """
 
     name: str
@@ -173,6 +177,21 @@ class Strategy:
     traffic: Traffic | None = None
     folder_pipeline: str | None = None
     model_zoo: str | None = None
+    controls: tuple[Control, ...] = ()
+    no_controls: str = "its adapter declares no control cells yet"
+
+    def control(self, name: str) -> Control | None:
+        """Its declaration of control ``name``, or None where it does not run it."""
+        return next((c for c in self.controls if c.name == name), None)
+
+    def control_skip_reason(self, name: str) -> str | None:
+        """Why it cannot run control ``name`` (plan.controls), or None."""
+        if self.control(name) is not None:
+            return None
+        if not self.controls:
+            return f"{self.name} runs no control cells: {self.no_controls}"
+        runs = [c.name for c in self.controls]
+        return f"{self.name} does not run control {name!r} ({MEANING[name]}); it runs {runs}"
 
     def declared_traffic(self) -> Traffic:
         """Its traffic; one line where its adapter declares none."""

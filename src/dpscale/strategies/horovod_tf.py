@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 from dpscale.plan.cell import Cell
+from dpscale.plan.controls import Control
 from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
@@ -81,6 +82,12 @@ STRATEGY = Strategy(
     folder_pipeline="tf.data (map with AUTOTUNE or workers, prefetch), sharded per Horovod rank",
     # models named keras.<name> (config models): tf.keras.applications.<name>
     model_zoo="keras",
+    # control cells (plan.controls): the loss split into its terms
+    # (horovod_ops.HorovodRank.control_step)
+    controls=(
+        Control("local", "TensorFlow's own GradientTape instead of hvd.DistributedGradientTape"),
+        Control("barrier", "as local, then Horovod's barrier (an all-reduce of one number)"),
+    ),
 )
 # Horovod's defaults since 0.21 (horovod/common/operations.cc): fusion buffer 128 MiB,
 # cycle time 1 ms

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from dpscale.plan.controls import Control
 from dpscale.plan.remedies import parameter_server_ratio
 from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_imports
 from dpscale.plan.traffic import ParameterServers
@@ -97,6 +98,12 @@ STRATEGY = Strategy(
     folder_pipeline="Gluon ImageFolderDataset, DataLoader, a sampler sharding by kvstore rank",
     # models named gluon.<name> (config models): gluon.model_zoo.vision.get_model
     model_zoo="gluon",
+    # control cells (plan.controls): the loss split into its terms
+    # (mxnet_kvstore.KVStoreRank.control_step)
+    controls=(
+        Control("local", "a Gluon Trainer without the kvstore: no push, no pull"),
+        Control("barrier", "as local, then the kvstore's barrier after every step"),
+    ),
 )
 
 

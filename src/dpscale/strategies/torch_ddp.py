@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+from dpscale.plan.controls import Control
 from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
@@ -52,6 +53,12 @@ STRATEGY = Strategy(
     folder_pipeline="torchvision ImageFolder, DataLoader, DistributedSampler",
     # models named torchvision.<name> (config models): torchvision.models.get_model
     model_zoo="torchvision",
+    # control cells (plan.controls): the loss split into its terms
+    # (torch_ops.DistributedTorchRank.control_step)
+    controls=(
+        Control("local", "every step inside DistributedDataParallel.no_sync(): no all-reduce"),
+        Control("barrier", "as local, then torch.distributed.barrier() after every step"),
+    ),
 )
 
 

@@ -36,6 +36,11 @@ STRATEGY = Strategy(
     folder_pipeline="torchvision ImageFolder, DataLoader",
     # models named torchvision.<name> (config models): torchvision.models.get_model
     model_zoo="torchvision",
+    no_controls=(
+        "nn.DataParallel scatters the batch, replicates the module and sums the replicas' "
+        "gradients onto device 0 inside every forward and backward: it has no step "
+        "without the exchange to time apart"
+    ),
 )
 
 
