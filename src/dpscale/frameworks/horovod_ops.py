@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from dpscale.frameworks import tf_folder, tf_ops
 from dpscale.plan.cell import Cell
+from dpscale.plan.controls import BARRIER, LOCAL
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.timing import Step, Sync
@@ -28,6 +29,11 @@ def compression(cell: Cell) -> Any:
 def barrier() -> None:
     """horovod.tensorflow has no barrier: an all-reduce of one number waits for every rank."""
     hvd.allreduce(tf.constant(0.0), name="dpscale_barrier").numpy()  # [distributed]
+
+
+def own_gradients(tape: tf.GradientTape) -> tf.GradientTape:
+    """A control cell's tape: TensorFlow's own, its gradients this rank's alone."""
+    return tape
 
 
 def allreduce_floats(values: list[float], op: str) -> list[float]:
@@ -76,6 +82,21 @@ class HorovodRank(Rank):
 
     def synthetic_step(self) -> tuple[Step, Sync]:
         return tf_ops.make_train_step(self.cell, self.model, self.optimizer, self.batch, self.tape)
+
+    def control_step(self, control: str) -> tuple[Step, Sync]:
+        """``local``: the synthetic step with TensorFlow's own tape, not Horovod's (this
+        rank's gradients, nothing all-reduced); ``barrier``: the same, its loss read (the step
+        has run), then Horovod's barrier (an all-reduce of one number)."""
+        step, sync = tf_ops.make_train_step(
+            self.cell, self.model, self.optimizer, self.batch, own_gradients
+        )
+
+        def local_then_barrier() -> None:
+            step()
+            sync()  # the barrier waits for this rank's step
+            barrier()  # [distributed] every rank has finished its step
+
+        return {LOCAL: step, BARRIER: local_then_barrier}[control], sync
 
     def folder_step(self) -> tuple[Step, Sync]:
         batches = self._pipeline().batches

@@ -20,8 +20,10 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+from dpscale.frameworks import mxnet_ops
 from dpscale.frameworks.mxnet_ops import MXNetRank, synchronize
 from dpscale.plan.cell import Cell
+from dpscale.plan.controls import BARRIER, LOCAL
 from dpscale.plan.result import write_json_atomic
 from dpscale.runner.rank import ModelCounts
 
@@ -174,6 +176,21 @@ class KVStoreRank(MXNetRank):
         self.reduce = KVStoreGather(kv, first_key=len(net.collect_params().keys()))
         self._allreduce = KVStoreAllreduce(kv, COLLECTIVE_KEYS, ctxs[0], split)
         self._system_extra = system_extra
+
+    def control_step(self, control: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        """``local``: the synthetic step with a Trainer without the kvstore (each worker
+        applies SGD to its own gradients; nothing pushed or pulled); ``barrier``: the same,
+        the engine waited for, then the kvstore's barrier."""
+        images, labels = mxnet_ops.synthetic_batch(self.cell, self.batch, self.ctxs)
+        local_trainer = mxnet_ops.local_trainer(self.net, self.cell)
+        step = mxnet_ops.make_train_step(self.net, local_trainer, images, labels, self.batch)
+
+        def local_then_barrier() -> None:
+            step()
+            synchronize()  # the barrier waits for this worker's step
+            self.kv._barrier()  # [distributed] every worker has finished its step
+
+        return {LOCAL: step, BARRIER: local_then_barrier}[control], synchronize
 
     def gather(self, value: Any) -> list[Any]:
         return self._gather(value)  # [distributed] files, then a kvstore barrier

@@ -119,6 +119,11 @@ def make_train_step(
     return step
 
 
+def local_trainer(net: gluon.HybridBlock, cell: Cell) -> gluon.Trainer:
+    """A control cell's Trainer: no kvstore, so each worker updates on its own gradients."""
+    return gluon.Trainer(net.collect_params(), OPTIMIZER, optimizer_params(cell.sgd), kvstore=None)
+
+
 def synchronize() -> None:
     mx.nd.waitall()
 

@@ -22,6 +22,7 @@ from torch import nn
 from dpscale.frameworks import torch_timeline, torch_zoo
 from dpscale.frameworks.torch_resnet import build_torch_resnet, trainable_param_count
 from dpscale.plan.cell import SGD, Cell
+from dpscale.plan.controls import BARRIER, LOCAL
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import ModelCounts, Rank
 from dpscale.runner.support import param_checksum, require_devices
@@ -341,6 +342,24 @@ class DistributedTorchRank(TorchRank):
         # [distributed] sum over the ranks, in place; gloo on CPU returns when it is done,
         # nccl queues it on the stream that sync waits for
         return (lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM)), synchronizer(self.device)
+
+    def control_step(self, control: str) -> tuple[Callable[[], None], Callable[[], None]]:
+        """``local``: the synthetic step inside DDP's no_sync(), which skips the gradient
+        all-reduce (each rank's SGD applies its own gradients); ``barrier``: the same, the
+        device synchronised, then torch.distributed.barrier()."""
+        step = make_train_step(self.cell, self.model, self.device, self.batch)
+        sync = synchronizer(self.device)
+
+        def local() -> None:
+            with self.model.no_sync():  # no all-reduce: this rank's own gradients
+                step()
+
+        def local_then_barrier() -> None:
+            local()
+            sync()  # the barrier waits for this rank's step, not for its launch
+            dist.barrier()  # [distributed] every rank has finished its step
+
+        return {LOCAL: local, BARRIER: local_then_barrier}[control], sync
 
     def gradient_traffic(self) -> tuple[Callable[[], None], Callable[[], None], dict[str, Any]]:
         step, sends = self.remedy.traffic(self.model.module, self.device)

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpscale.plan.cell import Cell
+from dpscale.plan.controls import FULL
 from dpscale.plan.result import now_iso
 from dpscale.runner import startup
 from dpscale.runner.faults import FirstCollectiveDeadline, StepWatchdog, arrivals_folder
@@ -177,8 +178,8 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     elif cell.mode == "collectives":
         mine["collectives"] = time_allreduce(cell, rank, guards, log)
     else:
-        folder = cell.mode == "folder"
-        step, sync = guards.steps(*(rank.folder_step() if folder else rank.synthetic_step()))
+        folder, control = cell.mode == "folder", cell.control != FULL
+        step, sync = guards.steps(*timed_step(cell, rank))
         m = cell.measure
         mine["windows"] = time_windows(
             step,
@@ -190,8 +191,9 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
             **m.adaptive_kwargs(processes=rank.size, agree=guards.agreement(rank)),
         )
         mine["span"] = last_timed_span()  # what the launcher's contention verdict covers
-        timeline = guards.call(rank.bucket_timeline, TIMELINE_STEPS)  # [distributed] steps
-        if timeline is not None:
+        # a control cell's steps exchange nothing: no bucket to time
+        timeline = None if control else guards.call(rank.bucket_timeline, TIMELINE_STEPS)
+        if timeline is not None:  # [distributed] steps
             mine["timeline"] = timeline
         if folder:
             mine["pipeline"] = time_loader(cell, rank, log)
@@ -205,6 +207,13 @@ def run_cell(cell: Cell, out: Path, rank: Rank) -> None:
     if rank.rank == 0:
         _write(cell, out, started_at, rank, every)
     rank.finish()
+
+
+def timed_step(cell: Cell, rank: Rank) -> tuple[Step, Sync]:
+    """The step a synthetic, folder or control cell times."""
+    if cell.control != FULL:
+        return rank.control_step(cell.control)
+    return rank.folder_step() if cell.mode == "folder" else rank.synthetic_step()
 
 
 def time_allreduce(cell: Cell, rank: Rank, guards: Guards, log: Progress) -> dict[str, Any]:
@@ -272,6 +281,8 @@ def matmul_peak(cell: Cell, rank: Rank) -> dict[str, Any]:
 
 def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]) -> None:
     checksums = [c for r in every for c in r["checksums"]]
+    # a control cell's ranks step on their own gradients: their parameters part by design
+    agreed = len(set(checksums)) == 1 or cell.control != FULL
     system_extra = {
         **rank.system_extra(),
         **folder_system(every),
@@ -286,8 +297,8 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         "trainable_params": rank.trainable_params,
         "forward_flops": rank.forward_flops,
         "rank_param_checksums": checksums,
-        "status": "ok" if len(set(checksums)) == 1 else "failed",
-        "reason": None if len(set(checksums)) == 1 else diverged(checksums),
+        "status": "ok" if agreed else "failed",
+        "reason": None if agreed else diverged(checksums),
         "startup": startup.phases([r["startup"] for r in every]),
     }
     print("\n".join(startup.mllog_lines(common["startup"])), flush=True)  # the cell's log

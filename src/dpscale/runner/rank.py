@@ -44,6 +44,12 @@ class Rank:
         that waits until the device has finished all queued work."""
         raise NotImplementedError
 
+    def control_step(self, control: str) -> tuple[Step, Sync]:
+        """A control cell's step (plan.controls): ``local``, the synthetic step on this
+        rank's own gradients with nothing exchanged; ``barrier``, the same, then one barrier
+        across the ranks. Only where the strategy declares the control."""
+        raise NotImplementedError(f"{self.framework}: no control {control!r}")
+
     def folder_step(self) -> tuple[Step, Sync]:
         """Mode folder: one optimiser step on the image loader's next batch (loading it
         included), and the sync; only where the strategy declares a folder pipeline."""
