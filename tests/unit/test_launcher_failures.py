@@ -46,7 +46,7 @@ def test_a_failed_amendment_keeps_the_measured_result(tmp_path, monkeypatch):
     def measured(*args, **kwargs):
         out.parent.mkdir(parents=True)
         out.write_text("{}")
-        return "ok", None
+        return "ok", None, None
 
     def broken_amendment(*args, **kwargs):
         raise ValueError("bad footprint")

@@ -14,7 +14,7 @@ import os
 import subprocess
 from typing import TextIO
 
-from dpscale.launch.emulation import netns
+from dpscale.launch.emulation import interventions, netns
 from dpscale.launch.kinds import uses_srun
 from dpscale.launch.slurm import allocation as slurm
 from dpscale.plan.cell import Cell
@@ -62,10 +62,14 @@ def runtime_skip_reason(
             return reason
     elif cell.nodes > 1 and allocation is None:
         return "multi-node launch needs a multi-node allocation; not available in local runs"
+    if cell.interventions.any:
+        reason = interventions.unavailable(cell)
+        if reason:
+            return reason
     if cell.accelerator == "cpu" and not srun:
         processes = cell.world_size if emulated else cell.devices_per_node
         wanted = processes * cell.cpus_per_rank
-        cpus = usable_cpus()
+        cpus = allowed_cpus(cell)
         if wanted > cpus and not cell.measure.oversubscribe:
             return (
                 f"needs {processes} device(s) x {per_rank_words(cell)} = {wanted} CPUs, this "
@@ -73,6 +77,12 @@ def runtime_skip_reason(
                 "(measure.oversubscribe runs it and keeps it only where network-bound)"
             )
     return None
+
+
+def allowed_cpus(cell: Cell) -> int:
+    """The CPUs the cell's processes may run on: config interventions.cpus, else the
+    launcher's own."""
+    return len(cell.interventions.cpus) if cell.interventions.cpus else usable_cpus()
 
 
 def per_rank_words(cell: Cell) -> str:

@@ -321,21 +321,36 @@ def verdict(contention: dict[str, Any]) -> tuple[str, str]:
         f"while the cell measured; {spare} of {contention['cpus']} CPUs were spare; "
         f"steal {steal:.1%}"
     )
+    disturbed = taken > CONTAMINATED_CORES or steal > CONTAMINATED_STEAL
     if contention.get("oversubscribed"):
         bound, named = _oversubscription(contention)
         if not bound:
             return "contaminated", f"{named}; {detail}"
         detail = f"{named}; {detail}"
-    if taken > CONTAMINATED_CORES or steal > CONTAMINATED_STEAL:
+    if disturbed:
         return "contaminated", detail
     if mean > NOISY_CORES or peak > NOISY_PEAK_CORES or steal > NOISY_STEAL:
         return "noisy", detail
     return "ok", detail
 
 
+def causes(contention: dict[str, Any]) -> dict[str, bool | None]:
+    """Which of the two causes of a ``contaminated`` verdict held, apart:
+    ``time_shared``, the cell's own ranks time-shared the cores (an oversubscribed cell,
+    CPU-bound: the loss breakdown's contention term, measured as such); ``disturbed``, other
+    work or the hypervisor took CPU from it. None where the samples cannot tell."""
+    if contention.get("foreign_cpu_cores_mean") is None:
+        return {"time_shared": None, "disturbed": None}
+    taken = contention["foreign_cpu_cores_mean"] - contention["spare_cpus"]
+    disturbed = taken > CONTAMINATED_CORES or contention["steal_fraction"] > CONTAMINATED_STEAL
+    shared = bool(contention.get("oversubscribed")) and not _oversubscription(contention)[0]
+    return {"time_shared": shared, "disturbed": disturbed}
+
+
 def _oversubscription(contention: dict[str, Any]) -> tuple[bool, str]:
     """(network-bound, the words naming it) of an oversubscribed cell."""
-    cpus, own = contention["cpus"], contention["cell_cpu_cores_mean"] or 0.0
+    cpus = contention.get("cpus_allowed") or contention["cpus"]
+    own = contention["cell_cpu_cores_mean"] or 0.0
     share = own / cpus if cpus else float("inf")
     bound = share <= NETWORK_BOUND_SHARE
     named = (
@@ -369,8 +384,12 @@ def annotate(result: dict[str, Any], sampler: ContentionSampler, cell: Cell) -> 
     contention = summarise_contention(
         sampler.samples, span, sampler.cpus, cpus_used_by(cell), sampler.interval_s
     )
-    contention["oversubscribed"] = cpus_used_by(cell) > sampler.cpus
+    allowed = len(cell.interventions.cpus) if cell.interventions.cpus else sampler.cpus
+    contention["oversubscribed"] = cpus_used_by(cell) > allowed
+    if cell.interventions.cpus:  # config interventions.cpus: the cores the cell may use
+        contention["cpus_allowed"] = allowed
     quality, reason = verdict(contention)
+    contention.update(causes(contention))
     result["system"]["contention"] = contention
     result["quality"], result["quality_reason"] = quality, reason
     return quality

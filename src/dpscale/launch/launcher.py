@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dpscale.launch import checks, contention, failures, supervise
-from dpscale.launch.emulation import netns
+from dpscale.launch.emulation import interventions, netns
 from dpscale.launch.kinds import Placement, kind, netns_placement, runner_argv, srun_placement
 from dpscale.launch.ports import free_port
 from dpscale.launch.setup.interpreters import Interpreter
@@ -58,11 +58,11 @@ def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Pat
     exception's last line and the log's path, and its traceback goes to the log."""
     started_at = now_iso()
     try:
-        status, sampler = _launch(cell, out, interpreter, log_path)
+        status, sampler, applied = _launch(cell, out, interpreter, log_path)
     except Exception as error:  # noqa: BLE001 (any bug: a cell always leaves a result)
         return _launcher_failed(cell, out, log_path, error, started_at)
     try:
-        quality = finish_result(out, sampler, cell)
+        quality = finish_result(out, sampler, cell, applied)
     except Exception:  # noqa: BLE001 (the measured result stays as it was written)
         _log_traceback(log_path, "amending the result failed; it is kept as the cell wrote it")
         return status
@@ -92,8 +92,9 @@ def _log_traceback(log_path: Path, what: str) -> None:
 
 def _launch(
     cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path
-) -> tuple[str, contention.ContentionSampler | None]:
-    """The launch itself: its status, and the sampler when the cell's processes ran."""
+) -> tuple[str, contention.ContentionSampler | None, dict | None]:
+    """The launch itself: its status, and the sampler and the interventions applied when
+    the cell's processes ran."""
     if isinstance(interpreter, Path):
         interpreter = Interpreter.built(strategy(cell.strategy).env, interpreter)
     started_at = now_iso()
@@ -104,7 +105,7 @@ def _launch(
         srun = checks.ranks_as_tasks(cell, allocation)
         reason = checks.runtime_skip_reason(cell, allocation, srun)
         if reason:
-            return _unmeasured(cell, out, "skipped", reason, started_at, log), None
+            return _unmeasured(cell, out, "skipped", reason, started_at, log), None, None
         python = list(interpreter.command)
         env = runner_env(cell, interpreter)
         if srun:
@@ -112,16 +113,20 @@ def _launch(
         probe, shortage = checks.shortage(cell, allocation, srun, python, env, log)
         described = checks.describe_allocation(allocation, srun, probe)
         if shortage:
-            return _unmeasured(cell, out, "failed", shortage, started_at, log, described), None
+            failed = _unmeasured(cell, out, "failed", shortage, started_at, log, described)
+            return failed, None, None
         if described:
             env["DPSCALE_ALLOCATION"] = json.dumps(described, sort_keys=True)
         try:
-            returncode, sampler = _run_cell(cell, out, plan, allocation, srun, python, env, log)
+            returncode, sampler, applied = _run_cell(
+                cell, out, plan, allocation, srun, python, env, log
+            )
         except netns.NetnsError as error:
             reason = f"could not build the emulated network: {error}"
-            return _unmeasured(cell, out, "failed", reason, started_at, log), None
+            return _unmeasured(cell, out, "failed", reason, started_at, log), None, None
         text = failures.log_since(log_path, log_start, failures.CLASSIFY_CHARS)
-        return failures.settle(cell, out, returncode, text, started_at, described), sampler
+        status = failures.settle(cell, out, returncode, text, started_at, described)
+        return status, sampler, applied
 
 
 def _unmeasured(
@@ -174,9 +179,9 @@ def _run_cell(
     python: list[str],
     env: dict[str, str],
     log: TextIO,
-) -> tuple[int | None, contention.ContentionSampler | None]:
-    """Run the cell's processes, sampled for contention: their exit status (None: timed
-    out) and the sampler."""
+) -> tuple[int | None, contention.ContentionSampler | None, dict]:
+    """Run the cell's processes, sampled for contention, under the cell's interventions:
+    their exit status (None: timed out), the sampler and the interventions applied."""
     # the scratch folder holds the cell file every rank reads: on the shared file
     # system next to the result when the ranks may run on other nodes
     scratch_root = out.resolve().parent if srun else None
@@ -189,9 +194,12 @@ def _run_cell(
         cell_file.write_text(cell.to_json())
         runner = runner_argv(plan.runner, cell_file, out.resolve())
         # a SLURM job's CPUs are the cell's own, its ranks not the launcher's children
-        with contention.sampling(enabled=allocation is None) as sampler:
+        with (
+            contention.sampling(enabled=allocation is None) as sampler,
+            interventions.applied(cell, env["DPSCALE_CELL_TOKEN"], log) as applied,
+        ):
             returncode = _start(cell, plan, allocation, srun, python, runner, env, log)
-    return returncode, sampler
+    return returncode, sampler, applied
 
 
 def _start(
@@ -250,17 +258,23 @@ def _placed(
 
 
 def finish_result(
-    out: Path, sampler: contention.ContentionSampler | None, cell: Cell
+    out: Path,
+    sampler: contention.ContentionSampler | None,
+    cell: Cell,
+    applied: dict | None = None,
 ) -> str | None:
     """Amend the result the launch left, in one rewrite: the contention verdict (an ok
-    result of a sampled run) and ``system.launcher`` (what Snakemake's ``benchmark:``
-    directive measured by polling, read once at the end instead). Returns the quality."""
+    result of a sampled run), ``system.launcher`` (what Snakemake's ``benchmark:``
+    directive measured by polling, read once at the end instead) and the interventions
+    applied (``system.interventions``). Returns the quality."""
     try:
         result = json.loads(out.read_text())
     except (OSError, ValueError):
         return None
     quality = contention.annotate(result, sampler, cell) if sampler else None
     result["system"]["launcher"] = supervise.launcher_footprint()
+    if applied:
+        result["system"]["interventions"] = applied
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID")
     if job_id and result.get("startup"):
         result["startup"]["queue_wait_s"] = slurm.queue_wait_s(job_id)

@@ -26,6 +26,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
 
+from dpscale.launch.emulation import interventions
 from dpscale.launch.emulation.netns import process_start
 from dpscale.plan.cell import Cell
 from dpscale.plan.columns import SYSTEM_HOST
@@ -154,18 +155,7 @@ def wait_without_polling(process: subprocess.Popen, timeout_s: float) -> int:
 def processes_with(token: str) -> list[int]:
     """Pids of this machine's processes whose environment holds ``DPSCALE_CELL_TOKEN=token``
     (every process a launch starts inherits it, whatever session or group it moves to)."""
-    wanted = f"DPSCALE_CELL_TOKEN={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue  # gone, or not ours to read
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+    return interventions.processes_with(f"DPSCALE_CELL_TOKEN={token}")
 
 
 def _cmdline(pid: int) -> str:
