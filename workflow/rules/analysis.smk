@@ -99,6 +99,38 @@ rule drift:
         "../scripts/step.py"
 
 
+# Where each layout's lost efficiency goes, from its control cells (config controls; only in
+# studies that run them).
+rule loss_breakdown:
+    """Each layout's loss split into contention, waiting, exposed exchange and input pipeline,
+    from its control cells in cells.csv: table, page and waterfalls."""
+    input:
+        cells=f"{TABLES}/cells.csv",
+    output:
+        table=f"{TABLES}/loss_breakdown.csv",
+        html=report(
+            f"{TABLES}/loss_breakdown.html",
+            caption="../../report/loss_breakdown.rst",
+            category="2. Scaling",
+            subcategory="tables",
+            labels={"name": "where the loss goes"},
+        ),
+        figure=report(
+            f"{FIGURES}/loss_breakdown.png",
+            caption="../../report/loss_breakdown_figure.rst",
+            category="2. Scaling",
+            subcategory="figures",
+            labels={"name": "where the loss goes"},
+        ),
+    log:
+        f"{LOGS}/loss_breakdown.log",
+    localrule: True
+    params:
+        title=f"Where the lost efficiency goes: study {config['study']}",
+    script:
+        "../scripts/step.py"
+
+
 rule startup:
     """Start-up time per layout, table and figure, from cells.csv."""
     input:

@@ -362,6 +362,8 @@ def final_outputs():
         outputs += list(rules.cluster_predictions.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
+    if config["controls"]:
+        outputs += list(rules.loss_breakdown.output)
     if config["compare_with"]:
         outputs += list(rules.compare.output)
     return outputs

@@ -93,6 +93,11 @@ rule findings:
     """Findings, one row per strategy, model, network and layout with a verdict, from the tables."""
     input:
         **training_tables(),
+        **(
+            {"loss_breakdown": f"{TABLES}/loss_breakdown.csv"}
+            if config["controls"]
+            else {}
+        ),
         cells=f"{TABLES}/cells.csv",
         scaling=f"{TABLES}/scaling.csv",
         fits=f"{TABLES}/fits.csv",
@@ -103,6 +108,7 @@ rule findings:
         remedies=rules.remedies.output.table,
         remedies_accuracy=rules.remedies.output.accuracy,
         remedies_top=rules.remedies.output.top,
+        # where the chosen layout's loss goes: only in studies that run control cells
     output:
         csv=f"{TABLES}/findings.csv",
         top=f"{TABLES}/findings_top.json",

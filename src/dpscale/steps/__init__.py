@@ -36,6 +36,7 @@ STEPS: dict[str, str] = {
     "collectives": "tables.collectives",
     "imports": "imports.imports",
     "drift": "tables.drift",
+    "loss_breakdown": "tables.loss_breakdown",
     "startup": "tables.startup",
     "cost": "findings.cost",
     "remedies": "findings.remedies",

@@ -12,9 +12,15 @@ from dpscale.analysis.answers import cost as costs
 from dpscale.analysis.answers import findings as fnd
 from dpscale.analysis.answers import posts as pst
 from dpscale.analysis.answers import remedy_accuracy, remedy_gains, remedy_ranking, remedy_words
-from dpscale.analysis.answers.answer import answer_paragraph, landing_notes, model_coverage
+from dpscale.analysis.answers.answer import (
+    answer_paragraph,
+    chosen_layouts,
+    landing_notes,
+    model_coverage,
+)
 from dpscale.analysis.answers.answer_table import answer_table, below_table
 from dpscale.analysis.answers.input_pipeline import pipeline_findings
+from dpscale.analysis.answers.loss_words import chosen_line
 from dpscale.analysis.answers.verdicts import top_findings
 from dpscale.analysis.results.measurement_quality import quality_line
 from dpscale.render import findings_page
@@ -91,6 +97,14 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     # which strategies measured which models, where not all did, then the cells' quality
     quality = " ".join(filter(None, [model_coverage(cells), quality_line(cells)]))
     answer = answer_paragraph(table, layout_costs, prices, quality)
+    # where the chosen layout's loss goes, from its control cells (config controls)
+    breakdown = read_optional(inputs.get("loss_breakdown"))
+    loss_lines = [
+        line
+        for chosen in chosen_layouts(table, layout_costs)
+        if (line := chosen_line(breakdown, chosen)) is not None
+    ]
+    answer = " ".join([answer, *loss_lines])
     remedies_lines = read_lines(inputs.get("remedies_top"))
     write_lines([answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["top"])
     if "answer" in outputs:  # the landing page: the table, the lines under it, the notes
@@ -103,6 +117,7 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
                     "below": below_table(table, cells),
                     "notes": [
                         *landing_notes(table, layout_costs, prices, quality),
+                        *loss_lines,
                         *folder_lines,
                         *remedies_lines,
                     ],

@@ -24,13 +24,15 @@ from dpscale.analysis.laws.drift import (
 from dpscale.analysis.results import bucket_tables as buckets
 from dpscale.analysis.results import collectives as coll
 from dpscale.analysis.results import horovod_timeline as hvd_timeline
+from dpscale.analysis.results import loss_breakdown as loss
 from dpscale.analysis.results import mfu
 from dpscale.analysis.results import tables as tbl
 from dpscale.analysis.results.again import to_measure_again
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
-from dpscale.render.html import write_table_html
+from dpscale.render.html import table_with_lines, write_table_html
+from dpscale.render.loss_plot import loss_figure
 from dpscale.render.pages import has_data
 from dpscale.render.pipeline_plot import pipeline_figure
 from dpscale.render.startup_plot import startup_figure
@@ -274,3 +276,17 @@ def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
         write_significant(source, folder / name)
     left = len(inputs["tables"]) - len(copied)
     return f"[dpscale] {len(copied)} tidy tables for the report's data category ({left} empty)"
+
+
+def loss_breakdown(inputs: Files, outputs: Files, params: Files) -> str:
+    """cells.csv -> where each layout's lost efficiency goes (its control cells): the table,
+    its page led by a sentence per layout, and one waterfall per layout."""
+    from dpscale.analysis.answers.loss_words import breakdown_sentences
+
+    table = loss.loss_breakdown(read(inputs["cells"]))
+    write(table, outputs["table"])
+    shown = table.drop(columns=["one_step_s", "local_step_s", "barrier_step_s"], errors="ignore")
+    page = table_with_lines(shown, params["title"], breakdown_sentences(table))
+    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    loss_figure(table, figure_path(outputs["figure"]))
+    return f"[dpscale] loss breakdown of {len(table)} layouts"

@@ -129,6 +129,13 @@ def _pick(costs: pd.DataFrame, findings: pd.DataFrame) -> tuple[dict[str, Any], 
     return chosen, _tie_words(tied, chosen, why)
 
 
+def chosen_layouts(findings: pd.DataFrame, costs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per model, the layout the answer chooses (its LAYOUT columns and more)."""
+    if costs.empty:
+        return []
+    return [_pick(mine, findings)[0] for _, mine in costs.groupby("model", sort=True)]
+
+
 def _finding(findings: pd.DataFrame, row: dict[str, Any]) -> dict[str, Any] | None:
     mine = matching_rows(findings, row, LAYOUT)
     return mine.iloc[0].to_dict() if not mine.empty else None

@@ -11,7 +11,7 @@ import pandas as pd
 
 from dpscale.analysis.laws import fits
 from dpscale.analysis.results.rows import with_comm
-from dpscale.plan import ring
+from dpscale.plan import controls, ring
 from dpscale.plan.columns import FIT_GROUP, POINT
 
 # the modes whose cells time training steps: the study's scaling table holds each on its own
@@ -45,11 +45,13 @@ BREAK_EVEN_COLUMNS = [
 def fits_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One throughput-law fit per (strategy, model, mode, layout), over every timed window
     except those of contaminated cells (other work took CPU from them); ``excluded_points``
-    counts the windows left out. Drift probes' windows trace the machine, not the law."""
+    counts the windows left out. Drift probes' windows trace the machine, not the law, and
+    control cells' a layout with part of its work taken away (plan.controls)."""
     windows = with_comm(windows)
     rows = []
     if "mode" in windows:
-        windows = windows[windows["mode"] != "drift"]
+        modes = windows["mode"].astype(str)
+        windows = windows[(modes != "drift") & ~modes.str.startswith(controls.MODE_PREFIX)]
     quality = windows["quality"] if "quality" in windows else pd.Series("", index=windows.index)
     windows = windows.assign(contaminated=quality.eq("contaminated"))
     for key, everything in windows.groupby(FIT_GROUP, sort=True):

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pandas as pd
 
 from dpscale.analysis.results.again import with_second_measurements
 from dpscale.analysis.results.collectives import comm_key
 from dpscale.analysis.results.mfu import mfu_columns
 from dpscale.analysis.results import step_spread
+from dpscale.plan import controls
 from dpscale.plan.columns import POINT, SYSTEM_HOST
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.result import STARTUP_PHASES, read_result
@@ -59,7 +61,34 @@ def _summary_columns(measurement: dict[str, Any] | None) -> dict[str, float]:
     # one step's relative spread (the calibrated law's stragglers), from one-step windows only
     spread = step_spread.step_spread(windows, steps)
     columns.update(zip(step_spread.COLUMNS, spread, strict=True))
+    columns.update(fastest_rank(measurement or {}))
     return columns
+
+
+def fastest_rank(measurement: dict[str, Any]) -> dict[str, float]:
+    """The step of the rank whose windows are fastest on average, with its 95% half-width:
+    a control cell's ranks do not wait for each other, so the fastest rank's step is the
+    compute with what ranks sharing a machine cost each other (plan.controls); the cell's
+    own step is its slowest rank's. One rank: the cell's step."""
+    per_rank = measurement.get("per_rank_window_seconds") or []
+    steps = measurement.get("steps_per_window")
+    if not per_rank or not steps or any(len(windows) < 2 for windows in per_rank):
+        return {"fastest_rank_step_s_mean": math.nan, "fastest_rank_step_s_ci95": math.nan}
+    means = [sum(windows) / len(windows) / steps for windows in per_rank]
+    fastest = per_rank[means.index(min(means))]
+    mean, half = mean_ci95([seconds / steps for seconds in fastest])
+    return {"fastest_rank_step_s_mean": mean, "fastest_rank_step_s_ci95": half}
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the half-width of its Student-t 95% interval (NaN for one value)."""
+    from scipy import stats  # only where a table needs it: each job's imports cost CPU
+
+    sample = np.asarray(values, dtype=float)
+    if sample.size < 2:
+        return float(sample.mean()), math.nan
+    spread = sample.std(ddof=1) / math.sqrt(sample.size)
+    return float(sample.mean()), float(stats.t.ppf(0.975, sample.size - 1) * spread)
 
 
 def _pipeline_columns(result: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +139,8 @@ def _quality_columns(result: dict[str, Any]) -> dict[str, Any]:
                 "foreign_cpu_cores_max",
                 "cell_cpu_cores_mean",
                 "oversubscribed",
+                "time_shared",
+                "disturbed",
                 "interrupt_cpu_cores_mean",
                 "steal_fraction",
                 "loadavg_1m",
@@ -133,8 +164,9 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "stem": model["stem"],
         "image_size": model["image_size"],
         "classes": model["classes"],
-        # drift probes measure like synthetic cells but are no points of the study's laws
-        "mode": "drift" if cell.get("drift_probe") else cell["mode"],
+        # drift probes and control cells measure like synthetic cells but are no points of
+        # the study's laws: modes of their own (drift, control-local, control-barrier)
+        "mode": table_mode(cell),
         "nodes": cell["nodes"],
         "network": (cell.get("network") or {}).get("name", HOST_NETWORK),
         "comm": comm_key(cell),
@@ -177,6 +209,15 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
     row["achieved_tflop_s"] = row["img_s_mean"] * row["train_flops_per_sample"] / 1e12
     row.update(mfu_columns(system, row["achieved_tflop_s"], row["world_size"]))
     return row
+
+
+def table_mode(cell: dict[str, Any]) -> str:
+    """A result's cell's mode as the tables name it: ``drift`` for a drift probe,
+    ``control-<control>`` for a control cell, else its mode."""
+    if cell.get("drift_probe"):
+        return "drift"
+    control = cell.get("control", controls.FULL)
+    return controls.mode_key(control) if control != controls.FULL else cell["mode"]
 
 
 def _known(count: int | None) -> float:
