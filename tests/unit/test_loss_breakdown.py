@@ -43,9 +43,13 @@ def cells(*rows):
 ONE, LOCAL, BARRIER, FULL = 0.100, 0.110, 0.115, 0.140
 
 
+ONE_LOCAL = 0.098
+
+
 def full_set():
     return cells(
         cell("synthetic", 1, ONE),
+        cell("control-local", 1, ONE_LOCAL),
         cell("control-local", 2, 0.130, fastest=LOCAL),  # its slowest rank: not the term
         cell("control-barrier", 2, BARRIER),
         cell("synthetic", 2, FULL),
@@ -54,9 +58,9 @@ def full_set():
 
 def test_terms_are_differences_of_the_controls_and_add_up_to_the_points_lost():
     row = loss_breakdown(full_set()).iloc[0]
-    assert row["contention_s"] == pytest.approx(LOCAL - ONE)
+    assert row["contention_s"] == pytest.approx(LOCAL - ONE_LOCAL)
     assert row["waiting_s"] == pytest.approx(BARRIER - LOCAL)
-    assert row["exposed_comm_s"] == pytest.approx(FULL - BARRIER)
+    assert row["exposed_comm_s"] == pytest.approx(FULL - BARRIER - (ONE - ONE_LOCAL))
     assert row["left_s"] == 0 and math.isnan(row["input_pipeline_s"])
     assert row["efficiency"] == pytest.approx(ONE / FULL)
     points = sum(row[f"{t}_points"] for t in TERMS if not math.isnan(row[f"{t}_points"]))
@@ -64,24 +68,27 @@ def test_terms_are_differences_of_the_controls_and_add_up_to_the_points_lost():
     assert row["largest_term"] == "exposed_comm"
 
 
-def test_one_devices_own_exchange_is_taken_off_the_layouts():
-    """A parameter server round trip in one device's step: its local control is faster, and
-    the exposed exchange is only what the layout pays beyond it."""
-    table = pd.concat([full_set(), cells(cell("control-local", 1, 0.090))])
-    row = loss_breakdown(table).iloc[0]
-    assert row["contention_s"] == pytest.approx(LOCAL - 0.090)
-    assert row["exposed_comm_s"] == pytest.approx((FULL - BARRIER) - (ONE - 0.090))
-    points = sum(row[f"{t}_points"] for t in TERMS if not math.isnan(row[f"{t}_points"]))
-    assert points == pytest.approx(row["lost_points"])
-    assert row["controls_run"] == "one_local,local,barrier"
+def test_without_one_devices_local_contention_and_exchange_stay_together():
+    """One device's own exchange unknown: it would sit in contention (one sign) and in the
+    exposed exchange (the other), so neither is split; waiting still is."""
+    row = loss_breakdown(full_set().query("not (mode == 'control-local' and world_size == 1)"))
+    row = row.iloc[0]
+    assert math.isnan(row["contention_s"]) and math.isnan(row["exposed_comm_s"])
+    assert row["waiting_s"] == pytest.approx(BARRIER - LOCAL)
+    assert row["left_s"] == pytest.approx((LOCAL - ONE) + (FULL - BARRIER))
+    assert row["controls_run"] == "local,barrier"
+
+
+def test_every_control_ran_is_named():
+    assert loss_breakdown(full_set()).iloc[0]["controls_run"] == "one_local,local,barrier"
 
 
 def test_a_missing_control_leaves_its_neighbours_unsplit():
     no_barrier = full_set().query("mode != 'control-barrier'")
     row = loss_breakdown(no_barrier).iloc[0]
     assert math.isnan(row["waiting_s"]) and math.isnan(row["exposed_comm_s"])
-    assert row["left_s"] == pytest.approx(FULL - LOCAL)
-    assert row["controls_run"] == "local"
+    assert row["left_s"] == pytest.approx(FULL - LOCAL - (ONE - ONE_LOCAL))
+    assert row["controls_run"] == "one_local,local"
     nothing = loss_breakdown(full_set().query("~mode.str.startswith('control')")).iloc[0]
     assert nothing["left_s"] == pytest.approx(FULL - ONE)
     assert "not split" in breakdown_sentence(nothing)
@@ -106,16 +113,23 @@ def test_intervals_cover_the_truth_about_95_percent_of_the_time():
     """Steps drawn around known means with their half-widths: the exposed term's interval
     holds its true value in 90-99% of 400 draws."""
     rng = np.random.default_rng(1)
-    true = 100 * (FULL - BARRIER) / FULL
+    true = 100 * ((FULL - BARRIER) - (ONE - ONE_LOCAL)) / FULL
     half, hits = 0.003, 0
     for _ in range(400):
         draw = {
             k: v + rng.normal(0, half / 1.96)
-            for k, v in {"one": ONE, "local": LOCAL, "barrier": BARRIER, "full": FULL}.items()
+            for k, v in {
+                "one": ONE,
+                "one_local": ONE_LOCAL,
+                "local": LOCAL,
+                "barrier": BARRIER,
+                "full": FULL,
+            }.items()
         }
         row = loss_breakdown(
             cells(
                 cell("synthetic", 1, draw["one"], half),
+                cell("control-local", 1, draw["one_local"], half),
                 cell("control-local", 2, draw["local"], half, fastest=draw["local"]),
                 cell("control-barrier", 2, draw["barrier"], half),
                 cell("synthetic", 2, draw["full"], half),
@@ -135,6 +149,7 @@ def test_delta_method_of_a_difference_is_the_root_sum_of_squares():
 def test_overlapping_terms_are_named_a_tie_and_a_term_reaching_zero_is_unresolved():
     table = cells(
         cell("synthetic", 1, ONE, 0.01),
+        cell("control-local", 1, ONE, 0.01),
         cell("control-local", 2, 0.14, 0.01, fastest=0.12),
         cell("control-barrier", 2, 0.121, 0.01),
         cell("synthetic", 2, 0.143, 0.01),
@@ -147,15 +162,14 @@ def test_overlapping_terms_are_named_a_tie_and_a_term_reaching_zero_is_unresolve
 
 def test_disturbed_cells_stay_out_but_time_shared_ones_count_as_contention():
     table = full_set()
-    table.loc[table["mode"] == "control-local", ["quality", "disturbed"]] = ["contaminated", True]
-    assert math.isnan(loss_breakdown(table).iloc[0]["contention_s"])
+    local = (table["mode"] == "control-local") & (table["world_size"] == 2)
+    table.loc[local, ["quality", "disturbed"]] = ["contaminated", True]
+    assert math.isnan(loss_breakdown(table).iloc[0]["waiting_s"])  # local out: not split
     table = full_set()
-    table.loc[table["mode"] == "control-local", ["quality", "time_shared"]] = [
-        "contaminated",
-        True,
-    ]
+    local = (table["mode"] == "control-local") & (table["world_size"] == 2)
+    table.loc[local, ["quality", "time_shared"]] = ["contaminated", True]
     row = loss_breakdown(table).iloc[0]
-    assert row["contention_s"] == pytest.approx(LOCAL - ONE) and row["time_shared"]
+    assert row["contention_s"] == pytest.approx(LOCAL - ONE_LOCAL) and row["time_shared"]
 
 
 def test_the_landing_line_names_the_chosen_layouts_largest_term():

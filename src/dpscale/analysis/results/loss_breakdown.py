@@ -14,7 +14,9 @@ cells that differ in one thing each, all steps in seconds:
 - ``input_pipeline`` = (folder - full) - (one device's folder - one device's synthetic):
   what reading real images costs at this layout beyond what it costs one device;
 - ``left``: what the controls that ran do not split (a control skipped or not asked for
-  leaves its two neighbours together here); 0 where every control ran.
+  leaves its two neighbours together here; without one device's local, its own exchange
+  is unknown and contention and the exposed exchange stay together); 0 where every
+  control ran.
 
 The terms add up to the layout's step minus one device's, so in points of efficiency,
 ``term / layout's step``, they add up to the points lost: ``1 - efficiency``. Each term's
@@ -65,6 +67,9 @@ COLUMNS = [
     "largest_tied_with",
     "time_shared",
     "controls_run",
+    "ranks_per_host",
+    "host_cpus",
+    "cpus_per_rank",
 ]
 
 
@@ -128,6 +133,13 @@ def step_terms(steps: Mapping[str, float]) -> dict[str, float]:
             terms["left"] += high - low
         else:
             terms[name] = high - low
+    if not known(one_local):
+        # one device's own exchange unmeasured: it sits inside both contention and the
+        # exposed exchange (one with each sign), so neither is split; their sum is exact
+        for name in ("contention", "exposed_comm"):
+            if known(terms[name]):
+                terms["left"] += terms[name]
+                terms[name] = math.nan
     folder, one_folder = steps.get("folder", math.nan), steps.get("one_folder", math.nan)
     if known(folder) and known(one_folder):
         terms["input_pipeline"] = (folder - full) - (one_folder - one)
@@ -244,7 +256,7 @@ def loss_breakdown(cells: pd.DataFrame) -> pd.DataFrame:
         steps, halves, shared, ran = layout_parts(cells, key)
         if "one" not in steps or "full" not in steps:
             continue
-        base = {**key, "time_shared": shared, "controls_run": ",".join(ran)}
+        base = {**key, "time_shared": shared, "controls_run": ",".join(ran), **host(cells, key)}
         synthetic = {k: v for k, v in steps.items() if k not in ("folder", "one_folder")}
         rows.append({**base, "mode": "synthetic", **_parts(steps), **breakdown_row(
             synthetic, {k: halves[k] for k in synthetic})})
@@ -252,6 +264,25 @@ def loss_breakdown(cells: pd.DataFrame) -> pd.DataFrame:
             rows.append({**base, "mode": "folder", **_parts(steps), **breakdown_row(
                 steps, halves)})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def host(cells: pd.DataFrame, key: Mapping[str, Any]) -> dict[str, float]:
+    """Where the layout's ranks ran: how many share one machine (all of them on one node or
+    on emulated nodes, else a node's), that machine's usable CPUs and each rank's threads
+    (the contention law's inputs, laws.loss_terms.Host); NaN where the cells do not say."""
+    layout = cells
+    for column in LAYOUT_KEY:
+        layout = layout[layout[column] == key[column]]
+    layout = layout[layout["mode"] == "synthetic"]
+    if layout.empty or "cpus_usable" not in layout:
+        return {"ranks_per_host": math.nan, "host_cpus": math.nan, "cpus_per_rank": math.nan}
+    row = layout.iloc[0]
+    together = key[NODES] == 1 or bool(row.get("emulated", False))
+    return {
+        "ranks_per_host": key[WORLD_SIZE] if together else key[DEVICES_PER_NODE],
+        "host_cpus": float(row["cpus_usable"]),
+        "cpus_per_rank": float(row.get("threads_per_device", 1)),
+    }
 
 
 def _parts(steps: Mapping[str, float]) -> dict[str, float]:
