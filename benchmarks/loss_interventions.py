@@ -28,6 +28,8 @@ import pandas as pd
 import yaml
 from PIL import Image
 
+from dpscale.analysis.results.loss_breakdown import loss_breakdown
+
 STRATEGIES = ("torch-ddp", "horovod-tf")
 BASE_LINK, SLOW_LINK = "3gbit", "1gbit"
 LOADERS = {  # the base loader and the starved one, per strategy
@@ -111,6 +113,10 @@ class Run:
     def breakdown(self) -> Path:
         return self.folder / self.name / "tables" / "loss_breakdown.csv"
 
+    @property
+    def cells(self) -> Path:
+        return self.folder / self.name / "tables" / "cells.csv"
+
 
 def run_study(run: Run, images: Path, out: Path) -> float:
     """The study through Snakemake (its cells and tables); its wall time in seconds."""
@@ -168,8 +174,9 @@ def checks(out: Path) -> list[dict[str, Any]]:
     """Every check of the protocol, one row per strategy, intervention and term."""
     rows = []
     for strategy in STRATEGIES:
+        # from each study's cells, by the analysis as it is now (the same cells)
         tables = {
-            condition: pd.read_csv(Run(strategy, condition, out / "results").breakdown)
+            condition: loss_breakdown(pd.read_csv(Run(strategy, condition, out / "results").cells))
             for condition in CONDITIONS
         }
         for name in CHECKED:
