@@ -19,6 +19,9 @@ name the file, the field and what it allows.
     model: resnet50                             # as the config names it, or the results'
                                                 # id (resnet50-imagenet224-c1000)
     batch_per_device: 256
+    one_host: false                             # optional: true where every node is an
+                                                # emulated node on one machine (their
+                                                # ranks share its cores)
 
 ``model`` is a name the config's ``models`` take (``resnet50``: the one model of that name
 the results time) or the id the results write (``resnet50-imagenet224-c1000``: where they
@@ -58,7 +61,7 @@ from dpscale.plan.units import DELAY, DELAY_UNITS, RATE_UNITS, parse_quantity
 from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
-OPTIONAL = ("strategy", "intra_node")
+OPTIONAL = ("strategy", "intra_node", "one_host")
 # inter_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link (rate, latency)
 INTER_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
 LOG_KEYS = ("nccl_tests_log", "ranks")
@@ -107,6 +110,9 @@ class ClusterFile:
     model: str  # a config's model name or a results' model id (steps.predict resolves it)
     batch_per_device: int
     intra: IntraNode | None = None  # None: the inter-node link stands in at one node
+    # every node an emulated node on one machine: their ranks share its cores (the
+    # term-by-term prediction's contention, laws.loss_terms)
+    one_host: bool = False
 
     @property
     def nominal(self) -> bool:
@@ -308,7 +314,14 @@ def read_cluster(path: str | Path) -> ClusterFile:
         model=_text(entry["model"], where, "model"),
         batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1, MAX_BATCH),
         intra=_intra(entry, path, devices_per_node),
+        one_host=_flag(entry.get("one_host", False), where, "one_host"),
     )
+
+
+def _flag(value: Any, where: str, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {field}: {shown(str(value))} is not true or false")
+    return value
 
 
 # -- the study config's clusters (rule cluster_predictions) ---------------------------------

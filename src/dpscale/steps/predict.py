@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis.answers import calibrated_prediction
+from dpscale.analysis.answers import calibrated_prediction, term_prediction
 from dpscale.analysis.answers import cluster_prediction as cp
 from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.cluster_link import CollectiveCurve
@@ -106,7 +106,7 @@ def _carried_words(row: pd.Series) -> str:
         return (
             f"  calibrated{_for_folder(row)} {100 * row['calibrated_efficiency']:.0f}% "
             f"({100 * row['calibrated_efficiency_lo']:.0f}-"
-            f"{100 * row['calibrated_efficiency_hi']:.0f}%)"
+            f"{100 * row['calibrated_efficiency_hi']:.0f}%){term_prediction.printed(row)}"
         )
     if pd.notna(row.get("efficiency_band_lo", float("nan"))):
         return (
@@ -302,7 +302,7 @@ def predict(
         f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
-        *filter(None, [carried_sentence(table)]),
+        *filter(None, [carried_sentence(table), term_prediction.sentence(table)]),
     ]
     if out:
         text.append(f"dpscale: wrote {out}")
@@ -375,7 +375,9 @@ def calibrated(
     fit = cal.calibrate(fit_points, *(stragglers or ()))
     largest = calibrated_prediction.largest_world(fit_points)
     table = calibrated_prediction.with_calibration(found.table, fit, largest, mode)
-    return calibrated_prediction.with_baselines(table, fit_points, series_record())
+    table = calibrated_prediction.with_baselines(table, fit_points, series_record())
+    # beside it, the small run's loss carried term by term where its controls split it
+    return term_prediction.carried(table, run_cells, wanted, link_only, cluster.one_host, mode)
 
 
 def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) -> pd.DataFrame:

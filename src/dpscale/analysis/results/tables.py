@@ -180,6 +180,9 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "precision": cell["precision"],
         "memory_format": cell["memory_format"],
         "threads_per_device": cell["threads_per_device"],
+        # where its ranks ran: emulated nodes all share the launching machine's cores
+        "emulated": (cell.get("network") or {}).get("rate") is not None,
+        "cpus_usable": system.get("cpus_usable", math.nan),
         "status": result["status"],
         "reason": result["reason"],
         **_quality_columns(result),
