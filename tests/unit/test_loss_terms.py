@@ -43,6 +43,7 @@ def test_at_its_own_layout_the_law_gives_back_the_measured_step():
 def test_ranks_outnumbering_the_cores_time_share_the_compute():
     four_on_two = predict_terms(calibrated(), 4, 1.3, Host(ranks=4, cpus=2))
     assert four_on_two.local == pytest.approx(2 * LOCAL)
+    assert four_on_two.own_exchange == pytest.approx(2 * (ONE - ONE_LOCAL))  # CPU work too
     own_nodes = predict_terms(calibrated(), 4, 1.3, Host(ranks=1, cpus=2))
     assert own_nodes.local == pytest.approx(LOCAL)  # one rank a node: as measured
 
@@ -59,6 +60,10 @@ def test_the_exposed_exchange_follows_the_link_only_exposure():
     unpinned = calibrated(link_ratio=1.0)
     assert unpinned.exposure == 1.0  # nothing exposed at its scale: the link alone
     assert predict_terms(unpinned, 4, 1.6, TWO_CORES).exposed == pytest.approx(0.6 * ONE)
+
+
+def test_a_negative_waiting_is_noise_and_predicts_none():
+    assert predict_terms(calibrated(waiting=-0.004), 8, 1.3, TWO_CORES).waiting == 0
 
 
 def test_the_range_spans_the_measured_terms_ranges():

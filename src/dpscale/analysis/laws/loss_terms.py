@@ -14,8 +14,9 @@ term (docs/decisions/loss-breakdown-prediction.md), each term by its own law:
   scaled by what the small run measured at its own scale, ``x(N) = g x (l(N) - 1) x one``;
   where the link-only prediction exposes nothing at the calibration's scale, ``g`` stays 1
   (the link) and says so;
-- **one device's own exchange** (a 1-rank all-reduce, a parameter server round trip) as
-  measured: it is in every layout's step and in one device's.
+- **one device's own exchange** (a 1-rank all-reduce, a parameter server round trip): in
+  every layout's step and in one device's; the rank's own CPU work (bucket copies, a 1-rank
+  reduction), so it time-shares the cores as the compute does.
 
 The predicted step is ``local(N) + w(N) + x(N) + own exchange``; the efficiency one
 device's step over it. Its range spans every corner of the calibration terms' 95% ranges.
@@ -80,8 +81,9 @@ class TermCalibration:
 
     @property
     def jitter(self) -> float:
-        """j: the waiting per local step per unit of the expected largest normal."""
-        return self.waiting / (self.local * expected_max_normal(self.world))
+        """j: the waiting per local step per unit of the expected largest normal; never
+        below 0 (a barrier cannot save time: a negative waiting is the cells' noise)."""
+        return max(self.waiting, 0.0) / (self.local * expected_max_normal(self.world))
 
     def corners(self) -> list[TermCalibration]:
         """The calibration at every corner of its terms' 95% ranges (low and high each)."""
@@ -117,10 +119,11 @@ def predict_terms(
 ) -> TermPrediction:
     """One layout of ``world`` ranks on ``host``, whose link-only step ratio is
     ``link_ratio``, by each term's law from ``calibration``."""
-    local = calibration.local * host.share / calibration.host.share
+    shared = host.share / calibration.host.share  # the rank's CPU work, time-shared
+    local = calibration.local * shared
     waiting = calibration.jitter * local * expected_max_normal(world) if world > 1 else 0.0
     exposed = calibration.exposure * max(link_ratio - 1, 0.0) * calibration.one
-    own = calibration.one - calibration.one_local
+    own = (calibration.one - calibration.one_local) * shared
     step = local + waiting + exposed + own
     contention = local - calibration.one_local
     return TermPrediction(
@@ -194,5 +197,5 @@ def basis_words(calibration: TermCalibration) -> str:
         f"machine ({calibration.host.ranks} ranks on {calibration.host.cpus} cores there; "
         "time-shared where ranks outnumber cores), waiting by the expected slowest of N "
         f"ranks (j = {calibration.jitter:.3f} of a local step), {pinned}; one device's own "
-        "exchange as measured"
+        "exchange as measured, time-shared as the compute"
     )
