@@ -26,9 +26,10 @@ from dpscale.launch.snakemake_hooks.slurm_status import survive_status_outages
 
 # planning: the order cells run in, the cell id as the rules' wildcards, the study's size
 # told to each cell's launcher, the links the communication model reads (parsed once, here),
-# the clusters' files
+# the clusters' files, whether control cells run (the loss breakdown's pages)
 from dpscale.plan.cell import CELL_PATTERN, MODEL_WILDCARD
 from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
+from dpscale.plan.control_cells import runs_controls
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.model_inputs import model_inputs
@@ -58,6 +59,7 @@ __all__ = [
     "model_inputs",
     "published_files",
     "run_priorities",
+    "runs_controls",
     # launching
     "READY_MARKER",
     "LockError",

@@ -178,6 +178,8 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         page.pump(1.0)
         landing = page.evaluate("document.body.innerText")
         assert "The answer." in landing and "beats 1 device from global batch" in landing
+        # the chosen layout's loss, split by its control cells: the largest term named
+        assert "loses efficiency (control cells)" in landing and "the largest is" in landing
         assert tracker_words(landing) == [], "the landing page speaks of the tracker"
         # the answer table and figure come before the prose (the notes, what was run)
         order = page.evaluate(LANDING_ORDER)
@@ -223,6 +225,8 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         "speedup.png",
         "mfu.png",
         "throughput.png",
+        "loss_breakdown.png",
+        "loss_breakdown.html",
     } <= names
     assert not any(name.endswith("_interactive.html") for name in names)  # one view a figure
     shown = [path for path, kind in seen.items() if not kind.endswith("of data")]

@@ -38,8 +38,21 @@ def study_config(config_file: Path, results_dir: Path, env_dir: Path) -> dict[st
     return plan_study(config, STRATEGIES)[0]
 
 
-def _measurement(strategy: str, world: int, batch: int, rng: np.random.Generator):
+# a control cell's law (plan.controls): local steps at one device's rate with a little
+# contention and none of the exchange; barrier adds a few milliseconds of waiting
+CONTROL_LAWS = {"local": (0.95, 0.01), "barrier": (0.95, 0.015)}
+
+
+def _law(strategy: str, world: int, control: str) -> tuple[float, float]:
     v0, t_c = LAWS[strategy][world]
+    if control in CONTROL_LAWS:
+        share, constant = CONTROL_LAWS[control]
+        return LAWS[strategy][1][0] * (share if world > 1 else 1.0), constant
+    return v0, t_c
+
+
+def _measurement(strategy: str, world: int, batch: int, rng: np.random.Generator, control: str):
+    v0, t_c = _law(strategy, world, control)
     steps = 2
     seconds = [steps * fits.step_time(batch, v0, t_c) * (1 + rng.normal(0, 0.01)) for _ in range(4)]
     return throughput_measurement(seconds, steps, batch, world)
@@ -56,7 +69,9 @@ def write_fake_study(config_file: Path, results_dir: Path, env_dir: Path) -> dic
                 cell, "skipped", started_at=now_iso(), system=SYSTEM, reason=cell.skip_reason
             )
         else:
-            measurement = _measurement(cell.strategy, cell.world_size, cell.batch_per_device, rng)
+            measurement = _measurement(
+                cell.strategy, cell.world_size, cell.batch_per_device, rng, cell.control
+            )
             result = make_result(
                 cell, "ok", started_at=now_iso(), system=SYSTEM, measurement=measurement
             )

@@ -182,6 +182,7 @@ def test_collective_timeout_defaults_to_half_the_cell_timeout_at_most_300(defaul
 def test_matrix_keeps_impossible_cells_as_skipped(default_config):
     default_config["nodes"] = [1, 2]
     default_config["modes"] = ["synthetic"]
+    default_config["controls"] = []
     cells = expand(check(default_config), STRATEGIES)
     # strategies x models x batches x devices x nodes
     assert (

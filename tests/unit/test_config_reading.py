@@ -248,6 +248,7 @@ CONTAINERS: dict[str, Any] = {
 BESIDE: dict[tuple, tuple[dict[str, Any], int]] = {
     ("measure", "max_windows"): ({"target_ci": 0.05}, 8),  # at least windows (5)
     ("cluster", "cpus_per_node"): ({}, 4),  # at least one CPU per device (2 a node)
+    ("controls_batch_sizes", 0): ({}, 32),  # one of the study's batch sizes
 }
 CONFIG_INTEGERS = integer_fields(config_schema(STRATEGIES))
 

@@ -20,13 +20,14 @@ def planned(config):
 def with_controls(default_config):
     config = copy.deepcopy(default_config)
     config["controls"] = [LOCAL, BARRIER]
+    config["controls_batch_sizes"] = None  # every batch size
     return config
 
 
 def test_every_multi_process_layout_gets_each_control_and_nothing_else_changes(
     default_config, with_controls
 ):
-    before = {c.cell_id: c for c in planned(default_config)}
+    before = {c.cell_id: c for c in planned({**default_config, "controls": []})}
     after = {c.cell_id: c for c in planned(with_controls)}
     assert set(before) <= set(after)
     assert all(after[i] == cell for i, cell in before.items())  # the same cells, params too
@@ -99,6 +100,14 @@ def test_a_control_cell_reads_back_as_itself_and_an_ordinary_one_as_before(with_
             "'mxnet-dist', 'torch-ddp']",
         ),
         (
+            lambda c: c.update(controls=["local"], controls_batch_sizes=[8]),
+            "controls_batch_sizes: [8] are not among batch_sizes; allowed: a subset of [4, 16, 32]",
+        ),
+        (
+            lambda c: c.update(controls=["local"], controls_batch_sizes="smallest"),
+            "controls_batch_sizes: 'smallest' is not allowed; allowed:",
+        ),
+        (
             lambda c: c.update(controls=["local"], modes=["train"]),
             "controls: ['local'] split synthetic cells; modes ['train'] has none",
         ),
@@ -141,3 +150,25 @@ def test_adding_a_strategy_control_is_its_adapter_alone():
         for control in (LOCAL, BARRIER):
             reason = strategy.control_skip_reason(control)
             assert (reason is None) == (control in declared[name]), name
+
+
+def test_controls_run_only_at_the_batch_sizes_asked(with_controls):
+    with_controls["controls_batch_sizes"] = [32]
+    controls = [c for c in planned(with_controls) if c.control != FULL]
+    assert controls and {c.batch_per_device for c in controls} == {32}
+
+
+def test_largest_runs_the_controls_at_the_studys_largest_batch(with_controls):
+    with_controls["controls_batch_sizes"] = "largest"
+    controls = [c for c in planned(with_controls) if c.control != FULL]
+    assert {c.batch_per_device for c in controls} == {max(with_controls["batch_sizes"])}
+
+
+def test_the_default_studys_auto_splits_where_it_can_and_asks_nothing_elsewhere(default_config):
+    assert default_config["controls"] == "auto"
+    cells = planned(default_config)
+    controls = [c for c in cells if c.control != FULL]
+    assert {c.control for c in controls} == {LOCAL, BARRIER}
+    assert {c.batch_per_device for c in controls} == {max(default_config["batch_sizes"])}
+    one_device = {**default_config, "devices_per_node": [1]}  # nothing to split: no error
+    assert all(c.control == FULL for c in planned(one_device))

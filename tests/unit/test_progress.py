@@ -28,6 +28,7 @@ STUDY = {
     "batch_sizes": [4, 8],
     "devices_per_node": [1, 2],
     "modes": ["synthetic"],
+    "controls": [],
 }
 
 

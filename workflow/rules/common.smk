@@ -26,6 +26,7 @@ from dpscale.workflow_door import (
     model_inputs,
     plain_text,
     reap_orphans,
+    runs_controls,
     record_slurm_failures,
     run_priorities,
     run_started,
@@ -326,6 +327,12 @@ config["published_lines"] = report_lines("published_cases_top")
 config["cluster_lines"] = report_lines("cluster_predictions_top")
 
 
+def measures_controls():
+    """Whether the study runs a control cell (config controls): only then does the report
+    get where each layout's loss goes."""
+    return runs_controls(CELLS.values())
+
+
 def measures_remedies():
     """Whether the study runs a cell with a communication remedy (config comm): only then
     does the report get the remedies figure."""
@@ -362,7 +369,7 @@ def final_outputs():
         outputs += list(rules.cluster_predictions.output)
     if config["drift"]["probes"]:
         outputs += list(rules.drift.output)
-    if config["controls"]:
+    if measures_controls():
         outputs += list(rules.loss_breakdown.output)
     if config["compare_with"]:
         outputs += list(rules.compare.output)

@@ -95,7 +95,7 @@ rule findings:
         **training_tables(),
         **(
             {"loss_breakdown": f"{TABLES}/loss_breakdown.csv"}
-            if config["controls"]
+            if measures_controls()
             else {}
         ),
         cells=f"{TABLES}/cells.csv",

@@ -86,9 +86,12 @@ def usable(cells: pd.DataFrame) -> pd.DataFrame:
 
 def point(rows: pd.DataFrame, column: str) -> tuple[float, float]:
     """The mean of a point's repeats and its half-width (sqrt of the summed squares / n),
-    as scaling.point_means pools them; NaN where there is none."""
+    as scaling.point_means pools them; NaN where there is none. A result without each rank's
+    windows (imported, or written by hand) has no fastest rank: its own step stands in."""
     if rows.empty:
         return math.nan, math.nan
+    if rows[f"{column}_mean"].isna().all() and column != STEP:
+        column = STEP
     means, halves = rows[f"{column}_mean"].astype(float), rows[f"{column}_ci95"].astype(float)
     return float(means.mean()), float(np.sqrt((halves**2).sum()) / len(halves))
 
