@@ -21,6 +21,10 @@ TINY = REPO / "tests" / "data" / "tiny.yaml"
 NAMES = yaml.safe_load(TINY.read_text(encoding="utf-8"))["strategies"]
 ONE = [name for name in NAMES if name in ONE_PROCESS]  # skipped beyond one device on CPU
 PROBES = yaml.safe_load(TINY.read_text(encoding="utf-8"))["drift"]["probes"]
+# config.yaml's controls (auto, at the largest batch): each strategy that runs them splits its
+# 2-device layout with local and barrier, and measures one device's local
+SPLIT = [name for name in NAMES if STRATEGIES[name].controls]
+CONTROLS = 3 * len(SPLIT)
 
 
 def snakemake(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -60,8 +64,8 @@ def study(tmp_path_factory):
 
 def test_dry_run_lists_one_benchmark_job_per_cell(study):
     _, dry = study
-    # strategies x batches x devices, and the 2 drift probes
-    assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2 + PROBES
+    # strategies x batches x devices, the control cells and the 2 drift probes
+    assert job_counts(dry)["bench_cell"] == len(NAMES) * 2 * 2 + CONTROLS + PROBES
 
 
 def test_every_finished_cell_prints_its_line_with_the_cells_left(study):
@@ -73,7 +77,7 @@ def test_every_finished_cell_prints_its_line_with_the_cells_left(study):
         for line in (results / "snakemake.out").read_text().splitlines()
         if line.startswith("dpscale: ") and " cells done" in line
     ]
-    planned = len(NAMES) * 2 * 2 + PROBES
+    planned = len(NAMES) * 2 * 2 + CONTROLS + PROBES
     assert len(lines) >= planned, lines
     assert any(re.search(r": ok, [\d.]+ img/s ±[\d.]+ \(95%, \d+ windows\); ", x) for x in lines)
     assert any(f"{planned} of {planned} cells done" in line for line in lines), lines[-3:]
@@ -83,7 +87,7 @@ def test_every_cell_has_a_result_and_impossible_ones_say_why(study):
     results, _ = study
     everything = sorted((results / "tiny" / "cells").rglob("*.json"))
     assert not [p for p in everything if ".again" in p.suffixes]  # again: [], one result each
-    cells = [p for p in everything if p.parent.name != "drift"]
+    cells = [p for p in everything if p.parent.name == "synthetic"]
     statuses = {
         str(p.relative_to(results / "tiny" / "cells")): json.loads(p.read_text())["status"]
         for p in cells
@@ -132,6 +136,28 @@ def test_every_run_cell_records_its_start_up_and_the_answer_comes_first(study):
     assert costs["cost_per_epoch"].isna().all() and set(costs["currency"]) == {"no price given"}
     answer = json.loads((tables / "findings_top.json").read_text())[0]
     assert answer.startswith("For ResNet-18 (") and "no price given" in answer
+
+
+def test_control_cells_split_each_layouts_loss_and_the_answer_names_the_largest_term(study):
+    import pandas as pd
+
+    results, _ = study
+    tables = results / "tiny" / "tables"
+    cells = pd.read_csv(tables / "cells.csv")
+    controls = cells[cells["mode"].str.startswith("control-")]
+    assert len(controls) == CONTROLS and set(controls["status"]) == {"ok"}
+    assert set(controls["strategy"]) == set(SPLIT) and set(controls["batch_per_device"]) == {4}
+    breakdown = pd.read_csv(tables / "loss_breakdown.csv")
+    assert set(breakdown["strategy"]) == set(SPLIT)
+    assert set(breakdown["controls_run"]) == {"one_local,local,barrier"}
+    terms = ["contention_points", "waiting_points", "exposed_comm_points", "left_points"]
+    total = breakdown[terms].sum(axis=1)
+    assert ((total - breakdown["lost_points"]).abs() < 1e-6).all()  # they add up
+    assert (results / "tiny" / "figures" / "loss_breakdown.png").is_file()
+    answer = json.loads((tables / "findings_top.json").read_text())[0]
+    chosen = json.loads((tables / "answer.json").read_text())
+    if any(s in answer for s in SPLIT):  # the chosen layout is one the controls split
+        assert "the largest is" in answer and "the largest is" in chosen["below"][0]
 
 
 def test_drift_probes_run_first_and_last_and_stay_out_of_the_fits(study):

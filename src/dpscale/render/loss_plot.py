@@ -21,6 +21,14 @@ from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
 
 COLUMNS_OF_PANELS = 3
+# the axis' short names of the terms (the caption and the page say each in full)
+SHORT = {
+    "contention": "contention",
+    "waiting": "waiting",
+    "exposed_comm": "exchange",
+    "input_pipeline": "input",
+    "left": "not split",
+}
 TERM_COLOURS = dict(
     zip(TERMS, ("#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#937860"), strict=True)
 )
@@ -60,7 +68,7 @@ def draw_waterfall(axis: plt.Axes, row: pd.Series) -> None:
             capsize=3,
         )
         level -= points
-        labels.append(TERM_WORDS[term].replace(" ", "\n", 2))
+        labels.append(SHORT[term])
     position += 1
     efficiency, half = 100 * row["efficiency"], 100 * row["efficiency_ci95"]
     axis.bar(position, efficiency, color=KEPT_COLOUR)
@@ -73,7 +81,7 @@ def draw_waterfall(axis: plt.Axes, row: pd.Series) -> None:
         capsize=3,
     )
     labels.append("this layout")
-    axis.set_xticks(range(len(labels)), labels, fontsize="x-small")
+    axis.set_xticks(range(len(labels)), labels, fontsize="small", rotation=30, ha="right")
     axis.set_ylim(0, max(105.0, level + 5))
     axis.set_ylabel("efficiency, % of one device per device")
     axis.set_title(panel_title(row), fontsize="small")

@@ -114,10 +114,10 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
                 {
                     "columns": list(landing.columns),
                     "rows": landing.to_numpy().tolist(),
-                    "below": below_table(table, cells),
+                    # where the chosen layout's loss goes: first under the table
+                    "below": [*loss_lines, *below_table(table, cells)],
                     "notes": [
                         *landing_notes(table, layout_costs, prices, quality),
-                        *loss_lines,
                         *folder_lines,
                         *remedies_lines,
                     ],

@@ -281,12 +281,11 @@ def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
 def loss_breakdown(inputs: Files, outputs: Files, params: Files) -> str:
     """cells.csv -> where each layout's lost efficiency goes (its control cells): the table,
     its page led by a sentence per layout, and one waterfall per layout."""
-    from dpscale.analysis.answers.loss_words import breakdown_sentences
+    from dpscale.analysis.answers.loss_words import breakdown_sentences, shown_table
 
     table = loss.loss_breakdown(read(inputs["cells"]))
     write(table, outputs["table"])
-    shown = table.drop(columns=["one_step_s", "local_step_s", "barrier_step_s"], errors="ignore")
-    page = table_with_lines(shown, params["title"], breakdown_sentences(table))
+    page = table_with_lines(shown_table(table), params["title"], breakdown_sentences(table))
     Path(outputs["html"]).write_text(page, encoding="utf-8")
     loss_figure(table, figure_path(outputs["figure"]))
     return f"[dpscale] loss breakdown of {len(table)} layouts"

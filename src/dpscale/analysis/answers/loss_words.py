@@ -18,11 +18,12 @@ from dpscale.plan.layout import Layout
 TO_RESOLVE = "more timed windows per cell would narrow it (measure.windows)"
 
 
-def interval(points: float, half: float) -> str:
-    """``12 [9, 15]`` points; ``12 (no interval)`` where none is known."""
+def interval(points: float, half: float, unit: str = "") -> str:
+    """``12 [9, 15]`` points (``91% [87%, 95%]`` with ``unit`` "%"); ``12 (no interval)``
+    where none is known."""
     if not is_known(half):
-        return f"{points:.0f} (no interval)"
-    return f"{points:.0f} [{points - half:.0f}, {points + half:.0f}]"
+        return f"{points:.0f}{unit} (no interval)"
+    return f"{points:.0f}{unit} [{points - half:.0f}{unit}, {points + half:.0f}{unit}]"
 
 
 def term_words(term: str, points: float, half: float) -> str:
@@ -65,10 +66,10 @@ def breakdown_sentence(row: Mapping[str, Any]) -> str:
         if is_known(row[f"{term}_points"]) and not (term == "left" and row["left_points"] == 0)
     ]
     missing = [TERM_WORDS[t] for t in TERMS if not is_known(row[f"{t}_points"]) and t != "left"]
-    efficiency = interval(100 * row["efficiency"], 100 * row["efficiency_ci95"])
+    efficiency = interval(100 * row["efficiency"], 100 * row["efficiency_ci95"], "%")
     lost = interval(row["lost_points"], row["lost_points_ci95"])
     sentence = (
-        f"{layout_words(row)}: {efficiency}% of one device's throughput per device; of the "
+        f"{layout_words(row)}: {efficiency} of one device's throughput per device; of the "
         f"{lost} points lost, {'; '.join(terms)}; {largest_words(row)}"
     )
     if missing:
@@ -95,6 +96,25 @@ def chosen_line(breakdown: pd.DataFrame, chosen: Mapping[str, Any]) -> str | Non
         return None
     row = rows.sort_values("batch_per_device").iloc[-1]
     return (
-        f"Where {readable_model(str(row['model']))}'s chosen layout loses efficiency "
+        f"Where the chosen layout for {readable_model(str(row['model']))} loses efficiency "
         f"(control cells): {breakdown_sentence(row)}"
     )
+
+
+def shown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown as the report's page shows it: a row per layout, its efficiency and
+    each term in points with their intervals, the largest term; tables/ keeps every column."""
+    rows = []
+    for _, row in breakdown.iterrows():
+        shown = {
+            "layout": layout_words(row),
+            "efficiency": interval(100 * row["efficiency"], 100 * row["efficiency_ci95"], "%"),
+        }
+        for term in TERMS:
+            points = row[f"{term}_points"]
+            shown[f"{TERM_WORDS[term]} (points)"] = (
+                interval(points, row[f"{term}_points_ci95"]) if is_known(points) else "not measured"
+            )
+        shown["largest"] = largest_words(row)
+        rows.append(shown)
+    return pd.DataFrame(rows)

@@ -246,9 +246,10 @@ def layout_parts(
 
 
 def loss_breakdown(cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per layout of more than one process with a one-device cell to compare with:
-    its terms in seconds and points with 95% half-widths, the largest term and what ties
-    it; a layout with folder cells has a second row (mode folder) with the input pipeline."""
+    """One row per layout of more than one process with a one-device cell to compare with
+    and a control or folder cell that splits it: its terms in seconds and points with 95%
+    half-widths, the largest term and what ties it; a layout with folder cells has a second
+    row (mode folder) with the input pipeline."""
     cells = usable(cells)
     if cells.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -257,8 +258,9 @@ def loss_breakdown(cells: pd.DataFrame) -> pd.DataFrame:
     for values in full[LAYOUT_KEY].drop_duplicates().itertuples(index=False):
         key = dict(zip(LAYOUT_KEY, values, strict=True))
         steps, halves, shared, ran = layout_parts(cells, key)
-        if "one" not in steps or "full" not in steps:
-            continue
+        split = any(part in ran for part in controls.CONTROLS) or "folder" in steps
+        if "one" not in steps or "full" not in steps or not split:
+            continue  # nothing splits it: its efficiency is the scaling table's
         base = {**key, "time_shared": shared, "controls_run": ",".join(ran), **host(cells, key)}
         synthetic = {k: v for k, v in steps.items() if k not in ("folder", "one_folder")}
         rows.append({**base, "mode": "synthetic", **_parts(steps), **breakdown_row(
