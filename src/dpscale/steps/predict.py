@@ -29,6 +29,7 @@ from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read_given, read_optional, write, write_lines
+from dpscale.steps.predict_words import carried_sentence, shown
 from dpscale.steps.published import published_band, series_record
 
 Files = Mapping[str, Any]
@@ -77,50 +78,6 @@ def _table(path: Path, what: str, columns: tuple[str, ...]) -> pd.DataFrame:
         ) from None
 
 
-def shown(table: pd.DataFrame) -> str:
-    """The printed table: each number with its range."""
-    lines = []
-    for _, row in table.iterrows():
-        if row["status"] != cp.OK:
-            lines.append(
-                f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  {row['status']}: "
-                f"{row['reason']}  [{_label(row)}]"
-            )
-            continue
-        lines.append(
-            f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  "
-            f"step {row['step_time_s'] * 1e3:.1f} ms "
-            f"({row['step_time_lo_s'] * 1e3:.1f}-{row['step_time_hi_s'] * 1e3:.1f})  "
-            f"{row['img_s']:.0f} img/s  speedup {row['speedup']:.2f}x "
-            f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f})  "
-            f"efficiency {100 * row['efficiency']:.0f}%  "
-            f"compress {row['compression_for_90pct']:.3g}x for 90%{_carried_words(row)}  "
-            f"[{_label(row)}]"
-        )
-    return "\n".join(lines)
-
-
-def _carried_words(row: pd.Series) -> str:
-    """A printed row's calibrated efficiency, or its published band, where it has one."""
-    if pd.notna(row.get("calibrated_efficiency", float("nan"))):
-        return (
-            f"  calibrated{_for_folder(row)} {100 * row['calibrated_efficiency']:.0f}% "
-            f"({100 * row['calibrated_efficiency_lo']:.0f}-"
-            f"{100 * row['calibrated_efficiency_hi']:.0f}%){term_prediction.printed(row)}"
-        )
-    if pd.notna(row.get("efficiency_band_lo", float("nan"))):
-        return (
-            f"  published band {100 * row['efficiency_band_lo']:.0f}-"
-            f"{100 * row['efficiency_band_hi']:.0f}%"
-        )
-    return ""
-
-
-def _for_folder(row: pd.Series) -> str:
-    """The printed row's words where the small run's folder cells calibrated it."""
-    return " for folder training" if row.get("calibrated_mode") == "folder" else ""
-
-
 def _depth(model_id: str) -> str:
     """The config's model name (``resnet50``) of a results' model id; the id itself where it
     is not one dpscale writes (results from elsewhere)."""
@@ -149,11 +106,6 @@ def _model(named: str, found: dict) -> str:
     unambiguous = [name for name in names if [_depth(m) for m in ids].count(name) == 1]
     allowed = sorted({*unambiguous, *ids}) or "none (the results time no model)"
     raise NotPredicted(f"model: {named!r} is not a model the results time; allowed: {allowed}")
-
-
-def _label(row: pd.Series) -> str:
-    """A row's kind, and "nominal link" where a nominal rate and latency priced it."""
-    return f"{row['kind']}; nominal link" if row["algorithm"] == cp.NOMINAL else row["kind"]
 
 
 def _strategy(named: str | None, model: str, found: dict) -> str:
@@ -323,7 +275,28 @@ def _predicted(
         return None, cp.why_not(cluster.name, path, str(error))
     band, words = published_band()
     table = calibrated_prediction.with_band(found.table, band, words)
+    # the study's own control cells, where they split a layout of the cluster's kind, as
+    # the small run: its loss carried term by term to the cluster's rows
+    wanted = calibrated_prediction.SmallRun(
+        found.key, cluster.batch_per_device, cluster.devices_per_node
+    )
+    table = term_prediction.carried(
+        table, cells, wanted, _link_only(cells, buckets, cluster, where), cluster.one_host,
+        "synthetic",
+    )  # fmt: skip
     return table, cp.study_sentence(table, *found.key)
+
+
+def _link_only(cells, buckets, cluster: ClusterFile, where: str):
+    """The link-only prediction of ``cluster`` at one node count, or why there is none."""
+
+    def at(nodes: int) -> pd.DataFrame | str:
+        try:
+            return answer(cells, buckets, replace(cluster, nodes=(nodes,)), where).table
+        except NotPredicted as error:
+            return str(error)
+
+    return at
 
 
 def cluster_predictions(inputs: Files, outputs: Files, params: Files) -> str:
@@ -377,7 +350,9 @@ def calibrated(
     table = calibrated_prediction.with_calibration(found.table, fit, largest, mode)
     table = calibrated_prediction.with_baselines(table, fit_points, series_record())
     # beside it, the small run's loss carried term by term where its controls split it
-    return term_prediction.carried(table, run_cells, wanted, link_only, cluster.one_host, mode)
+    return term_prediction.carried(
+        table, run_cells, wanted, lambda nodes: link_only, cluster.one_host, mode
+    )
 
 
 def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) -> pd.DataFrame:
@@ -386,52 +361,3 @@ def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) ->
         return calibrated(found, cells, buckets, cluster, Path(path), small)
     band, words = published_band()
     return calibrated_prediction.with_band(found.table, band, words)
-
-
-def _folder_words(row: pd.Series) -> str:
-    """What a prediction calibrated on folder cells is for, in the sentence."""
-    if row.get("calibrated_mode") != "folder":
-        return ""
-    return "'s folder cells, so for training from its image folder (against one device reading it)"
-
-
-def _arithmetic_words(row: pd.Series) -> str:
-    """What arithmetic makes of the same measured points at this row, and the law's record
-    against it; nothing where the row is not beyond the points."""
-    if pd.isna(row.get("hold_efficiency")):
-        return ""
-    return (
-        f" Arithmetic on the same points: the largest one's efficiency held, "
-        f"{_percent(row['hold_efficiency'])}; its last drop repeated per doubling, "
-        f"{_percent(row['repeat_efficiency'])}. {row['baselines_record'].capitalize()}."
-    )
-
-
-def _percent(efficiency: float) -> str:
-    """An efficiency in whole percent; the repeated drop may use it all up."""
-    return f"{100 * efficiency:.0f}%" if efficiency >= 0.005 else "none left"
-
-
-def carried_sentence(table: pd.DataFrame) -> str:
-    """The sentence for the largest layout: calibrated (its kind and what it stands on), or
-    the link-only figure within the published band."""
-    row = table.sort_values("world_size").iloc[-1]
-    if "calibrated_efficiency" in table and pd.notna(row["calibrated_efficiency"]):
-        return (
-            f"Calibrated on the small run{_folder_words(row)}: "
-            f"{100 * row['calibrated_efficiency']:.0f}% efficient "
-            f"({100 * row['calibrated_efficiency_lo']:.0f}-"
-            f"{100 * row['calibrated_efficiency_hi']:.0f}%), speed-up "
-            f"{row['calibrated_speedup']:.1f}x ({row['calibrated_speedup_lo']:.1f}-"
-            f"{row['calibrated_speedup_hi']:.1f}), {row['calibrated_kind']}; "
-            f"{row['calibration']}. The link-only figure above is its upper bound."
-            + _arithmetic_words(row)
-        )
-    if "efficiency_band_lo" in table and pd.notna(row["efficiency_band_lo"]):
-        return (
-            f"Without a small run on the cluster: {100 * row['efficiency_band_lo']:.0f}-"
-            f"{100 * row['efficiency_band_hi']:.0f}% efficient ({row['band_basis']}); the "
-            "link-only figure is its upper bound. A small run here (dpscale predict "
-            "--calibrate) narrows it."
-        )
-    return ""  # not resolved: the answer sentence says why

@@ -7,7 +7,7 @@ small run the columns stay empty and the basis says why."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -168,16 +168,21 @@ def carried(
     table: pd.DataFrame,
     run_cells: pd.DataFrame,
     wanted: SmallRun,
-    link_only: pd.DataFrame,
+    link_only_at: Callable[[int], pd.DataFrame | str],
     one_host: bool,
     mode: str,
 ) -> pd.DataFrame:
     """The table with the small run's terms carried term by term, where its control cells
-    split a layout's loss; else empty columns saying why."""
+    split a layout's loss; else empty columns saying why. ``link_only_at(nodes)``: the
+    link-only prediction at the calibration layout's node count, or why there is none."""
     row, why_not = calibration_row(run_cells, wanted, mode)
     found = None
     if row is not None:
-        found, why_not = calibration(row, link_only)
+        link_only = link_only_at(int(row[NODES]))
+        if isinstance(link_only, str):
+            why_not = f"not carried term by term: {link_only}"
+        else:
+            found, why_not = calibration(row, link_only)
     return with_terms(table, found, why_not, one_host)
 
 
