@@ -29,6 +29,7 @@ modes: [synthetic]
 # again: []: a cell that reads noisy is not measured a second time, so the results counted
 # here are the first ones only, however busy the machine (measure again has its own test)
 measure: {warmup_steps: 1, windows: 3, steps_per_window: 2, repeats: 1, timeout_s: 300, again: []}
+controls: []  # the cells counted here: no control cells (the tiny study runs them)
 """
 
 

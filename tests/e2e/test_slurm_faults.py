@@ -146,6 +146,7 @@ def _study(results: Path) -> dict:
         "nodes": [1, 2],
         "modes": ["synthetic"],
         "measure": {"warmup_steps": 1, "windows": 2, "steps_per_window": 2, "repeats": 1},
+        "controls": [],  # the faults' cells only (the tiny study runs control cells)
     }
 
 

@@ -148,8 +148,14 @@ def test_control_cells_split_each_layouts_loss_and_the_answer_names_the_largest_
     assert len(controls) == CONTROLS and set(controls["status"]) == {"ok"}
     assert set(controls["strategy"]) == set(SPLIT) and set(controls["batch_per_device"]) == {4}
     breakdown = pd.read_csv(tables / "loss_breakdown.csv")
-    assert set(breakdown["strategy"]) == set(SPLIT)
-    assert set(breakdown["controls_run"]) == {"one_local,local,barrier"}
+    # a strategy's row needs its parts undisturbed by other work (the suite runs this study
+    # beside other tests: a disturbed cell stays out, as in any study)
+    parts = cells[(cells["batch_per_device"] == 4) & cells["strategy"].isin(SPLIT)]
+    parts = parts[parts["mode"].isin(["synthetic", "control-local", "control-barrier"])]
+    quiet = {s for s, rows in parts.groupby("strategy") if not rows["disturbed"].any()}
+    assert set(breakdown["strategy"]) >= quiet and set(breakdown["strategy"]) <= set(SPLIT)
+    complete = breakdown[breakdown["strategy"].isin(quiet)]
+    assert set(complete["controls_run"]) <= {"one_local,local,barrier"}
     terms = ["contention_points", "waiting_points", "exposed_comm_points", "left_points"]
     total = breakdown[terms].sum(axis=1)
     assert ((total - breakdown["lost_points"]).abs() < 1e-6).all()  # they add up
@@ -211,7 +217,7 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     # exported-log check)
     downstream += ["answer_figures", "mfu_figure", "comm_model", "drift"]
     downstream += ["all", "data_tables"]
-    downstream += ["cost", "startup", "remedies"]
+    downstream += ["cost", "startup", "remedies", "loss_breakdown"]
     # the quality review reads every cell again, and collectives waits for its list of cells
     # to measure again (measure.again)
     downstream += ["quality_review", "collectives"]
