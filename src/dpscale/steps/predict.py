@@ -254,7 +254,9 @@ def predict(
         f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
         cp.sentence(table),
-        *filter(None, [carried_sentence(table), term_prediction.sentence(table)]),
+        *filter(
+            None, [carried_sentence(table), term_prediction.sentence(table, calibrate is not None)]
+        ),
     ]
     if out:
         text.append(f"dpscale: wrote {out}")
@@ -273,18 +275,20 @@ def _predicted(
         found = answer(cells, buckets, cluster, where)
     except NotPredicted as error:
         return None, cp.why_not(cluster.name, path, str(error))
-    band, words = published_band()
-    table = calibrated_prediction.with_band(found.table, band, words)
-    # the study's own control cells, where they split a layout of the cluster's kind, as
-    # the small run: its loss carried term by term to the cluster's rows
+    table = carried(found, cells, buckets, cluster, None, {}, where)
+    return table, cp.study_sentence(table, *found.key)
+
+
+def own_terms(found: Answer, cells, buckets, cluster: ClusterFile, where: str) -> pd.DataFrame:
+    """The table with the study's own control cells, where they split a layout of the
+    cluster's kind, carried term by term to its rows (the study is then the small run)."""
     wanted = calibrated_prediction.SmallRun(
         found.key, cluster.batch_per_device, cluster.devices_per_node
     )
-    table = term_prediction.carried(
-        table, cells, wanted, _link_only(cells, buckets, cluster, where), cluster.one_host,
-        "synthetic",
-    )  # fmt: skip
-    return table, cp.study_sentence(table, *found.key)
+    link_only_at = _link_only(cells, buckets, cluster, where)
+    return term_prediction.carried(
+        found.table, cells, wanted, link_only_at, cluster.one_host, "synthetic"
+    )
 
 
 def _link_only(cells, buckets, cluster: ClusterFile, where: str):
@@ -355,9 +359,13 @@ def calibrated(
     )
 
 
-def carried(found: Answer, cells, buckets, cluster: ClusterFile, path, small) -> pd.DataFrame:
-    """Calibrated on the small run where one is given, else with the published band."""
+def carried(
+    found: Answer, cells, buckets, cluster: ClusterFile, path, small, where: str = ""
+) -> pd.DataFrame:
+    """Calibrated on the small run where one is given; else with the published band, and
+    the results' own control cells carried term by term where they split a layout."""
     if path is not None:
         return calibrated(found, cells, buckets, cluster, Path(path), small)
     band, words = published_band()
-    return calibrated_prediction.with_band(found.table, band, words)
+    table = own_terms(found, cells, buckets, cluster, where or "the results")
+    return calibrated_prediction.with_band(table, band, words)

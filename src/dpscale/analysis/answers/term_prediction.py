@@ -196,8 +196,12 @@ def printed(row: pd.Series) -> str:
     )
 
 
-def sentence(table: pd.DataFrame) -> str:
-    """The largest layout's term-by-term prediction, where the small run carried one."""
+def sentence(table: pd.DataFrame, asked: bool = True) -> str:
+    """The largest layout's term-by-term prediction, where the small run carried one; why
+    not only where a small run was ``asked`` for (--calibrate)."""
     if "terms_basis" not in table:
         return ""
-    return terms_words(table.sort_values("world_size").iloc[-1])
+    row = table.sort_values("world_size").iloc[-1]
+    if not asked and pd.isna(row.get("terms_efficiency", math.nan)):
+        return ""
+    return terms_words(row)

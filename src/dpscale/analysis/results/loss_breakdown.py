@@ -81,7 +81,13 @@ def usable(cells: pd.DataFrame) -> pd.DataFrame:
     ok = cells[(cells["status"] == "ok") & (cells["comm"].fillna(NO_REMEDY) == NO_REMEDY)]
     disturbed = ok["disturbed"] if "disturbed" in ok else pd.Series(np.nan, index=ok.index)
     unexplained = ok["quality"].eq("contaminated") & disturbed.isna()
-    return ok[~(disturbed.fillna(False).astype(bool) | unexplained)]
+    return ok[~(flags(disturbed) | unexplained)]
+
+
+def flags(column: pd.Series) -> pd.Series:
+    """A column of true, false or unknown (NaN, an older result's) as booleans, unknown
+    false."""
+    return pd.to_numeric(column, errors="coerce").fillna(0).astype(bool)
 
 
 def point(rows: pd.DataFrame, column: str) -> tuple[float, float]:
@@ -239,7 +245,7 @@ def layout_parts(
             continue
         steps[name], halves[name] = point(rows, column)
         if "time_shared" in rows:
-            shared |= bool(rows["time_shared"].fillna(False).astype(bool).any())
+            shared |= bool(flags(rows["time_shared"]).any())
         if name in controls.CONTROLS or name == "one_local":
             ran.append(name)
     return steps, halves, shared, ran
