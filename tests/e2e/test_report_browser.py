@@ -180,6 +180,8 @@ def test_report_opens_on_the_findings_and_every_result_renders_offline(report):
         assert "The answer." in landing and "beats 1 device from global batch" in landing
         # the chosen layout's loss, split by its control cells: the largest term named
         assert "loses efficiency (control cells)" in landing and "the largest is" in landing
+        # a tie is named as one and decided by the rule the page states, never by a name
+        assert "by name" not in landing and "the tie rule picks" in landing
         assert tracker_words(landing) == [], "the landing page speaks of the tracker"
         # the answer table and figure come before the prose (the notes, what was run)
         order = page.evaluate(LANDING_ORDER)

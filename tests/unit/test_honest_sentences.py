@@ -27,7 +27,7 @@ def cost_row(strategy: str, img_s: float, half: float, devices: int = 2) -> dict
         "global_batch": 32 * devices,
         "img_s": img_s,
         "img_s_ci95": half,
-        "node_hours_per_1000_images": 0.002,
+        "node_hours_per_1000_images": 1000 / img_s / 3600,  # one node
     }
 
 
@@ -451,17 +451,32 @@ def test_a_break_even_the_fits_cannot_bound_says_so():
     assert "from global batch 12 (95% interval unbounded" in text
 
 
-def test_what_the_tie_rule_cannot_separate_is_named_after_what_it_did():
+def test_what_the_earlier_criteria_cannot_separate_goes_to_fewer_node_hours_not_a_name():
     text = landing(
         [
             cost_row("torch-ddp", 70, 60),
+            cost_row("horovod-tf", 66, 14, devices=1),
             cost_row("torch-dp", 68, 14, devices=1),
-            cost_row("horovod-tf", 68, 14, devices=1),
         ],
         [finding("torch-ddp", 20.0)],
     )
+    # the name that sorts first (horovod-tf) is behind on the mean: it is not chosen
     assert (
-        "choose horovod-tf on 1 node x 1 device: one device needs no break-even batch; the tie "
-        "rule cannot separate torch-dp on 1 node x 1 device and horovod-tf on 1 node x 1 device, "
-        "so the first by name"
+        "choose torch-dp on 1 node x 1 device: one device needs no break-even batch; the tie "
+        "rule's earlier criteria cannot separate torch-dp on 1 node x 1 device and horovod-tf on "
+        "1 node x 1 device, so the one with fewer node-hours per 1,000 images (means, within "
+        "each other's intervals): 0.00408 against 0.00421"
     ) in text
+    assert "by name" not in text
+
+
+def test_layouts_equal_on_every_criterion_are_both_named_and_none_is_chosen_by_name():
+    for first, second in (("a-strategy", "z-strategy"), ("z-strategy", "a-strategy")):
+        text = landing(
+            [cost_row(first, 68, 14, devices=1), cost_row(second, 68, 14, devices=1)], []
+        )
+        assert (
+            f"the tie rule cannot separate {first} on 1 node x 1 device and {second} on 1 node x "
+            "1 device: either serves equally"
+        ) in text
+        assert "by name" not in text and answer.TIE_RULE in text

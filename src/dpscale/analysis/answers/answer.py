@@ -22,7 +22,10 @@ from dpscale.analysis.laws.words import (
 from dpscale.plan.columns import DEVICES_PER_NODE, LAYOUT, NETWORK, NODES
 from dpscale.plan.layout import Layout
 
-TIE_RULE = "the smaller break-even batch, then fewer nodes, then fewer devices"
+TIE_RULE = (
+    "the smaller break-even batch, then fewer nodes, then fewer devices, then fewer node-hours "
+    "per 1,000 images; never a name"
+)
 
 
 def _tied(costs: pd.DataFrame) -> pd.DataFrame:
@@ -99,9 +102,27 @@ def _decide(tied: list[dict[str, Any]], findings: pd.DataFrame) -> tuple[dict[st
                 reasons.append(why)
                 break
     if len(kept) > 1:
-        names = " and ".join(f"{row['strategy']} on {_where(row)}" for row in kept)
-        reasons.append(f"the tie rule cannot separate {names}, so the first by name")
-    return min(kept, key=lambda row: row["strategy"]), "; ".join(reasons)
+        kept, why = _by_node_hours(kept)
+        reasons.append(why)
+    return kept[0], "; ".join(reasons)
+
+
+def _by_node_hours(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The rule's last criterion: fewer node-hours per 1,000 images (their means, as their
+    intervals overlap); where even those are equal, every one of ``rows`` is named and the
+    choice is any of them (the fastest mean is shown), never one picked by its name."""
+    names = " and ".join(f"{row['strategy']} on {_where(row)}" for row in rows)
+    hours = [float(row["node_hours_per_1000_images"]) for row in rows]
+    fewest = min(hours)
+    if sum(math.isclose(h, fewest, rel_tol=1e-9) for h in hours) > 1:
+        return rows, f"the tie rule cannot separate {names}: either serves equally"
+    best = rows[hours.index(fewest)]
+    against = ", ".join(f"{h:.3g}" for h, row in zip(hours, rows, strict=True) if row is not best)
+    return [best], (
+        f"the tie rule's earlier criteria cannot separate {names}, so the one with fewer "
+        f"node-hours per 1,000 images (means, within each other's intervals): "
+        f"{fewest:.3g} against {against}"
+    )
 
 
 def _tie_words(tied: list[dict[str, Any]], chosen: dict[str, Any], why: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from dpscale.analysis.answers.answer import _pick, _tied
+from dpscale.analysis.answers.answer import TIE_RULE, _pick, _tied
 from dpscale.analysis.answers.cost import Prices, money
 from dpscale.analysis.answers.findings import matching_rows, with_network
 from dpscale.analysis.answers.verdicts import NOT_MEASURED, UNRESOLVED_FRACTION
@@ -44,9 +44,10 @@ CHOSEN_BY_RULE = f"{CHOOSE} (tie rule)"
 ORDER = [CHOOSE, CHOSEN_BY_RULE, TIE, SLOWER, UNRESOLVED, "", ACCURACY_ONLY]
 # why the choice can differ from the largest speed-up: the line under the table
 CHOICE_RULE = (
-    "The choice is the layout with the most img/s at the largest per-device batch (ties by "
-    "overlapping intervals). A speed-up is over its own strategy's one device, and those "
-    "one-device baselines differ, so a larger speed-up can still mean fewer img/s."
+    "The choice is the layout with the most img/s at the largest per-device batch; layouts "
+    f"whose intervals overlap tie, and the tie rule picks: {TIE_RULE}. A speed-up is over "
+    "its own strategy's one device, and those one-device baselines differ, so a larger "
+    "speed-up can still mean fewer img/s."
 )
 
 
