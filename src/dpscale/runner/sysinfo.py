@@ -25,6 +25,39 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+# the CPU's vector extensions that decide which kernels a framework runs (TensorFlow turns
+# oneDNN off by default without AVX-512): two studies on two CPUs are told apart by them
+VECTOR_EXTENSIONS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "asimd",
+    "sve",
+)
+
+
+def cpu_vector_extensions(cpuinfo: str | None = None) -> list[str]:
+    """The vector extensions of VECTOR_EXTENSIONS the CPU lists in /proc/cpuinfo (its
+    ``flags`` line, or ``Features`` on Arm), in that order; empty where unreadable."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as handle:
+                cpuinfo = handle.read(200_000)
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            listed = set(value.split())
+            return [name for name in VECTOR_EXTENSIONS if name in listed]
+    return []
+
+
 def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -154,6 +187,7 @@ def describe_system(
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
+        "cpu_vector_extensions": cpu_vector_extensions(),
         "cpus_usable": usable_cpus(),
         "threads_used": threads_used,
         "gpus": nvidia_gpus(),

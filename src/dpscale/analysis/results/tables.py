@@ -194,6 +194,8 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "train_flops_per_sample": _known(info["train_flops_per_sample"]),
         SYSTEM_HOST: system.get(SYSTEM_HOST),
         "cpu_model": system.get("cpu_model"),
+        # absent from results written before it was recorded: unknown, not "none"
+        "cpu_vector_extensions": _joined(system.get("cpu_vector_extensions")),
         "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
         # what a SLURM job got (system.allocation, written by dpscale.launch)
         "slurm_job_id": (system.get("scheduler") or {}).get("SLURM_JOB_ID"),
@@ -221,6 +223,11 @@ def table_mode(cell: dict[str, Any]) -> str:
         return "drift"
     control = cell.get("control", controls.FULL)
     return controls.mode_key(control) if control != controls.FULL else cell["mode"]
+
+
+def _joined(names: list[str] | None) -> str | None:
+    """A list a result records as one space-separated cell; None where it was not recorded."""
+    return None if names is None else " ".join(names)
 
 
 def _known(count: int | None) -> float:
@@ -288,6 +295,7 @@ SYSTEM_COLUMNS = [
     "strategy",
     SYSTEM_HOST,
     "cpu_model",
+    "cpu_vector_extensions",
     "gpus",
     "interpreter",
     "interpreter_source",
