@@ -201,7 +201,22 @@ def lock(args: argparse.Namespace) -> None:
         print(f"dpscale: a study builds from these locks with `env_locks: {out}` in its config")
 
 
-COMPARE_OUTPUTS = ("ratios", "only", "fits", "links")
+COMPARE_OUTPUTS = ("ratios", "only", "fits", "links", "sides")
+
+
+def compare_labels(given: list[str] | None) -> dict[str, str]:
+    """``--label A=before B=after`` as ``{"A": "before", "B": "after"}``; one line naming
+    the flag for anything else."""
+    labels: dict[str, str] = {}
+    for item in given or []:
+        side, sep, name = item.partition("=")
+        if not sep or side.strip().upper() not in ("A", "B") or not name.strip():
+            raise SystemExit(
+                f"dpscale: compare: --label {item!r}: give A=<name> and/or B=<name>, "
+                "for example --label A=h100 B=h200"
+            )
+        labels[side.strip().upper()] = name.strip()
+    return labels
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -215,7 +230,8 @@ def compare(args: argparse.Namespace) -> None:
     out = args.out or Path("results") / "compare" / f"{args.b.name}-vs-{args.a.name}"
     outputs = {name: out / f"{name}.csv" for name in COMPARE_OUTPUTS}
     outputs["html"] = out / "compare.html"
-    print(compare_step({}, outputs, {"a": args.a, "b": args.b}))
+    labels = compare_labels(args.label)
+    print(compare_step({}, outputs, {"a": args.a, "b": args.b, "labels": labels}))
     print(f"dpscale: wrote {outputs['html']} and its tables")
 
 
@@ -368,6 +384,13 @@ def main(argv: list[str] | None = None) -> None:
     both.add_argument("a", type=Path, help="the reference study's folder (results/<study>)")
     both.add_argument("b", type=Path, help="the study compared with it")
     both.add_argument("--out", type=Path, help="where the tables and compare.html go")
+    both.add_argument(
+        "--label",
+        nargs="+",
+        metavar="SIDE=NAME",
+        help="what to call each side in the sentences: A=<name> B=<name> "
+        "(default: the folders' names, told apart by their parents where they are the same)",
+    )
     both.set_defaults(func=compare)
     guess = _command(
         commands,

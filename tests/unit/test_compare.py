@@ -104,12 +104,53 @@ def test_the_cli_compares_two_results_folders_from_different_machines(tmp_path, 
         ]
     )
     printed = capsys.readouterr().out
-    assert "B (default) against A (default)" in printed and "faster at 1" in printed
-    assert "A (default) ran on laptop (cpu); B (default) on cluster-node (cpu)." in printed
+    # one study on two machines: the folders' own names are the same, their parents tell
+    assert "B (b) against A (a)" in printed and "faster at 1" in printed
+    assert "A (a) ran on laptop (cpu; no GPU); B (b) on cluster-node (cpu; no GPU)." in printed
     ratios = pd.read_csv(out / "ratios.csv")
     assert list(ratios.columns[: len(POINT)]) == POINT
     page = (out / "compare.html").read_text()
-    assert page.count("<table>") == 4 and "data:image/png;base64," in page
+    assert page.count("<table>") == 5 and "data:image/png;base64," in page
+    assert "<title>B (b) against A (a)</title>" in page
+    sides = pd.read_csv(out / "sides.csv").set_index("side")
+    assert sides.loc["A", "folder"] == str((tmp_path / "a" / "default").resolve())
+    assert sides.loc["B", "host"] == "cluster-node" and sides.loc["B", "cells_ok"] == "1 of 1"
+
+
+def test_each_side_is_named_by_its_machine_commit_and_date_and_by_its_label(tmp_path, capsys):
+    for side, gpu, commit in (("h100", "NVIDIA H100", "a" * 40), ("h200", "NVIDIA H200", "b" * 40)):
+        write_study(tmp_path / side / "default", {16: (100.0, 2.0)}, "vm")
+        table = tmp_path / side / "default" / "tables" / "cells.csv"
+        frame = pd.read_csv(table).assign(
+            gpus=gpu,
+            dpscale_commit=commit + "-dirty",
+            cpu_vector_extensions="avx2 fma avx512f",
+            started_at="2026-11-26T08:46:48+00:00",
+        )
+        frame.to_csv(table, index=False)
+    folders = [str(tmp_path / side / "default") for side in ("h100", "h200")]
+    cli.main(["compare", *folders, "--out", str(tmp_path / "out"), "--label", "A=old", "B=new"])
+    printed = capsys.readouterr().out
+    assert "new against old" in printed
+    assert (
+        "old ran on vm (cpu, avx2 fma avx512f; NVIDIA H100) at dpscale aaaaaaa-dirty, 2026-11-26; "
+        "new on vm (cpu, avx2 fma avx512f; NVIDIA H200) at dpscale bbbbbbb-dirty, 2026-11-26."
+    ) in printed
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert "Which side is which" in page
+    assert "img/s per point measured in both (new over old)" in page
+    with pytest.raises(SystemExit, match="--label 'C=x': give A=<name> and/or B=<name>"):
+        cli.main(["compare", *folders, "--label", "C=x"])
+
+
+def test_side_names_fall_back_to_the_parents_that_tell_two_same_named_folders_apart():
+    from pathlib import PurePosixPath as P
+
+    a, b = P("/e/2026-11-26-nvidia-h100/study"), P("/e/2026-11-26-nvidia-h200/study")
+    assert cmp.side_names(a, b) == ("A (2026-11-26-nvidia-h100)", "B (2026-11-26-nvidia-h200)")
+    assert cmp.side_names(P("/x/one"), P("/x/two")) == ("one", "two")
+    assert cmp.side_names(a, b, {"A": "before"}) == ("before", "study")
+    assert cmp.side_names(a, b, {"A": "same", "B": "same"}) == ("A (same)", "B (same)")
 
 
 def test_a_folder_without_tables_gets_one_line(tmp_path):

@@ -73,6 +73,7 @@ rule compare:
         only=f"{RESULTS}/compare/only.csv",
         fits=f"{RESULTS}/compare/fits.csv",
         links=f"{RESULTS}/compare/links.csv",
+        sides=f"{RESULTS}/compare/sides.csv",
         html=report(
             f"{RESULTS}/compare/compare.html",
             caption="../../report/compare.rst",

@@ -65,7 +65,10 @@ def compare_html(
     fits: pd.DataFrame,
     links: pd.DataFrame,
     names: tuple[str, str],
+    sides: pd.DataFrame | None = None,
 ) -> str:
+    """The page: the title names both sides, the sides' table (folder, machine, commit,
+    dates) under the paragraph, then the figure and the tables."""
     name_a, name_b = names
     title = f"{name_b} against {name_a}"
     figure = ""
@@ -73,7 +76,7 @@ def compare_html(
         png = base64.b64encode(ratio_figure_png(ratios, name_a, name_b)).decode()
         figure = f"<img alt='img/s ratio per point' src='data:image/png;base64,{png}'>"
     sections = [
-        table_html(ratios, "img/s per point measured in both (B over A)"),
+        table_html(ratios, f"img/s per point measured in both ({name_b} over {name_a})"),
         table_html(fits, "Throughput laws fitted in both: v0 ratio, t_c change"),
         table_html(links, "All-reduce fits (alpha, beta) of links in both"),
         table_html(only, "Points measured in one study only (not compared)"),
@@ -81,7 +84,9 @@ def compare_html(
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title>{STYLE}</head><body><h1>{escape(title)}</h1>"
-        f"<p class='note'>{escape(paragraph)}</p>{figure}"
+        f"<p class='note'>{escape(paragraph)}</p>"
+        + (_body(table_html(sides, "Which side is which")) if sides is not None else "")
+        + figure
         + "".join(_body(section) for section in sections)
         + "</body></html>\n"
     )

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ def study_tables(folder: str | Path, name: str | None = None) -> cmp.Study:
         cells=_table(tables / "cells.csv"),
         fits=_table(tables / "fits.csv", optional=True),
         comm_fits=_table(tables / "comm_fits.csv", optional=True),
+        folder=str(folder.resolve()),
     )
 
 
@@ -56,18 +56,22 @@ def _blank(path: Path) -> bool:
 
 def compare(inputs: Files, outputs: Files, params: Files) -> str:
     """params a: the reference study's results folder; b: the compared one, else the study
-    whose tables/cells.csv is the input (the rule's, so that it waits for them); outputs:
-    ratios, only, fits, links, html."""
-    b_folder = params.get("b") or Path(inputs["cells"]).parent.parent
-    a, b = study_tables(params["a"]), study_tables(b_folder)
-    if a.name == b.name:
-        a, b = replace(a, name=f"A ({a.name})"), replace(b, name=f"B ({b.name})")
+    whose tables/cells.csv is the input (the rule's, so that it waits for them); labels:
+    ``{"A": ..., "B": ...}`` to name them (``--label``); outputs: ratios, only, fits, links,
+    html (and sides, where given)."""
+    a_folder = Path(params["a"])
+    b_folder = Path(params.get("b") or Path(inputs["cells"]).parent.parent)
+    name_a, name_b = cmp.side_names(a_folder.resolve(), b_folder.resolve(), params.get("labels"))
+    a, b = study_tables(a_folder, name_a), study_tables(b_folder, name_b)
     ratios, only = cmp.point_ratios(a, b)
     ratios = cmp.ratio_table_sorted(ratios)
     fits, links = cmp.fit_changes(a, b), cmp.link_changes(a, b)
+    sides = cmp.sides_table(a, b)
     paragraph = cmp.compare_paragraph(a, b, ratios, only, links)
-    for name, frame in (("ratios", ratios), ("only", only), ("fits", fits), ("links", links)):
-        write(frame, outputs[name])
-    page = compare_html(paragraph, ratios, only, fits, links, (a.name, b.name))
+    tables = {"ratios": ratios, "only": only, "fits": fits, "links": links, "sides": sides}
+    for name, frame in tables.items():
+        if name in outputs:
+            write(frame, outputs[name])
+    page = compare_html(paragraph, ratios, only, fits, links, (a.name, b.name), sides)
     Path(outputs["html"]).write_text(page, encoding="utf-8")
     return f"[dpscale] {paragraph}"

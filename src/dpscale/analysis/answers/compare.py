@@ -12,6 +12,7 @@ A ratio whose interval holds 1 is a tie, and is named as one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,105 @@ class Study:
     cells: pd.DataFrame
     fits: pd.DataFrame
     comm_fits: pd.DataFrame
+    folder: str = ""
+
+
+SIDE_COLUMNS = [
+    "side",
+    "name",
+    "folder",
+    "host",
+    "cpu_model",
+    "cpu_vector_extensions",
+    "gpus",
+    "dpscale_commit",
+    "measured",
+    "cells_ok",
+]
+
+
+def side_names(a: PurePath, b: PurePath, labels: dict[str, str] | None = None) -> tuple[str, str]:
+    """What the sentences call the two studies: ``labels`` (``--label A=... B=...``) where
+    given, else each folder's name; where the names are the same, "A (...)" and "B (...)"
+    with the nearest parent folders that tell them apart (two machines' copies of one study
+    are the usual comparison)."""
+    labels = labels or {}
+    names = [labels.get("A") or a.name, labels.get("B") or b.name]
+    if names[0] != names[1]:
+        return names[0], names[1]
+    if labels.get("A") or labels.get("B"):
+        return f"A ({names[0]})", f"B ({names[1]})"
+    return f"A ({_distinct(a, b)})", f"B ({_distinct(b, a)})"
+
+
+def _distinct(mine: PurePath, other: PurePath) -> str:
+    """The name of ``mine``'s nearest parent folder that differs from ``other``'s at the same
+    depth (``2026-11-26-nvidia-h100`` for ``.../2026-11-26-nvidia-h100/default``); the
+    whole path where none does."""
+    mine_parts, other_parts = mine.parts, other.parts
+    for depth in range(1, len(mine_parts)):
+        if depth >= len(other_parts) or mine_parts[-1 - depth] != other_parts[-1 - depth]:
+            return mine_parts[-1 - depth]
+    return str(mine)
+
+
+def sides_table(a: Study, b: Study) -> pd.DataFrame:
+    """One row per study: its name, folder, the machine it ran on (host, CPU and its vector
+    extensions, GPUs), the dpscale commit and the dates its cells started."""
+    rows = [{"side": side, **_side(study)} for side, study in (("A", a), ("B", b))]
+    return pd.DataFrame(rows).reindex(columns=SIDE_COLUMNS)
+
+
+def _values(cells: pd.DataFrame, column: str, most: int = 3) -> str:
+    """The distinct values of a cells column, at most ``most`` then "+N more"; "not
+    recorded" where the column is absent or empty."""
+    if column not in cells:
+        return "not recorded"
+    values = sorted({str(v) for v in cells[column].dropna() if str(v).strip()})
+    if not values:
+        return "not recorded"
+    shown = "; ".join(values[:most])
+    return shown + (f" +{len(values) - most} more" if len(values) > most else "")
+
+
+def _side(study: Study) -> dict[str, object]:
+    cells = study.cells
+    measured = _measured(cells)
+    commits = _values(cells, "dpscale_commit")
+    ok = int((cells["status"] == "ok").sum()) if "status" in cells else 0
+    return {
+        "name": study.name,
+        "folder": study.folder or "not given",
+        "host": _values(cells, SYSTEM_HOST),
+        "cpu_model": _values(cells, "cpu_model", 2),
+        "cpu_vector_extensions": _values(cells, "cpu_vector_extensions", 2),
+        "gpus": _values(cells, "gpus", 2).replace("not recorded", "none"),
+        "dpscale_commit": ", ".join(_short_commit(c) for c in commits.split("; ")),
+        "measured": measured,
+        "cells_ok": f"{ok} of {len(cells)}",
+    }
+
+
+def _measured(cells: pd.DataFrame) -> str:
+    """The dates the cells started, first to last; "not recorded" where none is known."""
+    if "started_at" not in cells:
+        return "not recorded"
+    started = pd.to_datetime(cells["started_at"], errors="coerce", utc=True).dropna()
+    if started.empty:
+        return "not recorded"
+    return _date_range(started.min().date().isoformat(), started.max().date().isoformat())
+
+
+def _short_commit(commit: str) -> str:
+    """A git commit as people quote it (``713fa06``, ``713fa06-dirty``); other words kept."""
+    head, dirty = commit.removesuffix("-dirty"), commit.endswith("-dirty")
+    if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+        return head[:7] + ("-dirty" if dirty else "")
+    return commit
+
+
+def _date_range(first: str, last: str) -> str:
+    return first if first == last else f"{first} to {last}"
 
 
 def _verdict(ratio: float, half: float) -> str:
@@ -158,12 +258,22 @@ def link_changes(a: Study, b: Study) -> pd.DataFrame:
 
 
 def _machine(study: Study) -> str:
+    """Where a study ran, in words: host, CPU (with its vector extensions where recorded),
+    GPUs, the dpscale commit and the dates."""
     cells = study.cells
     if cells.empty or "cpu_model" not in cells:
-        return "machine not recorded"
-    hosts = sorted(set(cells[SYSTEM_HOST].dropna().astype(str)))
-    cpus = sorted(set(cells["cpu_model"].dropna().astype(str)))
-    return f"{', '.join(hosts[:3]) or 'unknown host'} ({'; '.join(cpus[:2]) or 'unknown CPU'})"
+        return "a machine not recorded"
+    side = _side(study)
+    cpu = str(side["cpu_model"])
+    if side["cpu_vector_extensions"] != "not recorded":
+        cpu += f", {side['cpu_vector_extensions']}"
+    gpus = side["gpus"] if side["gpus"] != "none" else "no GPU"
+    text = f"{side['host']} ({cpu}; {gpus})"
+    if side["dpscale_commit"] != "not recorded":
+        text += f" at dpscale {side['dpscale_commit']}"
+    if side["measured"] != "not recorded":
+        text += f", {side['measured']}"
+    return text
 
 
 def _point_words(row: pd.Series) -> str:
