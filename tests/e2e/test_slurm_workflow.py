@@ -29,18 +29,27 @@ STUDY = REPO / "tests" / "data" / "slurm_tiny.yaml"
 RUN_TIMEOUT_S = 1800  # includes building the framework environments on a fresh machine
 
 
-def _snakemake(cluster, results: Path, nodes: list[int]) -> subprocess.CompletedProcess:
-    study = yaml.safe_load(STUDY.read_text())
+def _snakemake(
+    cluster,
+    results: Path,
+    nodes: list[int],
+    targets: list[str] | None = None,
+    **study_keys: object,
+) -> subprocess.CompletedProcess:
+    """Run the tiny study (with ``study_keys`` over the file's) through the SLURM profile,
+    to ``targets`` (paths under the study's folder), by default its cells' table."""
+    study = yaml.safe_load(STUDY.read_text()) | study_keys
     study["nodes"] = nodes  # 2-node cells only where the cluster has two nodes
     config = results / "slurm_tiny.yaml"
     config.write_text(yaml.safe_dump(study))
+    # the cells and their table: the analysis and report after it run on the launching
+    # host as in any study (tests/e2e/test_workflow.py runs them)
+    folder = results / study["study"]
     command = [
         sys.executable,
         "-m",
         "snakemake",
-        # the cells and their table: the analysis and report after it run on the launching
-        # host as in any study (tests/e2e/test_workflow.py runs them)
-        str(results / study["study"] / "tables" / "cells.csv"),
+        *[str(folder / target) for target in targets or ["tables/cells.csv"]],
         "--profile",
         str(cluster.profile),
         "--workflow-profile",
@@ -103,7 +112,7 @@ def slurm_study(slurm_cluster, tmp_path_factory):
     )
     assert run.returncode == 0, context
     print(f"slurm_tiny study on SLURM ({len(nodes)} node layouts): {elapsed:.0f} s")
-    return cluster, results / "slurm_tiny", nodes
+    return cluster, results / "slurm_tiny", nodes, results
 
 
 def _results(folder: Path) -> dict[str, dict]:
@@ -114,8 +123,9 @@ def _results(folder: Path) -> dict[str, dict]:
 
 
 def test_every_cell_ran_as_its_own_slurm_job_and_left_a_valid_result(slurm_study):
-    cluster, folder, nodes = slurm_study
+    cluster, folder, nodes, _ = slurm_study
     results = _results(folder)  # read_result validates against the result schema
+    results = {cell: result for cell, result in results.items() if "/control-" not in cell}
     assert len(results) == 5 * 2 * len(nodes)  # strategies x devices (1, 2) x nodes
     job_ids = {}
     for cell_id, result in results.items():
@@ -135,7 +145,7 @@ def test_every_cell_ran_as_its_own_slurm_job_and_left_a_valid_result(slurm_study
 
 
 def test_multi_process_cells_start_one_slurm_task_per_device(slurm_study):
-    cluster, folder, nodes = slurm_study
+    cluster, folder, nodes, _ = slurm_study
     results = _results(folder)
     for strategy in MULTI_PROCESS:
         for n in nodes:
@@ -166,7 +176,7 @@ def test_multi_process_cells_start_one_slurm_task_per_device(slurm_study):
 
 
 def test_cells_table_shows_the_job_each_cell_ran_in(slurm_study):
-    _, folder, _ = slurm_study
+    _, folder, _, _ = slurm_study
     cells = pd.read_csv(folder / "tables" / "cells.csv")
     assert cells["slurm_job_id"].notna().all()
     ran = cells[cells["status"] == "ok"]
@@ -176,3 +186,26 @@ def test_cells_table_shows_the_job_each_cell_ran_in(slurm_study):
     assert (ran["queue_wait_s"] >= 0).all() and ran["startup_s"].notna().all()
     columns = ["cell_id", "status", "slurm_job_id", "slurm_nodes", "img_s_mean", "queue_wait_s"]
     print(cells[columns].to_string())
+
+
+def test_control_cells_run_through_the_profile_like_any_cell(slurm_study):
+    """A layout's control cells (config ``controls``) are SLURM jobs with one task per rank,
+    as the cell they copy: the barrier control of each strategy that splits its loss, on
+    the widest layout the cluster has (its other controls run the same rule)."""
+    cluster, folder, nodes, results = slurm_study
+    n = max(nodes)
+    targets = [
+        f"cells/{strategy}/resnet18-imagenet32-c10/control-barrier/n{n}-d2-b2-r0.json"
+        for strategy in ("torch-ddp", "horovod-tf")
+    ]
+    run = _snakemake(cluster, results, nodes, targets, controls=["barrier"])
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    for target in targets:
+        result = read_result(folder / target)
+        assert result["status"] == "ok", (target, result["reason"])
+        assert result["cell"]["control"] == "barrier", result["cell"]
+        allocation = result["system"]["allocation"]
+        assert allocation["launch"] == "srun" and len(set(allocation["nodes"])) == n, target
+        scheduler = result["system"]["scheduler"]
+        assert scheduler.get("SLURM_JOB_ID"), (target, scheduler)
+        assert scheduler["SLURM_STEP_NUM_TASKS"] == str(n * 2), scheduler
