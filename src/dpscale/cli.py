@@ -244,7 +244,15 @@ def predict(args: argparse.Namespace) -> None:
             f"dpscale: predict needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
         ) from None
     print(
-        predict_step(args.results, args.cluster, args.out, args.calibrate, args.network, args.mode)
+        predict_step(
+            args.results,
+            args.cluster,
+            args.out,
+            args.calibrate,
+            args.network,
+            args.mode,
+            args.other_device,
+        )
     )
 
 
@@ -415,6 +423,12 @@ def main(argv: list[str] | None = None) -> None:
         "--mode",
         help="the small run's cells to calibrate on, where it measured both: synthetic, or "
         "folder (the prediction is then for training from its image folder)",
+    )
+    guess.add_argument(
+        "--other-device",
+        action="store_true",
+        help="predict where the cluster file's device is not the one-device profile's "
+        "(every row says so); without it, such a cluster is refused in one line",
     )
     guess.set_defaults(func=predict)
     logs = _command(

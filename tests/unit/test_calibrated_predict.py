@@ -120,4 +120,11 @@ def test_without_a_small_run_rows_carry_the_published_band(tmp_path, capsys):
     assert (table["efficiency_band_lo"] < table["efficiency_band_hi"]).all()
     assert (table["efficiency_band_hi"] <= table["efficiency"]).all()
     assert table["band_basis"].str.contains("published cases of").all()
-    assert "Without a small run on the cluster:" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    # the first line is the band, the link-only figure after it as its upper bound
+    first = printed.splitlines()[0]
+    assert "% efficient, speed-up " in first and "(without a small run on the cluster: " in first
+    band = table.sort_values("world_size").iloc[-1]
+    low, high = 100 * band["efficiency_band_lo"], 100 * band["efficiency_band_hi"]
+    assert f": {low:.0f}-{high:.0f}% efficient" in first
+    assert f"at most {100 * band['efficiency']:.0f}%" in first and "an upper bound" in first

@@ -182,6 +182,12 @@ def assert_one_line_naming(field: str, path: str, tmp_path) -> None:
         ({"gpus": 4}, "gpus: unknown key"),
         ({"inter_node": {"nccl_tests_log": "nowhere.log", "ranks": 8}}, "nccl_tests_log: nowh"),
         ({"inter_node": {"nccl_tests_log": "slingshot.log", "ranks": 8, "rate": "9us"}}, "rate"),
+        ({"intra_node": {"rate": "2400gbit"}}, "intra_node.latency: missing"),
+        ({"intra_node": {"rate": "2400gbit", "latency": "1 fortnight"}}, "intra_node.latency"),
+        ({"intra_node": {"rate": "2400gbit", "latency": "1us", "ranks": 4}}, "intra_node.ranks"),
+        ({"intra_node": {"nccl_tests_log": "slingshot.log"}}, "intra_node.ranks: missing"),
+        ({"intra_node": "nvlink"}, "intra_node: not a mapping"),
+        ({"device": ""}, "device: '' is not a non-empty string"),
     ],
 )
 def test_a_bad_cluster_file_is_one_line_naming_the_field(tmp_path, changes, field):

@@ -30,8 +30,8 @@ def refusal(results_dir, cluster: str) -> str:
 def test_predict_takes_the_config_s_model_name_or_the_results_id(tmp_path, capsys, named):
     predict(results(tmp_path), cluster_file(tmp_path, model=named))
     printed = capsys.readouterr().out
-    assert printed.startswith(f"gh200-slingshot: torch-ddp {MODEL}, one-device step ")
-    assert "On gh200-slingshot, 32 devices at per-device batch 256 are predicted" in printed
+    assert printed.startswith("On gh200-slingshot, 32 devices at per-device batch 256")
+    assert f"\ngh200-slingshot: torch-ddp {MODEL}; one-device profile: " in printed
 
 
 def test_a_model_the_results_do_not_time_lists_the_names_allowed(tmp_path):
@@ -56,6 +56,70 @@ def test_a_name_of_two_models_in_the_results_asks_for_the_id(tmp_path):
 def test_the_shipped_cluster_file_predicts_as_written_without_a_rate_warning(tmp_path, capsys):
     predict(results(tmp_path), str(SHIPPED))
     printed = capsys.readouterr().out
-    assert printed.startswith(f"gh200-slingshot: torch-ddp {MODEL}, one-device step ")
+    assert printed.startswith("On gh200-slingshot, 128 devices at per-device batch 256")
+    assert f"\ngh200-slingshot: torch-ddp {MODEL}; one-device profile: " in printed
     assert "above the link" not in printed and "not a plain ring" not in printed
     assert "On gh200-slingshot, 128 devices at per-device batch 256" in printed
+
+
+def test_every_prediction_names_the_profile_s_device_and_host_in_its_text_and_csv(tmp_path):
+    out = tmp_path / "p.csv"
+    cli.main(
+        [
+            "predict",
+            "--results",
+            str(results(tmp_path)),
+            "--cluster",
+            cluster_file(tmp_path),
+            "--out",
+            str(out),
+        ]
+    )
+    table = pd.read_csv(out)
+    assert set(table["profile_device"]) == {"NVIDIA H100 80GB HBM3"}
+    assert set(table["profile_host"]) == {"vm"}
+
+
+def test_a_cluster_naming_another_device_is_refused_in_one_line_or_labelled(tmp_path, capsys):
+    folder = results(tmp_path)
+    message = refusal(folder, cluster_file(tmp_path, device="NVIDIA GH200"))
+    assert message.endswith(
+        "device: the cluster file names 'NVIDIA GH200', but the one-device profile is NVIDIA "
+        "H100 80GB HBM3 on host vm; measure one device of the cluster's kind (or give "
+        "--other-device to predict from this profile anyway, every row labelled)"
+    )
+    path = cluster_file(tmp_path, device="NVIDIA GH200")
+    cli.main(["predict", "--results", str(folder), "--cluster", path, "--other-device"])
+    printed = capsys.readouterr().out
+    assert "(not the cluster's 'NVIDIA GH200': predicted anyway, as asked)" in printed
+    # the same device named as people write it reads as that device
+    cli.main(
+        ["predict", "--results", str(folder), "--cluster", cluster_file(tmp_path, device="h100")]
+    )
+    assert "not the cluster's" not in capsys.readouterr().out
+
+
+def test_a_cpu_profile_says_so_and_is_refused_for_a_cluster_naming_its_gpu(tmp_path, capsys):
+    folder = results(tmp_path)
+    cells = pd.read_csv(folder / "tables" / "cells.csv")
+    cpu = cells.assign(accelerator="cpu", gpus="", cpu_model="AMD EPYC 7B13", threads_per_device=1)
+    cpu.to_csv(folder / "tables" / "cells.csv", index=False)
+    predict(folder, cluster_file(tmp_path))
+    printed = capsys.readouterr().out
+    assert "one-device profile: one CPU process of 1 thread (AMD EPYC 7B13) on host vm; a CPU " in (
+        printed
+    )
+    message = refusal(folder, cluster_file(tmp_path, device="H100"))
+    assert "but the one-device profile is one CPU process of 1 thread (AMD EPYC 7B13)" in message
+    predict(folder, cluster_file(tmp_path, device="cpu"))
+    assert "a CPU profile" not in capsys.readouterr().out
+
+
+def test_a_node_s_fabric_takes_a_nominal_rate_and_latency_without_a_log(tmp_path, capsys):
+    out = tmp_path / "p.csv"
+    path = cluster_file(tmp_path, nodes=[1, 2], intra_node={"rate": "2400gbit", "latency": "1us"})
+    cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path, "--out", str(out)])
+    table = pd.read_csv(out).set_index("nodes")
+    assert "nominal rate and latency (no log)" in table.loc[1, "collective_basis"]
+    assert "nominal rate and latency" not in table.loc[2, "collective_basis"]
+    assert "one-node rows: intra-node link 2400 Gbit/s, 1 us latency" in capsys.readouterr().out

@@ -13,6 +13,9 @@ name the file, the field and what it allows.
       nccl_tests_log: logs/all_reduce_1x4.log   # relative to this file
       ranks: 4                                  # 2 to devices_per_node, all on one node
       rate: 3600gbit                            # optional: its nominal rate, per direction
+      # or, without a log, its nominal rate and latency (rate: 2400gbit, latency: 1us)
+    device: NVIDIA H100                         # optional: the cluster's GPU (or "cpu"); the
+                                                # one-device profile must be the same device
     devices_per_node: 4
     nodes: [2, 4, 8]
     strategy: <a strategy>                      # optional where the results hold one
@@ -61,13 +64,13 @@ from dpscale.plan.units import DELAY, DELAY_UNITS, RATE_UNITS, parse_quantity
 from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
-OPTIONAL = ("strategy", "intra_node", "one_host")
+OPTIONAL = ("strategy", "intra_node", "one_host", "device")
 # inter_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link (rate, latency)
 INTER_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
 LOG_KEYS = ("nccl_tests_log", "ranks")
 NOMINAL_KEYS = ("rate", "latency")
-# the node's own fabric: a log inside one node
-INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL = LOG_KEYS, ("rate",)
+# the node's own fabric: a log inside one node (rate optional), or a nominal rate and latency
+INTRA_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
 # What a cluster can plausibly be: beyond these, a number is a typo (1000000000 devices per
 # node), not a cluster to predict. A node of today holds at most a few dozen accelerators
 # (a 1,024 bound leaves room); the largest machines have tens of thousands of nodes.
@@ -82,16 +85,23 @@ MAX_LATENCY_S = 0.1
 # where a nominal link's numbers come from: every row priced by it says so
 NOMINAL = "nominal: the cluster file's rate and latency, not a measured log"
 NOMINAL_LINK = "the inter-node link"
+NOMINAL_INTRA = "the intra-node link"
 BOTH = "allowed: exactly one of nccl_tests_log (with ranks) or a nominal rate and latency"
 
 
 @dataclass(frozen=True)
 class IntraNode:
-    """The node's own fabric: an all_reduce_perf log run inside one node, and its ranks."""
+    """The node's own fabric: an all_reduce_perf log run inside one node, and its ranks; or,
+    without a log (``log`` None), its nominal rate and latency in ``rate``."""
 
-    log: Path
-    ranks: int
+    log: Path | None
+    ranks: int | None
     rate: Link | None = None  # the fabric's nominal rate: tells a tree or NVLS from a ring
+
+    @property
+    def nominal(self) -> bool:
+        """Whether the node's fabric is a nominal rate and latency, not a measured log."""
+        return self.log is None
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,8 @@ class ClusterFile:
     # every node an emulated node on one machine: their ranks share its cores (the
     # term-by-term prediction's contention, laws.loss_terms)
     one_host: bool = False
+    # the cluster's device as the file names it (a GPU's name, or "cpu"); None: not named
+    device: str | None = None
 
     @property
     def nominal(self) -> bool:
@@ -147,15 +159,6 @@ def _int(value: Any, where: str, field: str, least: int, most: int) -> int:
 def _text(value: Any, where: str, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where}: {field}: {value!r} is not a non-empty string")
-    return value
-
-
-def _mapping(value: Any, where: str, field: str, required: tuple, optional: tuple) -> dict:
-    """A sub-entry (inter_node, intra_node) that is a mapping of its allowed keys."""
-    if not isinstance(value, dict):
-        also = f" (and optionally {list(optional)})" if optional else ""
-        raise ConfigError(f"{where}: {field}: not a mapping; give {list(required)}{also}")
-    _keys(value, required, optional, where, f"{field}.")
     return value
 
 
@@ -194,18 +197,18 @@ def _rate(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link | 
     return link
 
 
-def _latency(sub: dict[str, Any], where: str) -> str:
-    """``inter_node.latency`` as written (``5us``), checked: a delay of 0 us to 100 ms."""
+def _latency(sub: dict[str, Any], where: str, field: str = "inter_node") -> str:
+    """``<field>.latency`` as written (``5us``), checked: a delay of 0 us to 100 ms."""
     text = str(sub["latency"]).strip()
     units = sorted(DELAY_UNITS)
     if not DELAY.fullmatch(text):
         raise ConfigError(
-            f"{where}: inter_node.latency: {text[:80]!r} is not a latency; allowed: a number "
+            f"{where}: {field}.latency: {text[:80]!r} is not a latency; allowed: a number "
             f"with one of {units} (e.g. 5us)"
         )
     if parse_quantity(text) > MAX_LATENCY_S:
         raise ConfigError(
-            f"{where}: inter_node.latency: {text[:80]!r} is out of range; allowed: 0us to 100ms"
+            f"{where}: {field}.latency: {text[:80]!r} is out of range; allowed: 0us to 100ms"
         )
     return text
 
@@ -263,26 +266,59 @@ def _inter(entry: dict[str, Any], path: Path) -> tuple[Path | None, int | None, 
 
 def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNode | None:
     """intra_node, where given: a log run inside one node at 2 to devices_per_node ranks (a
-    node holds no more; fewer are extended to the node by the ring law fitted to the log)."""
+    node holds no more; fewer are extended to the node by the ring law fitted to the log),
+    or the fabric's nominal rate and latency (an NVLink node nobody ran nccl-tests on)."""
     if entry.get("intra_node") is None:
         return None
     where = str(path)
-    intra = _mapping(
-        entry["intra_node"], where, "intra_node", INTRA_NODE_REQUIRED, INTRA_NODE_OPTIONAL
-    )
-    log = _log(intra, path, "intra_node")
-    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2, MAX_DEVICES_PER_NODE)
+    intra = entry["intra_node"]
+    if not isinstance(intra, dict):
+        raise ConfigError(
+            f"{where}: intra_node: not a mapping; give nccl_tests_log and ranks (optionally "
+            "rate), or a nominal rate and latency"
+        )
+    _keys(intra, (), INTRA_NODE_KEYS, where, "intra_node.")
     if devices_per_node < 2:
         raise ConfigError(
             f"{where}: intra_node: devices_per_node is {devices_per_node}; a node of one device "
             "has no intra-node link (allowed: intra_node only where devices_per_node >= 2)"
         )
+    if intra.get("nccl_tests_log") is None:
+        return IntraNode(None, None, _intra_nominal(intra, where))
+    for key in LOG_KEYS:
+        if key not in intra:
+            raise ConfigError(f"{where}: intra_node.{key}: missing (required: {list(LOG_KEYS)})")
+    if "latency" in intra:
+        raise ConfigError(
+            f"{where}: intra_node.latency: given with nccl_tests_log; {BOTH} (the log "
+            "measured the latency)"
+        )
+    log = _log(intra, path, "intra_node")
+    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2, MAX_DEVICES_PER_NODE)
     if ranks > devices_per_node:
         raise ConfigError(
             f"{where}: intra_node.ranks: {ranks} is more than devices_per_node "
             f"({devices_per_node}); allowed: 2 to {devices_per_node} (the log ran inside one node)"
         )
     return IntraNode(log, ranks, _rate(intra, where, "intra_node"))
+
+
+def _intra_nominal(intra: dict[str, Any], where: str) -> Link:
+    """The node's fabric from its nominal rate and latency, where no log is given."""
+    if "ranks" in intra:
+        raise ConfigError(
+            f"{where}: intra_node.ranks: the ranks a log ran at, given without "
+            f"nccl_tests_log; {BOTH}"
+        )
+    for key in NOMINAL_KEYS:
+        if intra.get(key) is None:
+            raise ConfigError(
+                f"{where}: intra_node.{key}: missing; {BOTH} (e.g. rate: 2400gbit, latency: 1us)"
+            )
+    rate = _rate(intra, where, "intra_node")
+    assert rate is not None  # given: checked above
+    latency_s = parse_quantity(_latency(intra, where, "intra_node"))
+    return replace(rate, name=NOMINAL_INTRA, latency_s=latency_s, source=NOMINAL)
 
 
 def read_cluster(path: str | Path) -> ClusterFile:
@@ -315,6 +351,7 @@ def read_cluster(path: str | Path) -> ClusterFile:
         batch_per_device=_int(entry["batch_per_device"], where, "batch_per_device", 1, MAX_BATCH),
         intra=_intra(entry, path, devices_per_node),
         one_host=_flag(entry.get("one_host", False), where, "one_host"),
+        device=None if entry.get("device") is None else _text(entry["device"], where, "device"),
     )
 
 
@@ -367,7 +404,11 @@ def cluster_inputs(config: Mapping[str, Any]) -> list[str]:
     files = check_clusters(config)
     paths = cluster_paths(config)
     logs = {str(cluster.log) for cluster in files if cluster.log is not None}
-    logs |= {str(cluster.intra.log) for cluster in files if cluster.intra is not None}
+    logs |= {
+        str(cluster.intra.log)
+        for cluster in files
+        if cluster.intra is not None and cluster.intra.log is not None
+    }
     return [*paths, *sorted(logs)]
 
 

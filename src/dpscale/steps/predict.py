@@ -29,7 +29,12 @@ from dpscale.plan.user_files import Unreadable
 from dpscale.registry import STRATEGIES
 from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read_given, read_optional, write, write_lines
-from dpscale.steps.predict_words import carried_sentence, shown
+from dpscale.steps.predict_words import (
+    carried_sentence,
+    lead_sentence,
+    shown,
+    upper_bound_sentence,
+)
 from dpscale.steps.published import published_band, series_record
 
 Files = Mapping[str, Any]
@@ -145,13 +150,22 @@ def _inter_curve(cluster: ClusterFile) -> CollectiveCurve | None:
 def _shape(cluster: ClusterFile, curve: CollectiveCurve | None) -> cp.Cluster:
     """The cluster as the prediction takes it, with its intra-node curve where given and
     its nominal link where it gives no inter-node log."""
-    intra, intra_log = None, ""
-    if cluster.intra is not None:
+    intra, intra_log, intra_nominal = None, "", None
+    if cluster.intra is not None and cluster.intra.nominal:
+        intra_nominal = cluster.intra.rate
+    elif cluster.intra is not None:
         intra = _curve(cluster.intra.log, cluster.intra.ranks, cluster.intra.rate, "intra_node")
         intra_log = cluster.intra.log.name
     nominal = cluster.rate if cluster.nominal else None
     return cp.Cluster(
-        cluster.name, curve, cluster.devices_per_node, cluster.nodes, intra, intra_log, nominal
+        cluster.name,
+        curve,
+        cluster.devices_per_node,
+        cluster.nodes,
+        intra,
+        intra_log,
+        nominal,
+        intra_nominal,
     )
 
 
@@ -164,9 +178,17 @@ def declared_traffic(strategy: str) -> Traffic:
     return cp.RING if declared is None else declared.declared_traffic()
 
 
-def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, where: str) -> Answer:
+def answer(
+    cells: pd.DataFrame,
+    buckets: pd.DataFrame,
+    cluster: ClusterFile,
+    where: str,
+    other_device: bool = False,
+) -> Answer:
     """The cluster predicted from a study's cells.csv and bucket_timeline.csv (what
-    ``dpscale predict`` and rule cluster_predictions both run); NotPredicted says why not."""
+    ``dpscale predict`` and rule cluster_predictions both run); NotPredicted says why not,
+    also where the cluster file names a device the one-device profile is not (unless
+    ``other_device``: then every row says so)."""
     found = timelines(buckets)
     model = _model(cluster.model, found)
     key = (_strategy(cluster.strategy, model, found), model)
@@ -185,7 +207,29 @@ def answer(cells: pd.DataFrame, buckets: pd.DataFrame, cluster: ClusterFile, whe
         table = cp.predict(found[key], device, shape, total, source, declared_traffic(key[0]))
     except ValueError as error:
         raise NotPredicted(str(error)) from None
+    mismatch = _device_mismatch(cluster, device)
+    if mismatch and not other_device:
+        raise NotPredicted(
+            f"{mismatch}; measure one device of the cluster's kind (or give --other-device "
+            "to predict from this profile anyway, every row labelled)"
+        )
+    table = table.assign(
+        profile_device=device.device,
+        profile_host=device.host,
+        profile_other_device=mismatch or "",
+    )
     return Answer(key, device, curve, table)
+
+
+def _device_mismatch(cluster: ClusterFile, device: cp.OneDevice) -> str:
+    """The words where the cluster file's ``device`` is not the profile's; "" where it is or
+    where the file names none."""
+    if cluster.device is None or device.is_named(cluster.device):
+        return ""
+    return (
+        f"device: the cluster file names {cluster.device!r}, but the one-device profile is "
+        f"{device.words()}"
+    )
 
 
 def _inter_words(cluster: ClusterFile, curve: CollectiveCurve | None) -> str:
@@ -200,7 +244,24 @@ def _intra_words(cluster: ClusterFile) -> str:
     if cluster.intra is None:
         return ""
     intra = cluster.intra
+    if intra.nominal:
+        return f"; one-node rows: intra-node link {intra.rate.words()} ({cp.NOMINAL})"
     return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
+
+
+def _profile_words(device: cp.OneDevice, cluster: ClusterFile) -> str:
+    """The profile's device and host, and what a CPU profile means for a cluster that does
+    not name its device (it may be a GPU cluster) or one that names another."""
+    words = device.words()
+    mismatch = _device_mismatch(cluster, device)
+    if mismatch:
+        return f"{words} (not the cluster's {cluster.device!r}: predicted anyway, as asked)"
+    if device.on_cpu and cluster.device is None:
+        return (
+            f"{words}; a CPU profile: for a GPU cluster, one device measured there predicts its "
+            "GPUs (name the cluster's device in its file, device: <GPU>, to have it checked)"
+        )
+    return words
 
 
 def _small_run_named(calibrate, network: str | None, mode: str | None) -> None:
@@ -224,6 +285,7 @@ def predict(
     calibrate: str | Path | None = None,
     network: str | None = None,
     mode: str | None = None,
+    other_device: bool = False,
 ) -> str:
     """The printed answer; the CSV written to ``out`` where given. ``calibrate``: a small
     run's results on the same cluster, ``network`` and ``mode`` its network and its cells'
@@ -240,7 +302,7 @@ def predict(
         tables / "bucket_timeline.csv", "the one-rank bucket timeline", PROFILE_COLUMNS
     )
     try:
-        found = answer(cells, buckets, cluster, str(tables))
+        found = answer(cells, buckets, cluster, str(tables), other_device)
         small = {"network": network, "mode": mode}
         table = carried(found, cells, buckets, cluster, calibrate, small)
     except NotPredicted as error:
@@ -249,13 +311,19 @@ def predict(
     if out:
         write(table, out)
     text = [
-        f"{cluster.name}: {found.key[0]} {found.key[1]}, one-device step "
-        f"{device.step_s * 1e3:.1f} ms ({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at "
-        f"batch {device.batch}; {_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
+        lead_sentence(table),
+        f"{cluster.name}: {found.key[0]} {found.key[1]}; one-device profile: "
+        f"{_profile_words(device, cluster)}, step {device.step_s * 1e3:.1f} ms "
+        f"({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at batch {device.batch}; "
+        f"{_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
         shown(table),
-        cp.sentence(table),
         *filter(
-            None, [carried_sentence(table), term_prediction.sentence(table, calibrate is not None)]
+            None,
+            [
+                upper_bound_sentence(table),
+                carried_sentence(table),
+                term_prediction.sentence(table, calibrate is not None),
+            ],
         ),
     ]
     if out:

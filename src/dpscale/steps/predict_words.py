@@ -1,5 +1,7 @@
-"""The words ``dpscale predict`` prints: each row with its range and what carried it
-(calibrated, term by term, or the published band), and the sentence for the largest row."""
+"""The words ``dpscale predict`` prints: first the range a user can act on (calibrated, or
+the published band) with the link-only figure as its upper bound; each row with its range
+and what carried it (calibrated, term by term, or the published band); then the link-only
+sentence, labelled as the upper bound, and what the range stands on."""
 
 from __future__ import annotations
 
@@ -10,26 +12,85 @@ from dpscale.analysis.answers import term_prediction
 
 
 def shown(table: pd.DataFrame) -> str:
-    """The printed table: each number with its range."""
+    """The printed table: each row's range first, then the link-only figures (its upper
+    bound) with their own ranges."""
     lines = []
     for _, row in table.iterrows():
         if row["status"] != cp.OK:
             lines.append(
-                f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  {row['status']}: "
-                f"{row['reason']}  [{_label(row)}]"
+                f"{row['nodes']:>5} {_plural(row['nodes'], 'node'):<5} "
+                f"{row['world_size']:>6} {_plural(row['world_size'], 'device'):<7}  "
+                f"{row['status']}: {row['reason']}  [{_label(row)}]"
             )
             continue
         lines.append(
-            f"{row['nodes']:>5} nodes {row['world_size']:>6} devices  "
+            f"{row['nodes']:>5} {_plural(row['nodes'], 'node'):<5} "
+            f"{row['world_size']:>6} {_plural(row['world_size'], 'device'):<7}"
+            f"{_carried_words(row)}  link-only (upper bound): "
+            f"efficiency {100 * row['efficiency']:.0f}%, speedup {row['speedup']:.2f}x "
+            f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f}), "
             f"step {row['step_time_s'] * 1e3:.1f} ms "
-            f"({row['step_time_lo_s'] * 1e3:.1f}-{row['step_time_hi_s'] * 1e3:.1f})  "
-            f"{row['img_s']:.0f} img/s  speedup {row['speedup']:.2f}x "
-            f"({row['speedup_lo']:.2f}-{row['speedup_hi']:.2f})  "
-            f"efficiency {100 * row['efficiency']:.0f}%  "
-            f"compress {row['compression_for_90pct']:.3g}x for 90%{_carried_words(row)}  "
-            f"[{_label(row)}]"
+            f"({row['step_time_lo_s'] * 1e3:.1f}-{row['step_time_hi_s'] * 1e3:.1f}), "
+            f"{row['img_s']:.0f} img/s  "
+            f"compress {row['compression_for_90pct']:.3g}x for 90%  [{_label(row)}]"
         )
     return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return noun if int(count) == 1 else f"{noun}s"
+
+
+def _largest(table: pd.DataFrame) -> pd.Series:
+    return table.sort_values("world_size").iloc[-1]
+
+
+def _range(row: pd.Series) -> tuple[float, float, str] | None:
+    """The largest row's efficiency range a user acts on and its words: calibrated (its
+    upper end at most the link-only figure), else the published band; None where neither."""
+    link_only = float(row["efficiency"])
+    if pd.notna(row.get("calibrated_efficiency", float("nan"))):
+        low, high = row["calibrated_efficiency_lo"], row["calibrated_efficiency_hi"]
+        words = f"calibrated on the small run{_folder_words(row)}, {row['calibrated_kind']}"
+        return float(low), min(float(high), link_only), words
+    if pd.notna(row.get("efficiency_band_lo", float("nan"))):
+        words = f"without a small run on the cluster: {row['band_basis']}"
+        low, high = row["efficiency_band_lo"], row["efficiency_band_hi"]
+        return float(low), min(float(high), link_only), words
+    return None
+
+
+def lead_sentence(table: pd.DataFrame) -> str:
+    """The first line: the largest layout's range with its speed-up range, then the
+    link-only figure labelled as its upper bound; where the row is not resolved, why."""
+    row = _largest(table)
+    if row["status"] != cp.OK:
+        return cp.sentence(table)
+    where = (
+        f"On {row['cluster']}, {row['world_size']} devices at per-device batch "
+        f"{row['batch_per_device']} ({row['kind']})"
+    )
+    bound = (
+        f"at most {100 * row['efficiency']:.0f}%, {cp.times(row['speedup'])}x: the link-only "
+        "figure, an upper bound (nothing lost but the exchange it prices)"
+    )
+    found = _range(row)
+    if found is None:
+        return f"{where}: no range (no band or small run narrows it); {bound}."
+    low, high, words = found
+    size = int(row["world_size"])
+    return (
+        f"{where}: {100 * low:.0f}-{100 * high:.0f}% efficient, speed-up "
+        f"{cp.times(low * size)}-{cp.times(high * size)}x ({words}); {bound}."
+    )
+
+
+def upper_bound_sentence(table: pd.DataFrame) -> str:
+    """The link-only sentence, labelled as the upper bound; "" where the row is not resolved
+    (the first line said why)."""
+    if _largest(table)["status"] != cp.OK:
+        return ""
+    return f"The link-only figure, an upper bound: {cp.sentence(table)}"
 
 
 def _carried_words(row: pd.Series) -> str:
@@ -83,9 +144,9 @@ def _percent(efficiency: float) -> str:
 
 
 def carried_sentence(table: pd.DataFrame) -> str:
-    """The sentence for the largest layout: calibrated (its kind and what it stands on), or
-    the link-only figure within the published band."""
-    row = table.sort_values("world_size").iloc[-1]
+    """What the first line's range stands on, for the largest layout: the calibration and
+    the arithmetic baselines, or how a small run would narrow the band."""
+    row = _largest(table)
     if "calibrated_efficiency" in table and pd.notna(row["calibrated_efficiency"]):
         return (
             f"Calibrated on the small run{_folder_words(row)}: "
@@ -94,14 +155,11 @@ def carried_sentence(table: pd.DataFrame) -> str:
             f"{100 * row['calibrated_efficiency_hi']:.0f}%), speed-up "
             f"{row['calibrated_speedup']:.1f}x ({row['calibrated_speedup_lo']:.1f}-"
             f"{row['calibrated_speedup_hi']:.1f}), {row['calibrated_kind']}; "
-            f"{row['calibration']}. The link-only figure above is its upper bound."
-            + _arithmetic_words(row)
+            f"{row['calibration']}." + _arithmetic_words(row)
         )
     if "efficiency_band_lo" in table and pd.notna(row["efficiency_band_lo"]):
         return (
-            f"Without a small run on the cluster: {100 * row['efficiency_band_lo']:.0f}-"
-            f"{100 * row['efficiency_band_hi']:.0f}% efficient ({row['band_basis']}); the "
-            "link-only figure is its upper bound. A small run here (dpscale predict "
-            "--calibrate) narrows it."
+            "The band is the published cases' spread below the link-only figure; a small run "
+            "here (dpscale predict --calibrate) narrows it."
         )
     return ""  # not resolved: the answer sentence says why

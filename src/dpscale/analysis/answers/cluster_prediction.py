@@ -58,6 +58,7 @@ RING = RingAllReduce()
 ONE_NODE = "one node: the inter-node log stands in for the node's own fabric"
 # ... unless the cluster gave a log of that fabric: then the basis names it
 INTRA_NODE = "one node: intra-node log ({log})"
+INTRA_NOMINAL = "one node: the node's own fabric at its nominal rate and latency (no log)"
 # a nominal inter-node link standing in for the node's own fabric
 ONE_NODE_NOMINAL = "one node: the nominal inter-node link stands in for the node's own fabric"
 # the algorithm column of a row priced by a nominal link: no log to check
@@ -94,12 +95,46 @@ OK = "ok"
 
 @dataclass(frozen=True)
 class OneDevice:
-    """The one-device step at a per-device batch, seconds, with its 95% interval."""
+    """The one-device step at a per-device batch, seconds, with its 95% interval, and the
+    device and host it was measured on (every prediction names them)."""
 
     batch: int
     step_s: float
     lo: float
     hi: float
+    device: str = "a device not recorded"
+    host: str = "a host not recorded"
+    on_cpu: bool = False
+
+    def words(self) -> str:
+        """``NVIDIA H100 80GB HBM3 on host vm``."""
+        return f"{self.device} on host {self.host}"
+
+    def is_named(self, named: str) -> bool:
+        """Whether a cluster file's ``device`` names this profile's device: "cpu" for a CPU
+        profile, else a GPU name contained in the recorded one, case and spaces aside
+        ("H100" names "NVIDIA H100 80GB HBM3")."""
+        wanted = "".join(named.lower().split())
+        if wanted == "cpu":
+            return self.on_cpu
+        return not self.on_cpu and wanted in "".join(self.device.lower().split())
+
+
+def _profile(rows: pd.DataFrame) -> tuple[str, str, bool]:
+    """The one-device cells' device in words, their host, and whether it was a CPU: the
+    first GPU a CUDA cell's system listed, else one CPU process and its threads."""
+    first = rows.iloc[0]
+    host = str(first.get("host") or "") or "a host not recorded"
+    accelerator = str(first.get("accelerator") or "cpu")
+    if accelerator != "cpu":
+        gpus = str(first.get("gpus") or "")
+        name = gpus.split(";")[0].strip() if gpus and gpus != "nan" else ""
+        return name or f"a {accelerator} device (name not recorded)", host, False
+    threads = first.get("threads_per_device")
+    count = int(threads) if pd.notna(threads) else 1
+    cpu = str(first.get("cpu_model") or "") or "a CPU not recorded"
+    thread_words = "1 thread" if count == 1 else f"{count} threads"
+    return f"one CPU process of {thread_words} ({cpu})", host, True
 
 
 @dataclass(frozen=True)
@@ -115,6 +150,7 @@ class Cluster:
     intra: CollectiveCurve | None = None
     intra_log: str = ""
     nominal: Link | None = None
+    intra_nominal: Link | None = None  # the node's fabric's nominal rate, where no log
 
     def __post_init__(self) -> None:
         if (self.curve is None) == (self.nominal is None):
@@ -128,6 +164,8 @@ class Cluster:
         if nodes == 1 and self.devices_per_node >= 2 and self.intra is not None:
             words = INTRA_NODE.format(log=self.intra_log or "unnamed")
             return CurvePricing(self.intra), self.intra.algorithm, words
+        if nodes == 1 and self.devices_per_node >= 2 and self.intra_nominal is not None:
+            return LinkPricing(self.intra_nominal), NOMINAL, INTRA_NOMINAL
         stands_in = nodes == 1 and self.devices_per_node >= 2
         if self.curve is None:
             return LinkPricing(self.nominal), NOMINAL, ONE_NODE_NOMINAL if stands_in else None
@@ -160,7 +198,8 @@ def one_device(cells: pd.DataFrame, strategy: str, model: str, batch: int) -> On
     img_s = float(rows["img_s_mean"].mean())
     half = float(rows["img_s_ci95"].fillna(0.0).max())
     fast, slow = img_s + half, max(img_s - half, 1e-12)
-    return OneDevice(int(batch), batch / img_s, batch / fast, batch / slow)
+    device, host, on_cpu = _profile(rows)
+    return OneDevice(int(batch), batch / img_s, batch / fast, batch / slow, device, host, on_cpu)
 
 
 def gradient_bytes(
