@@ -168,7 +168,9 @@ def test_synthetic_tables_and_the_gh200_log_give_the_known_step(tmp_path):
     assert "ring law at 16 ranks" in table[table["nodes"] == 4]["collective_basis"].iloc[0]
     assert len(top) == 1 and top[0].startswith("On gh200-slingshot, 16 devices at per-device")
     assert "extrapolated from one device and the cluster's nccl-tests log" in top[0]
-    assert f"this study's {RUN} {TINY} cells" in top[0]
+    assert f"this study's {RUN} {TINY} cells (" in top[0]
+    # the range leads; the link-only figure follows as its upper bound
+    assert top[0].index("% efficient, speed-up ") < top[0].index("The link-only figure, an upper")
     assert "<ul class='summary'><li>On gh200-slingshot" in page and "<td" in page
 
 

@@ -344,7 +344,24 @@ def _predicted(
     except NotPredicted as error:
         return None, cp.why_not(cluster.name, path, str(error))
     table = carried(found, cells, buckets, cluster, None, {}, where)
-    return table, cp.study_sentence(table, *found.key)
+    return table, _landing_words(table, found)
+
+
+def _landing_words(table: pd.DataFrame, found: Answer) -> str:
+    """A cluster's landing sentence: the range first (as ``dpscale predict``'s first line),
+    then the link-only sentence as its upper bound, and the one-device profile it stands on."""
+    strategy, model = found.key
+    upper = upper_bound_sentence(table)
+    return " ".join(
+        filter(
+            None,
+            [
+                lead_sentence(table),
+                upper,
+                f"One device: this study's {strategy} {model} cells ({found.device.words()}).",
+            ],
+        )
+    )
 
 
 def own_terms(found: Answer, cells, buckets, cluster: ClusterFile, where: str) -> pd.DataFrame:
