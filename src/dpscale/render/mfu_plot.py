@@ -3,6 +3,7 @@ measured dense matmul peak (cells.csv ``mfu``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,8 @@ import seaborn as sns  # noqa: E402
 
 from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan.layout import devices_words  # noqa: E402
+from dpscale.render.palette import strategy_colours  # noqa: E402
+from dpscale.render.plots import legend_below, save_with_legends  # noqa: E402
 
 NO_PEAK = (
     "MFU not measured: these results carry no matmul peak (system.matmul_peak);\n"
@@ -37,9 +40,9 @@ def mfu_points(cells: pd.DataFrame) -> pd.DataFrame:
     return ok[ok["mfu"].notna()]
 
 
-def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
-    """MFU (%) against per-device batch: one panel per model, colour = strategy, marker =
-    device count."""
+def mfu_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
+    """MFU (%) against per-device batch: one panel per model, colour = strategy (the
+    colour it has in every figure: render.palette), marker = device count."""
     cells = without_remedies(cells)
     points = mfu_points(cells)
     if points.empty:
@@ -57,6 +60,7 @@ def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
             x="batch_per_device",
             y="mfu_pct",
             hue="strategy",
+            palette=strategy_colours(list(known), points["strategy"].unique()),
             style="devices",
             markers=True,
             ax=axis,
@@ -66,7 +70,5 @@ def mfu_figure(cells: pd.DataFrame, path: Path) -> None:
         axis.set_title(model)
         axis.set_xlabel("per-device batch")
         axis.set_ylabel("MFU (% of measured matmul peak)")
-        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+        legend_below(axis)
+    save_with_legends(figure, path)

@@ -21,6 +21,7 @@ from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT, NETWORK, NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import HOST_NETWORK, Layout  # noqa: E402
+from dpscale.render.palette import strategy_colours  # noqa: E402
 
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = "osD^v<>ph*"
@@ -41,6 +42,26 @@ def empty_figure(path: Path, message: str) -> None:
     plt.close(figure)
 
 
+def legend_below(axis) -> None:
+    """The axis's legend under its data area, never over it or beside it: a long legend
+    makes the saved figure taller (save_with_legends), not the panel narrower."""
+    axis.legend(
+        fontsize="small",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=2,
+        frameon=False,
+    )
+
+
+def save_with_legends(figure, path: Path) -> None:
+    """Save with the canvas grown to hold the legends under the panels (bbox "tight"), so
+    each panel keeps the size it was given."""
+    figure.subplots_adjust(wspace=0.3)
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(figure)
+
+
 def _panels(models: list[str], height: float = 4.0):
     figure, axes = plt.subplots(1, len(models), figsize=(8 * len(models), height), squeeze=False)
     return figure, dict(zip(models, axes[0], strict=True))
@@ -53,8 +74,7 @@ def _style_keys(
 
     ``known``: every registered strategy, so one strategy has the same colour in every
     figure of every study."""
-    strategies = sorted(set(known) | set(frame["strategy"].unique()))
-    colours = dict(zip(strategies, sns.color_palette("colorblind", len(strategies)), strict=True))
+    colours = strategy_colours(list(known), frame["strategy"].unique())
     styles = {
         layout: (LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)])
         for i, layout in enumerate(layouts(frame))
@@ -141,10 +161,8 @@ def throughput_figure(
         axis.set_title(model)
         axis.set_xlabel("per-device batch (shaded: not measured)")
         axis.set_ylabel("global images/s (mean, 95% CI)")
-        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+        legend_below(axis)
+    save_with_legends(figure, path)
 
 
 def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
@@ -183,10 +201,8 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
         axis.set_xlabel("devices (world size)")
         axis.set_ylabel("speedup vs 1 device (weak scaling)")
         axis.set_xticks(sorted(scaling["world_size"].unique()))
-        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+        legend_below(axis)
+    save_with_legends(figure, path)
 
 
 def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
@@ -337,7 +353,5 @@ def collectives_figure(
         axis.set_title(f"network: {network}")
         axis.set_xlabel("message size (bytes, float32)")
         axis.set_ylabel("bus bandwidth GB/s (median, p10-p90)")
-        axis.legend(fontsize="small", loc="upper left")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+        legend_below(axis)
+    save_with_legends(figure, path)

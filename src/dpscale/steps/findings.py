@@ -23,6 +23,7 @@ from dpscale.analysis.answers.input_pipeline import pipeline_findings
 from dpscale.analysis.answers.loss_words import chosen_line
 from dpscale.analysis.answers.verdicts import top_findings
 from dpscale.analysis.results.measurement_quality import quality_line
+from dpscale.registry import STRATEGIES
 from dpscale.render import findings_page
 from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart
@@ -166,5 +167,5 @@ def remedies_figure(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
-    draw_mfu(read(inputs["cells"]), figure_path(outputs["figure"]))
+    draw_mfu(read(inputs["cells"]), figure_path(outputs["figure"]), list(STRATEGIES))
     return "[dpscale] MFU figure drawn"
