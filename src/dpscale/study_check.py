@@ -19,8 +19,8 @@ from typing import Any
 
 from dpscale.launch.setup.interpreters import InterpreterError, probe_configured
 from dpscale.plan.cell import Cell
-from dpscale.plan.config_files import merged, study_config
-from dpscale.plan.errors import ConfigError
+from dpscale.plan.config_files import giver, merged, study_config
+from dpscale.plan.errors import ConfigError, UnknownKeyError
 from dpscale.plan.profile import check_default_resources
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.study import plan_study
@@ -56,10 +56,14 @@ def check_study(
     check-config judged (the rules read the checked config, common.smk's config.update).
     ``probe``: run the configured interpreters' probe (``dpscale status`` and the other
     commands that only read a study leave it out; check-config and the workflow run it)."""
-    config = study_config(Path(path) for path in files)
+    paths = [Path(path) for path in files]
+    config = study_config(paths)
     if overrides:
         config = merged(config, dict(overrides))
-    checked, cells = plan_study(config, strategies)
+    try:
+        checked, cells = plan_study(config, strategies)
+    except UnknownKeyError as error:  # a typo: name the file that has it
+        raise ConfigError(f"{giver(error.path, paths, overrides) or '<config>'}: {error}") from None
     if checked["imports"]:  # the logs, read as the rules read them (this loads pandas)
         from dpscale.analysis.results.import_logs import check_imports
 

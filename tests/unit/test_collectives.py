@@ -102,7 +102,7 @@ def check(config):
         ({"max_bytes": 10}, "collectives.max_bytes: 10 is not a multiple of 4"),
         ({"min_bytes": 64, "max_bytes": 16}, "collectives.max_bytes: min_bytes (64) must not"),
         ({"min_bytes": 4 * 10**9}, "collectives.min_bytes: min_bytes (4000000000) must not"),
-        ({"sizes": [4]}, "collectives: Additional properties are not allowed"),
+        ({"sizes": [4]}, "collectives.sizes: unknown key; allowed keys: ['factor', "),
     ],
 )
 def test_bad_collectives_settings_are_one_line_naming_the_field(default_config, section, expected):

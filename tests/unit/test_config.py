@@ -1,8 +1,11 @@
 import datetime
 import json
+import re
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import ONE_PROCESS, REPO, make_cell
 from dpscale.cli import main as cli
@@ -10,8 +13,10 @@ from dpscale.launch.kinds import kind
 from dpscale.plan.config import config_schema
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import expand
+from dpscale.plan.resnet_spec import DEPTHS
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
+from dpscale.study_check import check_study
 
 PRICES = {"currency": "EUR", "node_hour": {"cpu": 0.1}, "source": "a test", "date": "2026-11-01"}
 
@@ -61,8 +66,7 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
         ),
         (
             lambda c: c.update(batchsize=[8]),
-            "<config>: Additional properties are not allowed ('batchsize' was unexpected); "
-            "allowed keys: [",
+            "batchsize: unknown key; did you mean batch_sizes",
         ),
         (lambda c: c.pop("study"), "<config>: 'study' is a required property"),
         (
@@ -432,6 +436,129 @@ def test_bad_networks_are_one_line_naming_the_entry(default_config, networks, ex
         check(default_config)
     assert str(error.value).startswith(expected), str(error.value)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("rate", ["100Gbit", "100GBIT", "100gBit", "10Mbit", "2.5Kbit"])
+def test_a_rate_s_unit_is_read_in_any_case_and_kept_in_lower_case(default_config, rate):
+    """Issue 77: ``100Gbit`` means what tc's ``100gbit`` means; cells and tc see one spelling."""
+    default_config.update(
+        networks=["host", {"name": "fast", "rate": rate, "delay": "50us"}],
+        predict={"networks": [{"name": "what", "bandwidth": rate.upper()}]},
+    )
+    checked = check(default_config)
+    assert checked["networks"][1]["rate"] == rate.lower()
+    assert checked["predict"]["networks"][0]["bandwidth"] == rate.lower()
+
+
+@pytest.mark.parametrize(
+    ("networks", "says"),
+    [
+        # case changes a delay's meaning (Ms: megaseconds) and bytes are not bits: refused
+        ([{"name": "lan", "rate": "1gbit", "delay": "1MS"}], "networks[0].delay: '1MS' is not a"),
+        ([{"name": "lan", "rate": "1gbit", "delay": "50US"}], "networks[0].delay: '50US' is not"),
+        ([{"name": "lan", "rate": "10GB"}], "networks[0].rate: '10GB' is not a rate"),
+        ([{"name": "lan", "rate": "10Gbps"}], "networks[0].rate: '10Gbps' is not a rate"),
+    ],
+)
+def test_units_whose_case_is_ambiguous_are_still_refused(default_config, networks, says):
+    default_config["networks"] = networks
+    with pytest.raises(ConfigError, match=f"^{re.escape(says)}"):
+        check(default_config)
+
+
+@pytest.mark.parametrize("name", sorted(DEPTHS))
+def test_a_bare_resnet_name_is_the_entry_with_the_schema_s_defaults(default_config, name):
+    """Issue 77: ``models: [resnet50]`` is ``{name: resnet50}``, filled as any entry is."""
+    default_config["models"] = [name]
+    bare = check(default_config)
+    default_config["models"] = [{"name": name, "stem": "imagenet", "image_size": 224}]
+    assert bare == check(default_config)
+    assert bare["models"] == [
+        {"name": name, "stem": "imagenet", "image_size": 224, "classes": 1000}
+    ]
+
+
+@given(
+    st.lists(
+        st.sampled_from(sorted(DEPTHS)).flatmap(
+            lambda name: st.sampled_from([name, {"name": name}, {"name": name, "classes": 10}])
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_bare_names_and_mappings_mix_and_each_reads_as_its_mapping(entries):
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    config["models"] = entries
+    written = [{"name": e} if isinstance(e, str) else e for e in entries]
+    try:
+        checked = check(config)
+    except ConfigError as error:  # one entry twice: said as for the mappings
+        config["models"] = written
+        with pytest.raises(ConfigError, match=f"^{re.escape(str(error))}$"):
+            check(config)
+        return
+    config["models"] = written
+    assert checked == check(config)
+
+
+@pytest.mark.parametrize(
+    ("field", "entry", "says"),
+    [
+        (
+            "models",
+            "torchvision.vit_b_16",
+            "models[0]: 'torchvision.vit_b_16' is not a model entry; allowed: one of ['resnet18',",
+        ),
+        (
+            "models",
+            "resnet19",
+            "e.g. {name: resnet19, stem: imagenet, image_size: 224, classes: 1000}",
+        ),
+        (
+            "train.models",
+            "resnet18",
+            "train.models[0]: 'resnet18' is not a model entry; allowed: a mapping, e.g. "
+            "{name: resnet18, stem: imagenet, image_size: 32, classes: 10}",
+        ),
+    ],
+)
+def test_a_bare_name_that_is_not_unambiguous_shows_the_mapping(default_config, field, entry, says):
+    if field == "models":
+        default_config["models"] = [entry]
+    else:
+        default_config["train"]["models"] = [entry]
+    with pytest.raises(ConfigError) as error:
+        check(default_config)
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_unknown_key_names_the_file_and_the_nearest_keys(tmp_path):
+    """Issue 77: one line, the file given to check-config, the key, its nearest keys."""
+    study = tmp_path / "study.yaml"
+    study.write_text("study: typo\nbatch_size: [4]\n")
+    with pytest.raises(SystemExit) as stop:
+        cli(["check-config", str(study)])
+    assert stop.value.code == (
+        f"dpscale: config error: {study}: batch_size: unknown key; did you mean batch_sizes or "
+        "controls_batch_sizes?"
+    )
+    study.write_text("study: typo\nmodels: [{name: resnet18, size: 32}]\n")
+    with pytest.raises(SystemExit) as stop:
+        cli(["check-config", str(study)])
+    assert stop.value.code.startswith(f"dpscale: config error: {study}: models[0].size: unknown ")
+
+
+def test_an_unknown_key_far_from_any_lists_the_allowed_keys_and_names_config_yaml(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text("study: typo\nzzzzqq: 1\n")
+    with pytest.raises(ConfigError) as error:
+        check_study([study], probe=False)
+    assert str(error.value).startswith(f"{study}: zzzzqq: unknown key; allowed keys: ['accel")
+    with pytest.raises(ConfigError) as error:  # --config's value over every file
+        check_study([], {"measure": {"timeout": 5}}, probe=False)
+    assert str(error.value) == ("--config: measure.timeout: unknown key; did you mean timeout_s?")
 
 
 def test_networks_apply_to_cells_across_nodes_only(default_config):

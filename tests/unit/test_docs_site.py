@@ -3,6 +3,7 @@ broken link or anchor among them, fails. Every user page of docs/guide/ is in th
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,63 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
     found = "\n".join(warnings(run))
     assert run.returncode != 0
     assert "no-such-page.md" in found and "no-such-heading" in found
+
+
+# what the install guide's table must name of each envs/ file: the frameworks and the
+# libraries they are run with (the pins the other environments conflict on: numpy)
+FRAMEWORK_PACKAGES = {
+    "torch",
+    "torchvision",
+    "pillow",
+    "tensorflow",
+    "tensorflow-cpu",
+    "horovod",
+    "mxnet",
+    "numpy",
+}
+PIN = re.compile(r"\b([A-Za-z0-9_.\[\]-]+)==([0-9][0-9A-Za-z.+-]*)")
+
+
+def install_table() -> dict[str, str]:
+    """docs/guide/install.md's environments table: each ``envs/`` file its row names -> that
+    row's text."""
+    rows = {}
+    for line in (REPO / "docs" / "guide" / "install.md").read_text(encoding="utf-8").splitlines():
+        cells = line.split("|")
+        if line.startswith("| `envs/") and len(cells) > 2:
+            rows.update({name: line for name in re.findall(r"`(envs/[^`]+)`", cells[1])})
+    return rows
+
+
+def framework_pins(path: Path) -> dict[str, str]:
+    """The framework packages ``path`` pins (``name==version``), comments left out."""
+    text = "\n".join(line.split("#")[0] for line in path.read_text(encoding="utf-8").splitlines())
+    return {name: version for name, version in PIN.findall(text) if name in FRAMEWORK_PACKAGES}
+
+
+def test_the_install_table_names_every_framework_pin_of_envs():
+    """Issue 77: each envs/ file has a row of the install guide's table, and that row names
+    each framework package the file pins at the file's version (torchvision was once said
+    absent while torch.txt pinned it)."""
+    rows = install_table()
+    files = sorted((REPO / "envs").glob("*.txt")) + sorted((REPO / "envs").glob("*.post.sh"))
+    assert {f"envs/{path.name}" for path in files} <= set(rows)
+    wrong = [
+        f"{path.name}: {name}=={version}"
+        for path in files
+        for name, version in framework_pins(path).items()
+        if f"`{name}=={version}`" not in rows[f"envs/{path.name}"]
+    ]
+    assert not wrong, "docs/guide/install.md's table lacks: " + ", ".join(wrong)
+    assert framework_pins(REPO / "envs" / "torch.txt").keys() >= {"torch", "torchvision"}
+    assert framework_pins(REPO / "envs" / "tf-horovod.post.sh")["horovod"]
+
+
+def test_the_home_page_and_readme_list_every_guide_page():
+    """Issue 77: the guide lists in docs/index.md and README.md name each page of docs/guide/
+    (the image-folder page was in the nav only)."""
+    pages = sorted(path.name for path in (REPO / "docs" / "guide").glob("*.md"))
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8").split("## The guide")[1]
+    readme = (REPO / "README.md").read_text(encoding="utf-8").split("## Documentation")[1]
+    assert [p for p in pages if f"(guide/{p})" not in index] == []
+    assert [p for p in pages if f"(docs/guide/{p})" not in readme.split("\n## ")[0]] == []

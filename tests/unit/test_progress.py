@@ -159,7 +159,20 @@ def test_a_study_not_yet_run_says_its_time_is_not_known_and_skips_cost_none(tmp_
     assert progress.estimated == 0 and progress.to_skip == 1
     line = progress_lines(progress)[-1]
     assert "not known until a cell of each kind has run (2 cells to measure)" in line
-    assert "1 pending cells will be skipped" in line and "about 0 s" not in line
+    assert "1 pending cell will be skipped" in line and "about 0 s" not in line
+
+
+def test_one_cell_is_said_in_the_singular(tmp_path):
+    """Issue 77: "1 cell", never "1 cells", in every progress line."""
+    cells = [make_cell(batch=4), make_cell(batch=16, skip_reason="needs 4 cores")]
+    lines = progress_lines(study_progress("one", tmp_path, cells[:1]))
+    assert ": 1 cell, 0 done (" in lines[0]
+    assert "(1 cell to measure)" in lines[-1]
+    line = progress_lines(study_progress("one", tmp_path, cells))[-1]
+    assert "(1 cell to measure); 1 pending cell will be skipped (no time)" in line
+    assert cells_left(tmp_path / "none", planned=1, to_measure=1) == (
+        "0 of 1 cell done, 1 to measure (time left not known yet)"
+    )
 
 
 def test_a_finished_cell_is_one_line_with_its_img_s_and_interval_or_its_reason():

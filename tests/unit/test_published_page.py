@@ -300,3 +300,14 @@ def test_the_landing_page_says_what_is_extrapolated_and_shows_the_published_line
     assert "\n\n**What was run.**" in render("workflow.rst", {**config, "published_lines": []})
     caption = render("published_cases.rst", {"published_lines": lines})
     assert "every predicted number is extrapolated" in caption and f"- {lines[1]}" in caption
+
+
+def test_the_caption_names_the_profile_the_workflow_reads():
+    """Issue 77: the page's caption named an H100 timeline while the rule read the H200
+    profiles: it names the default profile's file and the GPU that profile was timed on."""
+    caption = " ".join(render("published_cases.rst", {"published_lines": []}).split())
+    profile = pd.read_csv(REPO / published.DEFAULT_PROFILE)
+    (gpu,) = set(profile["gpus"])
+    assert published.DEFAULT_PROFILE in caption
+    assert f"one {gpu.removeprefix('NVIDIA ')}'s torch-ddp timelines" in caption
+    assert "H100" not in caption and set(profile["strategy"]) == {"torch-ddp"}

@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 
 from dpscale.plan.config import config_schema
-from dpscale.plan.units import DELAY, RATE, parse_quantity
+from dpscale.plan.units import DELAY, RATE, normal_rate, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -24,6 +24,24 @@ def test_anything_else_names_the_units(text):
         f"{text!r} is not a quantity; allowed: a number with one of "
         "['gbit', 'kbit', 'mbit', 'ms', 'us'] (e.g. 10gbit, 50us)"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("100Gbit", 1e11), ("100GBIT", 1e11), ("10Mbit", 1e7), ("10mBiT", 1e7), ("2Kbit", 2e3)],
+)
+def test_a_rate_s_unit_is_read_in_any_case(text, value):
+    """``bit`` spelled out leaves one meaning (tc's k, m, g), whatever the case."""
+    assert parse_quantity(text) == pytest.approx(value)
+    assert normal_rate(text) == text.lower() and RATE.match(normal_rate(text))
+
+
+@pytest.mark.parametrize("text", ["1MS", "1Ms", "50US", "10GB", "10Gbps", "10Gibit"])
+def test_a_unit_whose_case_could_change_its_meaning_is_refused(text):
+    """``Ms`` could be megaseconds, ``GB`` bytes: no guess, the error names the units."""
+    with pytest.raises(ValueError, match="is not a quantity; allowed"):
+        parse_quantity(text)
+    assert normal_rate(text) == text
 
 
 def test_the_patterns_take_what_parse_quantity_takes_of_their_kind():

@@ -13,7 +13,7 @@ import pytest
 
 from dpscale.analysis.results.rows import no_remedy
 from dpscale.plan.cell import CELL_PATTERN, MODEL_KEY, Cell, ModelConfig, parse_cell_id
-from dpscale.plan.layout import LAYOUT_ID, Layout
+from dpscale.plan.layout import LAYOUT_ID, Layout, nodes_words, plural
 from dpscale.plan.remedies import NO_REMEDY, Comm, is_no_remedy
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dpscale"
@@ -195,9 +195,22 @@ def test_layout_from_rows_and_id_part() -> None:
         == "n2-d4-b64-r1"
         == LAYOUT_ID.format(nodes=2, devices=4, batch=64, repeat=1)
     )
-    assert Layout(2, 1).model_words() == "2 nodes x 1 device(s)"
+    assert Layout(2, 1).model_words() == "2 nodes x 1 device"
+    assert Layout(1, 2).model_words() == "1 node x 2 devices"
     assert Layout(2, 1).model_legend() == "2 node(s) x 1"
     assert Layout(2, 2).counts() == "4 devices, 2 nodes"
+    assert Layout(1, 8).counts() == "8 devices, 1 node"
+
+
+@pytest.mark.parametrize(
+    ("count", "word", "words"),
+    [(1, "node", "1 node"), (2, "node", "2 nodes"), (1, "device", "1 device"),
+     (0, "device", "0 devices"), (1.0, "cell", "1 cell"), (1200, "image", "1,200 images")],
+)  # fmt: skip
+def test_one_is_said_in_the_singular(count: float, word: str, words: str) -> None:
+    """Issue 77: "1 node", "1 device", never "1 nodes" (plan.layout.plural, nodes_words)."""
+    assert plural(count, word) == words
+    assert nodes_words(int(count)) == plural(count, "node")
 
 
 def _cell(**changes: object) -> Cell:

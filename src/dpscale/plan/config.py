@@ -10,6 +10,7 @@ and check them with dpscale.study_check, so they give one verdict.
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,12 +36,13 @@ from dpscale.plan.config_rules import (
     dates_as_text,
     node_cpus,
 )
-from dpscale.plan.errors import ConfigError
+from dpscale.plan.errors import ConfigError, UnknownKeyError
 from dpscale.plan.image_folder import check_image_folder
 from dpscale.plan.layout import HOST_NETWORK
 from dpscale.plan.paths import SCHEMA_DIR
 from dpscale.plan.published import check_published
 from dpscale.plan.remedies import comm_description
+from dpscale.plan.shorthand import full_forms
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.yaml_shape import StrictValidator, check_shape, field_name, float_for_integer
 
@@ -85,10 +87,20 @@ def _one_line(error: jsonschema.ValidationError) -> str:
     if error.validator in ("oneOf", "anyOf"):
         kinds = [_kind_of(option) for option in error.validator_value]
         return f"{field}: {error.instance!r} is not allowed; allowed: {' or '.join(kinds)}"
-    if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        return f"{field}: {error.message}; allowed keys: {allowed}"
     return f"{field}: {error.message}"
+
+
+def unknown_key(error: jsonschema.ValidationError) -> UnknownKeyError:
+    """One line for a key the schema lacks, naming it and the nearest allowed keys
+    (``batch_size: unknown key; did you mean batch_sizes?``): a typo's fix, not a list of
+    33 keys; all allowed keys only where none is near. The first unknown key is named (a
+    second typo is heard of once the first is fixed). study_check adds the file's name."""
+    allowed = sorted(error.schema.get("properties", {}))
+    key = next(key for key in error.instance if key not in allowed)
+    near = difflib.get_close_matches(str(key), allowed, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}?" if near else f"allowed keys: {allowed}"
+    where = field_name((*error.absolute_path, str(key)))
+    return UnknownKeyError(f"{where}: unknown key; {hint}", (*error.absolute_path, key))
 
 
 def _kind_of(schema: Mapping[str, Any]) -> str:
@@ -124,6 +136,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
     schema = config_schema(strategies)
     config = dates_as_text(config)
     check_values(config)
+    config = full_forms(config, schema)  # 100Gbit, models: [resnet50] (plan.shorthand)
     check_networks(config.get("networks", [HOST_NETWORK]))
     check_predict(config.get("predict"), config.get("networks", [HOST_NETWORK]))
     check_comm(config.get("comm", ["none"]), config.get("networks", [HOST_NETWORK]))
@@ -133,6 +146,8 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
         check_comm(train_comm, [HOST_NETWORK], "train.comm")
     # integers as written: 16.0 is not one (plan.yaml_shape.StrictValidator)
     error = jsonschema.exceptions.best_match(StrictValidator(schema).iter_errors(config))
+    if error is not None and error.validator == "additionalProperties":
+        raise unknown_key(error)
     if error is not None:
         raise ConfigError(_one_line(error))
     filled = _with_defaults(config, schema)

@@ -15,7 +15,7 @@ import codecs
 import copy
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +132,28 @@ def study_config(files: Iterable[Path]) -> dict[str, Any]:
     for path in [WORKFLOW_ROOT / "config.yaml", *files]:
         config = merged(config, load_yaml(path))
     return config
+
+
+def giver(
+    path: tuple[Any, ...], files: Iterable[Path], overrides: Mapping[str, Any] | None = None
+) -> str | None:
+    """The study file (or ``--config``) that gave the merged config's value at ``path``:
+    the last to hold it, as study_config merges them (a list is replaced whole, so the last
+    file holding a path through a list is the one whose list was kept); None if none does.
+    Read again only to name the file in an error (an unknown key)."""
+    documents = [(str(name), load_yaml(name)) for name in [WORKFLOW_ROOT / "config.yaml", *files]]
+    documents.append(("--config", dict(overrides or {})))
+    return next((name for name, doc in reversed(documents) if _holds(doc, path)), None)
+
+
+def _holds(document: Any, path: tuple[Any, ...]) -> bool:
+    """Whether ``document`` has a value at ``path`` (keys and list indices)."""
+    for part in path:
+        listed = isinstance(document, list) and isinstance(part, int) and part < len(document)
+        if not listed and not (isinstance(document, dict) and part in document):
+            return False
+        document = document[part]
+    return True
 
 
 def file_version(path: str | Path) -> tuple[int, int]:

@@ -28,6 +28,11 @@ def devices_words(world_size: Any) -> str:
     return f"{world_size} device(s)"
 
 
+def nodes_words(nodes: int) -> str:
+    """``1 node``, ``2 nodes``: a node count in a sentence (a published case's layout)."""
+    return plural(nodes, "node")
+
+
 def devices_per_node_words(devices_per_node: int) -> str:
     """``2 devices per node``: the answer figures' colour key."""
     return f"{plural(devices_per_node, 'device')} per node"
@@ -91,16 +96,17 @@ class Layout:
         return f"{self.grid}{self._over(network)}"
 
     def model_words(self) -> str:
-        """``2 nodes x 1 device(s)``: the communication model's remedy lines."""
-        return f"{self.nodes} nodes x {self.devices_per_node} device(s)"
+        """``2 nodes x 1 device``: the communication model's remedy lines."""
+        nodes, devices = plural(self.nodes, "node"), plural(self.devices_per_node, "device")
+        return f"{nodes} x {devices}"
 
     def model_legend(self) -> str:
         """``2 node(s) x 1``: the communication model's throughput figure."""
         return f"{self.nodes} node(s) x {self.devices_per_node}"
 
     def counts(self) -> str:
-        """``4 devices, 2 nodes``: an imported log's legend entry."""
-        return f"{self.world_size} devices, {self.nodes} nodes"
+        """``4 devices, 2 nodes`` (``8 devices, 1 node``): an imported log's legend entry."""
+        return f"{plural(self.world_size, 'device')}, {plural(self.nodes, 'node')}"
 
     def id_part(self, batch_per_device: int, repeat: int) -> str:
         """``n2-d1-b64-r0``: the last part of a cell id (plan.cell.Cell.layout)."""

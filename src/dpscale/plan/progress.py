@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dpscale.plan.cell import Cell
+from dpscale.plan.layout import plural
 
 NOT_RUN = ("failed", "oom")
 SHOWN_IDS = 8  # cell ids listed under one skip reason
@@ -127,7 +128,7 @@ def progress_lines(progress: Progress, reasons: int = 10) -> list[str]:
     total = len(progress.states)
     done = total - counts["pending"]
     lines = [
-        f"study {progress.study} ({progress.cells_dir}): {total} cells, {done} done "
+        f"study {progress.study} ({progress.cells_dir}): {plural(total, 'cell')}, {done} done "
         f"({counts['ok']} ok, {counts['failed']} failed, {counts['oom']} oom, "
         f"{counts['skipped']} skipped), {counts['pending']} pending"
     ]
@@ -188,20 +189,20 @@ def _time_line(progress: Progress) -> str:
     if progress.estimated:
         text = (
             f"time: {done}; left, one cell at a time at their median pace: about "
-            f"{_minutes(progress.seconds_left)} for {progress.estimated} of {to_measure} "
-            "cells to measure"
+            f"{_minutes(progress.seconds_left)} for {progress.estimated} of "
+            f"{plural(to_measure, 'cell')} to measure"
         )
         if unknown:
             text += f" ({unknown} of a kind not measured yet: not counted)"
     elif to_measure:
         text = (
             f"time: {done}; left: not known until a cell of each kind has run "
-            f"({to_measure} cells to measure)"
+            f"({plural(to_measure, 'cell')} to measure)"
         )
     else:
         text = f"time: {done}; no cell left to measure"
     if progress.to_skip:
-        text += f"; {progress.to_skip} pending cells will be skipped (no time)"
+        text += f"; {plural(progress.to_skip, 'pending cell')} will be skipped (no time)"
     if progress.queue_wait_s is not None:
         text += f"; SLURM jobs waited a median {_minutes(progress.queue_wait_s)} in the queue"
     return text + ", plus the analysis and report"
@@ -250,7 +251,7 @@ def cells_left(cells_dir: Path, planned: int, to_measure: int) -> str:
     done = min(len(states), planned)
     measured = [wall for status, wall in states if status != "skipped"]
     left = max(0, to_measure - len(measured))
-    text = f"{done} of {planned} cells done"
+    text = f"{done} of {plural(planned, 'cell')} done"
     if done >= planned or left == 0:
         return text
     walls = [wall for wall in measured if wall is not None]

@@ -28,6 +28,7 @@ from dpscale.analysis.results import loss_breakdown as loss
 from dpscale.analysis.results import mfu
 from dpscale.analysis.results import tables as tbl
 from dpscale.analysis.results.again import to_measure_again
+from dpscale.plan.layout import plural
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
 from dpscale.render.drift_plot import drift_figure
@@ -71,7 +72,7 @@ def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
     ids = to_measure_again(results, params["qualities"])
     review = {"qualities": list(params["qualities"]), "measure_again": ids}
     Path(outputs["review"]).write_text(json.dumps(review, indent=1) + "\n", encoding="utf-8")
-    return f"[dpscale] {len(ids)} of {len(results)} cells to measure again: {ids}"
+    return f"[dpscale] {len(ids)} of {plural(len(results), 'cell')} to measure again: {ids}"
 
 
 def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
@@ -102,7 +103,7 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
     counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
     excluded = int(fits["excluded_points"].fillna(0).sum())
     return (
-        f"[dpscale] {len(cells)} cells {counts}; {int((fits['status'] == 'ok').sum())} "
+        f"[dpscale] {plural(len(cells), 'cell')} {counts}; {int((fits['status'] == 'ok').sum())} "
         f"fits ({excluded} windows of contaminated cells left out)"
     )
 
@@ -156,7 +157,7 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
         write_table_html(
             overlap, outputs["horovod_timeline"], "All-reduce hidden behind backward (Horovod)"
         )
-    return f"[dpscale] {len(cells)} cells as HTML"
+    return f"[dpscale] {plural(len(cells), 'cell')} as HTML"
 
 
 def figures(inputs: Files, outputs: Files, params: Files) -> str:

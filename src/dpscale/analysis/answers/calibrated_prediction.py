@@ -23,6 +23,7 @@ from dpscale.analysis.laws.conformal import Band
 from dpscale.analysis.laws.scaling import THROUGHPUT_MODES, scaling_table
 from dpscale.analysis.results import step_spread
 from dpscale.plan.columns import NETWORK, NODES
+from dpscale.plan.layout import devices_per_node_words
 from dpscale.plan.remedies import NO_REMEDY
 
 CALIBRATED_COLUMNS = (
@@ -123,8 +124,9 @@ def small_run_rows(cells: pd.DataFrame, wanted: SmallRun, where: str) -> pd.Data
     if rows.empty:
         raise ValueError(
             f"calibrate: {where} has no {mode} multi-device cell of {wanted.key[0]} "
-            f"{wanted.key[1]} at batch {wanted.batch} with {wanted.devices_per_node} devices per "
-            f"node (it has devices per node {have or 'none'}); allowed: the same strategy, "
+            f"{wanted.key[1]} at batch {wanted.batch} with "
+            f"{devices_per_node_words(wanted.devices_per_node)} (it has devices per node "
+            f"{have or 'none'}); allowed: the same strategy, "
             "model, batch and devices per node at one node of several devices or two nodes or "
             f"more, beside a one-device {mode} cell (the baseline of its efficiency)"
         )

@@ -36,6 +36,7 @@ from dpscale.analysis.answers.published_model import (
     train_time,
 )
 from dpscale.analysis.answers.published_setup import setup_for
+from dpscale.plan.layout import nodes_words
 from dpscale.plan.published_cases import SECONDARY, CaseFields, case_fields, references
 
 REFERENCE_STATUS = "predicted, nothing published to compare (the ratios' reference)"
@@ -107,7 +108,7 @@ def check(cases: Sequence[Mapping[str, Any]], profiles: Sequence[Profile]) -> pd
             "model": case["model"],
             "devices": (
                 f"{case['devices_total']} {case['gpu']} "
-                f"({case['devices_per_node']} per node, {case['nodes']} nodes)"
+                f"({case['devices_per_node']} per node, {nodes_words(case['nodes'])})"
             ),
             "link": case["inter_node_link"]["name"],
             "metric": "",

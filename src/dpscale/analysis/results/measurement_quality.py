@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dpscale.analysis.results.again import again_sentence
+from dpscale.plan.layout import plural
 
 
 def quality_line(cells: pd.DataFrame) -> str:
@@ -42,6 +43,6 @@ def _oversubscribed_words(measured: pd.DataFrame) -> str:
     cores = over.get("cell_cpu_cores_mean")
     most = f", their ranks used at most {cores.max():.2f} cores" if cores is not None else ""
     return (
-        f"; {len(over)} cells ran more ranks than CPUs (oversubscribed){most}: "
+        f"; {plural(len(over), 'cell')} ran more ranks than CPUs (oversubscribed){most}: "
         f"{kept} network-bound and kept, {len(over) - kept} left out"
     )
