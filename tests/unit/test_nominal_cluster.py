@@ -23,6 +23,12 @@ def nominal_file(tmp_path, inter_node=None, **changes) -> str:
     return cluster_file(tmp_path, inter_node=inter_node or NOMINAL, **changes)
 
 
+@pytest.mark.parametrize("rate", ["200Gbit", "200GBIT"])
+def test_a_nominal_rate_s_unit_is_read_in_any_case(tmp_path, rate):
+    read = cf.read_cluster(nominal_file(tmp_path, {"rate": rate, "latency": "5us"}))
+    assert read.rate.bytes_per_s == 25e9
+
+
 def test_a_nominal_link_reads_as_its_rate_and_latency(tmp_path):
     read = cf.read_cluster(nominal_file(tmp_path))
     assert read.nominal and (read.log, read.ranks) == (None, None)
@@ -60,8 +66,8 @@ def test_the_command_labels_a_nominal_prediction(tmp_path, capsys):
     path = nominal_file(tmp_path, nodes=[1, 2])
     cli.main(["predict", "--results", str(results(tmp_path)), "--cluster", path, "--out", str(out)])
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].endswith(f"inter-node link 200 Gbit/s, 5 us latency ({cp.NOMINAL})")
-    assert all(line.endswith("[extrapolated; nominal link]") for line in printed[1:3])
+    assert printed[1].endswith(f"inter-node link 200 Gbit/s, 5 us latency ({cp.NOMINAL})")
+    assert all(line.endswith("[extrapolated; nominal link]") for line in printed[2:4])
     table = pd.read_csv(out)
     assert table["collective_basis"].iloc[0].endswith(cp.ONE_NODE_NOMINAL)
     assert (table["status"] == cp.OK).all()

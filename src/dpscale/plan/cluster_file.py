@@ -60,7 +60,7 @@ from typing import Any
 from dpscale.plan.config_files import file_version, is_file, load_yaml
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.link import Link
-from dpscale.plan.units import DELAY, DELAY_UNITS, RATE_UNITS, parse_quantity
+from dpscale.plan.units import DELAY, DELAY_UNITS, RATE_UNITS, normal_rate, parse_quantity
 from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
@@ -179,7 +179,7 @@ def _rate(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link | 
     """``<field>.rate`` as a Link; None where not given."""
     if sub.get("rate") is None:
         return None
-    text = str(sub["rate"]).strip()
+    text = str(normal_rate(str(sub["rate"]).strip()))  # 200Gbit reads as 200gbit
     if not any(text.endswith(unit) for unit in RATE_UNITS):
         raise ConfigError(
             f"{where}: {field}.rate: {text!r} is not a rate; allowed: a number with "

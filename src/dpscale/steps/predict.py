@@ -31,7 +31,11 @@ from dpscale.render.html import table_with_lines
 from dpscale.steps.io import read_given, read_optional, write, write_lines
 from dpscale.steps.predict_words import (
     carried_sentence,
+    device_mismatch,
+    inter_words,
+    intra_words,
     lead_sentence,
+    profile_words,
     shown,
     upper_bound_sentence,
 )
@@ -207,7 +211,7 @@ def answer(
         table = cp.predict(found[key], device, shape, total, source, declared_traffic(key[0]))
     except ValueError as error:
         raise NotPredicted(str(error)) from None
-    mismatch = _device_mismatch(cluster, device)
+    mismatch = device_mismatch(cluster, device)
     if mismatch and not other_device:
         raise NotPredicted(
             f"{mismatch}; measure one device of the cluster's kind (or give --other-device "
@@ -219,49 +223,6 @@ def answer(
         profile_other_device=mismatch or "",
     )
     return Answer(key, device, curve, table)
-
-
-def _device_mismatch(cluster: ClusterFile, device: cp.OneDevice) -> str:
-    """The words where the cluster file's ``device`` is not the profile's; "" where it is or
-    where the file names none."""
-    if cluster.device is None or device.is_named(cluster.device):
-        return ""
-    return (
-        f"device: the cluster file names {cluster.device!r}, but the one-device profile is "
-        f"{device.words()}"
-    )
-
-
-def _inter_words(cluster: ClusterFile, curve: CollectiveCurve | None) -> str:
-    """The printed header's words for the inter-node link: its log, or its nominal numbers."""
-    if curve is None:
-        return f"inter-node link {cluster.rate.words()} ({cp.NOMINAL})"
-    return f"inter-node log {cluster.log.name} at {cluster.ranks} ranks; {curve.algorithm}"
-
-
-def _intra_words(cluster: ClusterFile) -> str:
-    """The printed header's words for the intra-node log, where the file gives one."""
-    if cluster.intra is None:
-        return ""
-    intra = cluster.intra
-    if intra.nominal:
-        return f"; one-node rows: intra-node link {intra.rate.words()} ({cp.NOMINAL})"
-    return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
-
-
-def _profile_words(device: cp.OneDevice, cluster: ClusterFile) -> str:
-    """The profile's device and host, and what a CPU profile means for a cluster that does
-    not name its device (it may be a GPU cluster) or one that names another."""
-    words = device.words()
-    mismatch = _device_mismatch(cluster, device)
-    if mismatch:
-        return f"{words} (not the cluster's {cluster.device!r}: predicted anyway, as asked)"
-    if device.on_cpu and cluster.device is None:
-        return (
-            f"{words}; a CPU profile: for a GPU cluster, one device measured there predicts its "
-            "GPUs (name the cluster's device in its file, device: <GPU>, to have it checked)"
-        )
-    return words
 
 
 def _small_run_named(calibrate, network: str | None, mode: str | None) -> None:
@@ -313,9 +274,9 @@ def predict(
     text = [
         lead_sentence(table),
         f"{cluster.name}: {found.key[0]} {found.key[1]}; one-device profile: "
-        f"{_profile_words(device, cluster)}, step {device.step_s * 1e3:.1f} ms "
+        f"{profile_words(device, cluster)}, step {device.step_s * 1e3:.1f} ms "
         f"({device.lo * 1e3:.1f}-{device.hi * 1e3:.1f}) at batch {device.batch}; "
-        f"{_inter_words(cluster, found.curve)}{_intra_words(cluster)}",
+        f"{inter_words(cluster, found.curve)}{intra_words(cluster)}",
         shown(table),
         *filter(
             None,

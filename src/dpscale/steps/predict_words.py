@@ -9,6 +9,8 @@ import pandas as pd
 
 from dpscale.analysis.answers import cluster_prediction as cp
 from dpscale.analysis.answers import term_prediction
+from dpscale.analysis.laws.cluster_link import CollectiveCurve
+from dpscale.plan.cluster_file import ClusterFile
 
 
 def shown(table: pd.DataFrame) -> str:
@@ -163,3 +165,49 @@ def carried_sentence(table: pd.DataFrame) -> str:
             "here (dpscale predict --calibrate) narrows it."
         )
     return ""  # not resolved: the answer sentence says why
+
+
+# -- the header: what the prediction stands on -------------------------------------------
+
+
+def device_mismatch(cluster: ClusterFile, device: cp.OneDevice) -> str:
+    """The words where the cluster file's ``device`` is not the profile's; "" where it is or
+    where the file names none."""
+    if cluster.device is None or device.is_named(cluster.device):
+        return ""
+    return (
+        f"device: the cluster file names {cluster.device!r}, but the one-device profile is "
+        f"{device.words()}"
+    )
+
+
+def inter_words(cluster: ClusterFile, curve: CollectiveCurve | None) -> str:
+    """The printed header's words for the inter-node link: its log, or its nominal numbers."""
+    if curve is None:
+        return f"inter-node link {cluster.rate.words()} ({cp.NOMINAL})"
+    return f"inter-node log {cluster.log.name} at {cluster.ranks} ranks; {curve.algorithm}"
+
+
+def intra_words(cluster: ClusterFile) -> str:
+    """The printed header's words for the intra-node log, where the file gives one."""
+    if cluster.intra is None:
+        return ""
+    intra = cluster.intra
+    if intra.nominal:
+        return f"; one-node rows: intra-node link {intra.rate.words()} ({cp.NOMINAL})"
+    return f"; one-node rows: intra-node log {intra.log.name} at {intra.ranks} ranks"
+
+
+def profile_words(device: cp.OneDevice, cluster: ClusterFile) -> str:
+    """The profile's device and host, and what a CPU profile means for a cluster that does
+    not name its device (it may be a GPU cluster) or one that names another."""
+    words = device.words()
+    mismatch = device_mismatch(cluster, device)
+    if mismatch:
+        return f"{words} (not the cluster's {cluster.device!r}: predicted anyway, as asked)"
+    if device.on_cpu and cluster.device is None:
+        return (
+            f"{words}; a CPU profile: for a GPU cluster, one device measured there predicts its "
+            "GPUs (name the cluster's device in its file, device: <GPU>, to have it checked)"
+        )
+    return words

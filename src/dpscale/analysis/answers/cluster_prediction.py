@@ -47,7 +47,7 @@ from dpscale.analysis.laws.engine import (
 )
 from dpscale.analysis.laws.pricing import CurvePricing, LinkPricing, Pricing
 from dpscale.analysis.results.rows import no_remedy
-from dpscale.plan.columns import SPREAD
+from dpscale.plan.columns import SPREAD, SYSTEM_HOST
 from dpscale.plan.layout import Layout
 from dpscale.plan.link import Link
 from dpscale.plan.traffic import RingAllReduce, Traffic
@@ -124,7 +124,7 @@ def _profile(rows: pd.DataFrame) -> tuple[str, str, bool]:
     """The one-device cells' device in words, their host, and whether it was a CPU: the
     first GPU a CUDA cell's system listed, else one CPU process and its threads."""
     first = rows.iloc[0]
-    host = str(first.get("host") or "") or "a host not recorded"
+    host = str(first.get(SYSTEM_HOST) or "") or "a host not recorded"
     accelerator = str(first.get("accelerator") or "cpu")
     if accelerator != "cpu":
         gpus = str(first.get("gpus") or "")

@@ -75,7 +75,7 @@ SIDE_COLUMNS = [
     "side",
     "name",
     "folder",
-    "host",
+    SYSTEM_HOST,
     "cpu_model",
     "cpu_vector_extensions",
     "gpus",
@@ -137,7 +137,7 @@ def _side(study: Study) -> dict[str, object]:
     return {
         "name": study.name,
         "folder": study.folder or "not given",
-        "host": _values(cells, SYSTEM_HOST),
+        SYSTEM_HOST: _values(cells, SYSTEM_HOST),
         "cpu_model": _values(cells, "cpu_model", 2),
         "cpu_vector_extensions": _values(cells, "cpu_vector_extensions", 2),
         "gpus": _values(cells, "gpus", 2).replace("not recorded", "none"),
@@ -268,7 +268,7 @@ def _machine(study: Study) -> str:
     if side["cpu_vector_extensions"] != "not recorded":
         cpu += f", {side['cpu_vector_extensions']}"
     gpus = side["gpus"] if side["gpus"] != "none" else "no GPU"
-    text = f"{side['host']} ({cpu}; {gpus})"
+    text = f"{side[SYSTEM_HOST]} ({cpu}; {gpus})"
     if side["dpscale_commit"] != "not recorded":
         text += f" at dpscale {side['dpscale_commit']}"
     if side["measured"] != "not recorded":
