@@ -183,6 +183,12 @@ def test_a_finished_cell_is_one_line_with_its_img_s_and_interval_or_its_reason()
     failed = make_result(cell, "failed", started_at="2026-11-26T12:00:00+00:00", system={})
     failed["reason"] = "rank 1 was killed by SIGKILL\nmore"
     assert finished_line(failed) == f"dpscale: {cell.cell_id}: failed: rank 1 was killed by SIGKILL"
+    # a noisy cell's second measurement says so: one id, two lines, the second not a new result
+    assert finished_line(ok, again=True) == (
+        f"dpscale: {cell.cell_id}: measured again (the first read was noisy or disturbed; both "
+        "kept): ok, 150.4 img/s ±9.4 "
+        "(95%, 5 windows)"
+    )
 
 
 def test_a_finished_cells_line_says_the_cells_and_time_left(half_done):

@@ -311,7 +311,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"dpscale: cannot record {args.out}: {error.strerror or error}")
     print(f"[dpscale] {args.out}: {status}", file=sys.stderr)
     try:  # the study's own output: a line per finished cell (the log has the detail)
-        line = finished_line(json.loads(args.out.read_text()))
+        again = args.out.name.endswith(".again.json")  # the second measurement of a cell
+        line = finished_line(json.loads(args.out.read_text()), again)
     except (OSError, ValueError):
         line = f"dpscale: {cell.cell_id}: {status}"
     study = parse_study_cells(os.environ.get(STUDY_CELLS_ENV))

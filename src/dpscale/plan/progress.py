@@ -213,10 +213,16 @@ def failed_paths(progress: Progress) -> list[Path]:
     return [state.path for state in progress.not_run]
 
 
-def finished_line(result: dict[str, Any]) -> str:
+AGAIN_WORDS = "measured again (the first read was noisy or disturbed; both kept)"
+
+
+def finished_line(result: dict[str, Any], again: bool = False) -> str:
     """One line for a finished cell, as the study prints it: its id, status, and img/s with
-    the 95% half-width over its windows, or the reason it did not measure."""
+    the 95% half-width over its windows, or the reason it did not measure; ``again``: the
+    cell's second measurement (``<cell>.again.json``), said so, not read as a new result."""
     cell_id = (result.get("cell") or {}).get("cell_id", "?")
+    if again:
+        cell_id = f"{cell_id}: {AGAIN_WORDS}"
     status = result.get("status", "?")
     summary = ((result.get("measurement") or {}).get("summary") or {}).get("img_s") or {}
     if status == "ok" and summary.get("mean") is not None:
