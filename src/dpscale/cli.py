@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-
-def _planned(files: list[Path], probe: bool = False) -> tuple[dict[str, Any], list]:
-    """config.yaml, then each study file over it, as the workflow merges them; the checked
-    config and its cells, or one line naming the bad file or field. The check is the
-    workflow's own (dpscale.study_check); ``probe`` also runs the configured interpreters'
-    probe, as the workflow does (check-config; the commands that only read a study skip it)."""
-    from dpscale.plan.errors import ConfigError
-    from dpscale.study_check import check_study
-
-    try:
-        study = check_study(files, probe=probe)
-    except ConfigError as error:
-        raise SystemExit(f"dpscale: config error: {error}") from None
-    return study.config, study.cells
+# the helpers the commands share (cli_workflow.py), some under the names this module used;
+# Snakemake is called through the module (tests replace workflow.call)
+from dpscale import cli_workflow as workflow
+from dpscale.cli_workflow import DRY_RUN, report_file, study_files, workflow_command
+from dpscale.cli_workflow import command_parser as _command
+from dpscale.cli_workflow import planned as _planned
+from dpscale.cli_workflow import readable as _readable
+from dpscale.cli_workflow import study_arguments as _study_arguments
 
 
 def check_config_files(args: argparse.Namespace) -> None:
@@ -34,149 +24,24 @@ def check_config_files(args: argparse.Namespace) -> None:
     print(f"dpscale: {node_cpus_words(config)}")
 
 
-def _readable(files: list[Path]) -> None:
-    """Each study file read as the workflow reads it (size, encoding, YAML), before
-    Snakemake loads it with ``--configfile``: its own loader ends a file it cannot open or
-    decode in a traceback, before dpscale's Snakefile runs."""
-    from dpscale.plan.config_files import study_config
-    from dpscale.plan.errors import ConfigError
-
-    try:
-        study_config(files)
-    except ConfigError as error:
-        raise SystemExit(f"dpscale: config error: {error}") from None
-
-
 def report_path(args: argparse.Namespace) -> None:
     config, _ = _planned(args.files)
-    print(Path(config["results_dir"]) / config["study"] / "report.html")
-
-
-def _planned_progress(files: list[Path]):
-    """The checked config and the study's progress read from its result files."""
-    from dpscale.plan.progress import study_progress
-
-    config, cells = _planned(files)
-    cells_dir = Path(config["results_dir"]) / config["study"] / "cells"
-    return config, study_progress(config["study"], cells_dir, cells)
-
-
-def status(args: argparse.Namespace) -> None:
-    from dpscale.plan.config_rules import node_cpus_words
-    from dpscale.plan.progress import progress_lines
-
-    config, progress = _planned_progress(args.files)
-    lines = progress_lines(progress, reasons=args.reasons)
-    if config["accelerator"] == "cuda":  # a GPU study's ranks on SLURM: the CPUs each asks
-        lines.append(node_cpus_words(config))
-    print("\n".join(lines))
-
-
-def rerun_failed(args: argparse.Namespace) -> None:
-    """Snakemake with ``--forcerun`` on exactly the failed and oom cells' results (and so
-    what reads them); a result is replaced only when its cell has run again."""
-    from dpscale.plan.progress import failed_paths
-
-    paths = failed_paths(_planned_progress(args.files)[1])
-    if not paths:
-        print("dpscale: no failed or oom cell in this study: nothing to rerun")
-        return
-    command = workflow_command(args.files, [*args.snakemake_args, "--forcerun", *map(str, paths)])
-    print(f"dpscale: rerunning {len(paths)} cell(s): {' '.join(command)}", flush=True)
-    if not args.dry_run:
-        os.execv(command[0], command)
-
-
-def _snakemake() -> str:
-    """The Snakemake beside this interpreter (the analysis environment), else on PATH."""
-    beside = Path(sys.executable).with_name("snakemake")
-    found = str(beside) if beside.exists() else shutil.which("snakemake")
-    if not found:
-        raise SystemExit("dpscale: snakemake not found beside this Python or on PATH")
-    return found
-
-
-def study_files(args: argparse.Namespace) -> list[Path]:
-    """The study files given as arguments and with --configfile, in that order."""
-    return [*args.files, *(args.configfile or [])]
-
-
-def workflow_command(files: list[Path], extra: list[str]) -> list[str]:
-    """Snakemake with dpscale's own Snakefile (the checkout's, or the installed package's
-    copy) working in the current folder: results/ and .envs/ go here. The Snakefile reads
-    its config.yaml from beside itself; the study files come over it."""
-    from dpscale.plan.paths import WORKFLOW_ROOT
-
-    snakefile = WORKFLOW_ROOT / "Snakefile"
-    if not snakefile.is_file():
-        raise SystemExit(f"dpscale: no Snakefile at {snakefile}: reinstall dpscale")
-    configs = ["--configfile", *map(str, files)] if files else []
-    # the config files first: Snakemake's --configfile takes every word up to an option
-    return [
-        _snakemake(),
-        *configs,
-        "--snakefile",
-        str(snakefile),
-        "--directory",
-        str(Path.cwd()),
-        *packaged_profiles(extra, WORKFLOW_ROOT),
-    ]
-
-
-def packaged_profiles(extra: list[str], workflow_root: Path) -> list[str]:
-    """``--profile slurm`` names the profile dpscale carries (``<workflow>/slurm``) when the
-    current folder has none of that name: Snakemake looks only here and in the user's
-    config folders, so outside a checkout it found no profile.yaml."""
-    out = list(extra)
-    for index, word in enumerate(out):
-        name, glued = (
-            (word.split("=", 1)[1], True) if word.startswith("--profile=") else (None, False)
-        )
-        if word == "--profile" and index + 1 < len(out):
-            name = out[index + 1]
-        personal = Path.home() / ".config" / "snakemake" / (name or "")
-        if not name or Path(name).exists() or personal.exists():
-            continue
-        if not (workflow_root / name).is_dir():
-            continue
-        packaged = str(workflow_root / name)
-        if glued:
-            out[index] = f"--profile={packaged}"
-        else:
-            out[index + 1] = packaged
-    return out
-
-
-def _call(command: list[str]) -> int:
-    print(f"dpscale: {' '.join(command)}", flush=True)
-    return subprocess.run(command, check=False).returncode
-
-
-DRY_RUN = {"-n", "--dry-run", "--dryrun"}
+    print(report_file(config))
 
 
 def run(args: argparse.Namespace) -> None:
     """The study, then its report (as `make study` does in a checkout)."""
     files = study_files(args)
     _readable(files)
-    code = _call(workflow_command(files, args.snakemake_args))
+    code = workflow.call(workflow_command(files, args.snakemake_args))
     dry = bool(DRY_RUN & set(args.snakemake_args))  # no figures yet to report
     if code == 0 and not (args.no_report or dry):
-        code = _report(files, args.snakemake_args)
+        code = workflow.write_report(files, args.snakemake_args)
     raise SystemExit(code)
 
 
 def report(args: argparse.Namespace) -> None:
-    raise SystemExit(_report(study_files(args), args.snakemake_args))
-
-
-def _report(files: list[Path], extra: list[str]) -> int:
-    config, _ = _planned(files)
-    path = Path(config["results_dir"]) / config["study"] / "report.html"
-    code = _call(workflow_command(files, [*extra, "--report", str(path)]))
-    if code == 0:
-        print(f"dpscale: report: {path}")
-    return code
+    raise SystemExit(workflow.write_report(study_files(args), args.snakemake_args))
 
 
 def lock(args: argparse.Namespace) -> None:
@@ -308,25 +173,6 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _study_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
-    parser.add_argument(
-        "--configfile", nargs="+", type=Path, action="extend", help="study files, as Snakemake's"
-    )
-
-
-def _command(commands, name: str, example: str, help: str, **kwargs) -> argparse.ArgumentParser:
-    """A subcommand whose --help starts with what it does and ends with an example."""
-    return commands.add_parser(
-        name,
-        help=help,
-        description=help[0].upper() + help[1:] + ".",
-        epilog=example,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        **kwargs,
-    )
-
-
 def _workflow_commands(commands) -> None:
     """run, report and lock: the workflow from any folder, a checkout's or an installed one."""
     study = _command(
@@ -441,30 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     logs.add_argument("--results", type=Path, required=True, help="results/<study>")
     logs.add_argument("--out", type=Path, required=True, help="the logs' folder")
     logs.set_defaults(func=export_nccl)
-    state = _command(
-        commands,
-        "status",
-        "example: dpscale status mystudy.yaml --reasons 20",
-        help="cells done, ok, failed and pending, why, and the time left",
-    )
-    state.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
-    state.add_argument(
-        "--reasons",
-        type=int,
-        default=10,
-        help="failed cells, and reasons cells were skipped (with their cells), listed (10)",
-    )
-    state.set_defaults(func=status)
-    rerun = _command(
-        commands,
-        "rerun-failed",
-        "example: dpscale rerun-failed mystudy.yaml -- --profile slurm",
-        help="rerun exactly the failed and oom cells (snakemake --forcerun on their results); "
-        "Snakemake's own options after --",
-    )
-    rerun.add_argument("files", nargs="*", type=Path, help="study files (YAML), as --configfile")
-    rerun.add_argument("--dry-run", action="store_true", help="print the command only")
-    rerun.set_defaults(func=rerun_failed)
+    from dpscale.cli_study import add_commands  # status, rerun-failed, rerun
+
+    add_commands(commands)
     _workflow_commands(commands)
     _published_command(commands)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -472,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     )
     args = parser.parse_args(ours)
-    args.snakemake_args = passed  # after --: Snakemake's own options (run, report, rerun-failed)
+    args.snakemake_args = passed  # after --: Snakemake's own options (run, report, rerun...)
     args.func(args)
 
 

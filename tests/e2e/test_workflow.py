@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -203,18 +204,26 @@ def test_report_is_one_self_contained_html(study):
     assert "dpscale study" in text
 
 
-def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
+def dpscale(*args: str, results: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """dpscale's own command on the tiny study in the checkout, as snakemake() runs it: a
+    second study file points results_dir at the fixture's folder."""
+    here = results / "results_dir.yaml"
+    here.write_text(yaml.safe_dump({"results_dir": str(results)}))
+    command = [sys.executable, "-m", "dpscale.cli", args[0], str(TINY), str(here), *args[1:]]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+def test_dpscale_rerun_measures_one_cell_again_then_the_tables_and_the_report(study):
+    """The cell named by its result's path, with --dry-run Snakemake's jobs (the cell and
+    the analysis that reads it, nothing else), then for real: a new result, the earlier one
+    kept under runs/, no other cell touched, and the report written after the tables."""
     results, _ = study
-    cell = (
-        results
-        / "tiny"
-        / "cells"
-        / "torch-ddp"
-        / "resnet18-imagenet32-c10"
-        / "synthetic"
-        / "n1-d2-b4-r0.json"
-    )
-    dry = snakemake("-n", "--forcerun", str(cell), results=results)
+    tiny = results / "tiny"
+    cell_id = "torch-ddp/resnet18-imagenet32-c10/synthetic/n1-d2-b4-r0"
+    cell = tiny / "cells" / f"{cell_id}.json"
+    dry = dpscale("rerun", str(cell), "--dry-run", results=results)
     counts = job_counts(dry.stdout + dry.stderr)
     downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
     # comm_model also predicts the multi-node cells from the one-process cells (the
@@ -226,23 +235,24 @@ def test_rerunning_one_cell_reruns_it_and_the_analysis_only(study):
     # to measure again (measure.again)
     downstream += ["quality_review", "collectives"]
     assert counts == {"bench_cell": 1, **dict.fromkeys(downstream, 1)}
-    others = {p: p.stat().st_mtime_ns for p in (results / "tiny" / "cells").rglob("*.json")}
+    others = {p: p.stat().st_mtime_ns for p in (tiny / "cells").rglob("*.json")}
     others.pop(cell)
-    runs = (
-        results
-        / "tiny"
-        / "runs"
-        / "torch-ddp"
-        / "resnet18-imagenet32-c10"
-        / "synthetic"
-        / "n1-d2-b4-r0"
-    )
+    before = json.loads(cell.read_text())["finished_at"]
+    runs = tiny / "runs" / cell_id
     earlier = set(runs.iterdir())
-    # the cell alone: the dry run above shows what else reruns, and the study ran it all once
-    snakemake("--forcerun", str(cell), "--", str(cell), results=results)
+    report = tiny / "report.html"  # an old one: status says so, the rerun writes it again
+    report.write_text("old")
+    os.utime(report, ns=(1, 1))
+    status = dpscale("status", results=results).stdout
+    assert f"the report ({report}) is older than its tables" in status
+    out = dpscale("rerun", cell_id, results=results).stdout
+    assert f"dpscale: report: {report}" in out.splitlines()
     assert {p: p.stat().st_mtime_ns for p in others} == others
-    # the earlier measurements are kept beside the new one
-    assert earlier < set(runs.iterdir())
+    assert json.loads(cell.read_text())["finished_at"] != before
+    # the earlier measurement kept beside the new one, no second copy of it
+    assert earlier < set(runs.iterdir()) and len(set(runs.iterdir()) - earlier) == 1
+    assert report.stat().st_mtime_ns > 1 and "dpscale study" in report.read_text()
+    assert "older than its tables" not in dpscale("status", results=results).stdout
 
 
 def test_another_study_writes_its_own_folder(study, tmp_path):

@@ -64,7 +64,14 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     "study_check": ({"plan", "registry", "launch", "analysis"}, set()),
     # what a person types; compare runs an analysis step (the analysis extra), lock
     # freezes a built environment (launch.setup.envs)
-    "cli": ({"plan", "registry", "steps", "launch", "study_check"}, set()),
+    "cli": (
+        {"plan", "registry", "steps", "launch", "study_check", "cli_workflow", "cli_study"},
+        set(),
+    ),
+    # the study read and checked, Snakemake's command line, the report: what cli's commands share
+    "cli_workflow": ({"plan", "study_check"}, set()),
+    # a study's state and its cells measured again (status, rerun-failed, rerun)
+    "cli_study": ({"plan", "cli_workflow"}, set()),
     # the workflow's one door (Snakefile, workflow/rules/*.smk): re-exports only
     "workflow_door": (
         {"plan", "registry", "launch", "analysis", "render", "study_check"},

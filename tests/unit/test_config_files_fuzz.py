@@ -672,7 +672,9 @@ def test_a_made_study_file_is_one_line_in_check_config_and_dpscale_run(row, monk
         before |= set(os.listdir(folder))
         verdict = check_config_verdict(study)
         assert verdict.lines == 1 and verdict.said == f"{study}: {said}", verdict
-        monkeypatch.setattr("dpscale.cli._call", lambda command: pytest.fail("Snakemake ran"))
+        monkeypatch.setattr(
+            "dpscale.cli_workflow.call", lambda command: pytest.fail("Snakemake ran")
+        )
         with pytest.raises(SystemExit) as stopped:
             main(["run", str(study), "--", "-n"])
         assert stopped.value.code == f"dpscale: config error: {study}: {said}"

@@ -67,8 +67,14 @@ COVERED_ELSEWHERE = {
         "tests/e2e/test_workflow.py",
         WHOLE_STUDY,
     ),
-    ".venv/bin/snakemake --forcerun results/default/cells/torch-ddp/resnet18-imagenet64-c10/"
-    "synthetic/n1-d2-b16-r0.json": ("tests/e2e/test_workflow.py", "measures a cell again"),
+    ".venv/bin/dpscale rerun studies/post002_throughput_law_mini.yaml "
+    "torch-ddp/resnet18-imagenet64-c10/synthetic/n1-d2-b32-r0": (
+        "tests/e2e/test_workflow.py",
+        "measures a cell again",
+    ),
+    ".venv/bin/dpscale rerun studies/post002_throughput_law_mini.yaml "
+    "results/post002_throughput_law_mini/cells/torch-ddp/resnet18-imagenet64-c10/synthetic/"
+    "n1-d2-b32-r0.json": ("tests/e2e/test_workflow.py", "measures a cell again"),
     "PYTHONPATH=src python3 -m dpscale.launch.without_snakemake 'studies/gpu/*.yaml' "
     "--interpreter python3 --deadline-s 420": ("tests/unit/test_without_snakemake.py", GPU),
     ".venv/bin/snakemake --configfile studies/gpu/resnet50_amp_bf16_channels_last.yaml": (

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from conftest import REPO
-from dpscale import cli
+from dpscale import cli, cli_workflow
 from dpscale.plan import paths
 from dpscale.runner import sysinfo
 
@@ -101,7 +101,7 @@ def test_an_installed_package_records_its_version_not_a_commit(monkeypatch):
 
 def test_run_is_snakemake_with_the_workflow_s_snakefile_here(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_snakemake", lambda: "snakemake")
+    monkeypatch.setattr(cli_workflow, "snakemake_program", lambda: "snakemake")
     command = cli.workflow_command([Path("a.yaml"), Path("b.yaml")], ["all", "--cores", "2"])
     assert command == [
         "snakemake",
@@ -120,9 +120,9 @@ def test_run_is_snakemake_with_the_workflow_s_snakefile_here(tmp_path, monkeypat
 
 def test_run_writes_the_report_after_the_study_but_not_after_a_dry_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_snakemake", lambda: "snakemake")
+    monkeypatch.setattr(cli_workflow, "snakemake_program", lambda: "snakemake")
     calls: list[list[str]] = []
-    monkeypatch.setattr(cli, "_call", lambda command: calls.append(command) or 0)
+    monkeypatch.setattr(cli_workflow, "call", lambda command: calls.append(command) or 0)
     study = tmp_path / "s.yaml"
     study.write_text("study: here\n")
     with pytest.raises(SystemExit) as ended:

@@ -81,7 +81,7 @@ def test_profile_slurm_outside_a_checkout_is_the_packaged_one(tmp_path, monkeypa
     """`dpscale run -- --profile slurm` from a folder without slurm/ (an installed package):
     Snakemake would find no profile there, so the packaged one is named; a folder's own
     profile, or a path, is left as given."""
-    from dpscale.cli import packaged_profiles
+    from dpscale.cli_workflow import packaged_profiles
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -95,7 +95,8 @@ def test_profile_slurm_outside_a_checkout_is_the_packaged_one(tmp_path, monkeypa
 
 @pytest.mark.parametrize(
     "command",
-    ["run", "report", "lock", "check-config", "report-path", "compare", "status", "rerun-failed"],
+    ["run", "report", "lock", "check-config", "report-path", "compare", "status", "rerun-failed"]
+    + ["rerun"],
 )
 def test_each_subcommand_s_help_says_what_it_does_and_shows_an_example(command, capsys):
     from dpscale.cli import main
