@@ -41,7 +41,17 @@ def run(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    raise SystemExit(workflow.write_report(study_files(args), args.snakemake_args))
+    """The study's report; one line, before Snakemake, where the study has no tables yet."""
+    files = study_files(args)
+    config, _ = _planned(files)
+    cells = workflow.study_folder(config) / "tables" / "cells.csv"
+    if not cells.is_file():
+        named = " ".join(str(f) for f in files) or "(the default study)"
+        raise SystemExit(
+            f"dpscale: report: study {config['study']} has no tables yet ({cells} is missing): "
+            f"dpscale run {named} measures its cells and writes them, then the report"
+        )
+    raise SystemExit(workflow.write_report(files, args.snakemake_args))
 
 
 def lock(args: argparse.Namespace) -> None:

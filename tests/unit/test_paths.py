@@ -133,3 +133,22 @@ def test_run_writes_the_report_after_the_study_but_not_after_a_dry_run(tmp_path,
     with pytest.raises(SystemExit):
         cli.main(["run", str(study), "--", "-n"])
     assert len(calls) == 1 and calls[0][-1] == "-n"
+
+
+def test_report_on_a_study_never_run_is_one_line_before_snakemake(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(cli_workflow, "call", lambda command: calls.append(command) or 0)
+    study = tmp_path / "s.yaml"
+    study.write_text("study: here\n")
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["report", str(study)])
+    line = str(ended.value.code)
+    assert line.startswith("dpscale: report: study here has no tables yet (") and "\n" not in line
+    assert f"dpscale run {study} measures its cells" in line and calls == []
+    tables = tmp_path / "results" / "here" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "cells.csv").write_text("cell_id\n")
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["report", str(study)])
+    assert ended.value.code == 0 and calls[0][-2] == "--report"
