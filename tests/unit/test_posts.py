@@ -45,6 +45,15 @@ def test_presets_carry_the_posts_numbers_and_minis_the_same_ones(preset):
     assert post_side(mini) == post_side(reference)
 
 
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_a_presets_source_names_its_post_not_a_file_outside_the_repository(preset):
+    """A fresh clone has nothing beside it: the post is named by its title and where it was
+    published, as people cite it."""
+    source = load_study(preset)["reference"]["source"]
+    assert "../" not in source and "shared/seeds" not in source, source
+    assert "「" in source and "」" in source, source
+
+
 def test_post_001_preset_is_horovod_with_the_linear_rule_and_warmup():
     config = load_study(STUDIES / "post001_horovod_keras.yaml")
     assert config["strategies"] == ["horovod-tf"] and config["modes"] == ["train"]
