@@ -147,8 +147,7 @@ def add_commands(commands) -> None:
     one = workflow.command_parser(
         commands,
         "rerun",
-        "example: dpscale rerun mystudy.yaml torch-ddp/resnet18-imagenet64-c10/synthetic/"
-        "n1-d2-b32-r0 --dry-run",
+        "example: dpscale rerun mystudy.yaml <cell id as dpscale status prints it> --dry-run",
         help="measure one cell again (snakemake --forcerun on its result), then bring the "
         "tables and the report up to date; Snakemake's own options after --",
     )
