@@ -110,3 +110,39 @@ def test_its_help_says_what_it_does_and_shows_an_example(capsys):
     usage, description = text.split("\n\n")[:2]
     assert usage.startswith("usage: dpscale published") and description.endswith(".")
     assert "example: dpscale published studies/published/cases.yaml" in text
+
+
+SOURCE_FORMS = {
+    "a repository's file": {"repository": "NVIDIA/DeepLearningExamples", "path": "README.md"},
+    "an issue thread": {
+        "repository": "horovod/horovod",
+        "url": "https://github.com/horovod/horovod/issues/1234",
+    },
+    "a pull request without its URL": {"repository": "pytorch/pytorch", "path": ""},
+    "a web page": {"url": "https://example.org/benchmarks.html"},
+    "a paper": {"title": "Accurate, Large Minibatch SGD", "doi": "10.48550/arXiv.1706.02677"},
+    "a path of a folder only": {"repository": "tensorflow/benchmarks", "path": "."},
+}
+
+
+@pytest.mark.parametrize("form", SOURCE_FORMS, ids=list(SOURCE_FORMS))
+def test_every_source_form_prints_the_table_never_a_traceback(tmp_path, capsys, form):
+    """A case's source may be a repository file, an issue or pull request, a web page or a
+    paper: each is one group for the interval, and the command prints its table."""
+
+    def cite(case) -> None:
+        case["source"] = dict(SOURCE_FORMS[form], quote=case["source"].get("quote", "x"))
+
+    cli.main(["published", cases_file(tmp_path, cite), "--profile", str(PROFILE)])
+    printed = capsys.readouterr().out
+    assert all(case_id in printed for case_id in KEPT)
+
+
+def test_each_source_form_is_one_group_of_its_own():
+    from dpscale.analysis.answers.published_intervals import source_key
+
+    keys = {form: source_key(source) for form, source in SOURCE_FORMS.items()}
+    assert len(set(keys.values())) == len(keys), keys
+    assert keys["a repository's file"] == "NVIDIA/DeepLearningExamples:README"
+    assert keys["an issue thread"] == "https://github.com/horovod/horovod/issues/1234"
+    assert keys["a paper"] == "10.48550/arXiv.1706.02677"

@@ -20,12 +20,18 @@ from dpscale.analysis.laws import conformal
 
 def source_key(origin: Mapping[str, Any]) -> str:
     """One source however a case cites it: the repository document (without its commit or
-    its format's suffix: a page moved from .md to .rst is one page) where one is named, else
-    the URL; so one page cited two ways is one group and cannot calibrate its own interval."""
-    if origin.get("repository"):
-        path = PurePosixPath(str(origin.get("path", "")).split(" ")[0])
-        return f"{origin['repository']}:{path.with_suffix('')}"
-    return str(origin.get("url") or source_words(origin))
+    its format's suffix: a page moved from .md to .rst is one page) where one is named; else
+    the thread, page or paper (its URL, DOI or title), or the repository itself; so one
+    page cited two ways is one group and cannot calibrate its own interval. Never fails: a
+    source form it does not know is keyed by its words."""
+    repository = str(origin.get("repository") or "").strip()
+    path = PurePosixPath(str(origin.get("path") or "").split(" ")[0].strip())
+    if repository and path.name:
+        return f"{repository}:{path.with_suffix('')}"
+    for field in ("url", "doi", "title"):
+        if str(origin.get(field) or "").strip():
+            return str(origin[field]).strip()
+    return repository or source_words(origin) or "an unnamed source"
 
 
 def efficiency_rows(cases: Sequence[Mapping[str, Any]], check: pd.DataFrame) -> pd.DataFrame:
