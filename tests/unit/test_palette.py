@@ -63,6 +63,13 @@ def kept_figure(monkeypatch, module, draw) -> object:
     return kept[0]
 
 
+def throughput_figure(table: pd.DataFrame, tmp_path, monkeypatch) -> object:
+    """The throughput figure of ``table``'s cells, without fitted laws, kept open."""
+    no_fits = pd.DataFrame(columns=table.columns).assign(v0=[], t_c=[])
+    draw = lambda: plots.throughput_figure(table, no_fits, tmp_path / "t.png", REGISTERED)  # noqa: E731
+    return kept_figure(monkeypatch, plots, draw)
+
+
 def line_colours(figure) -> dict[str, tuple]:
     """Each legend entry's colour, by its label's strategy (the text before the comma)."""
     found = {}
@@ -83,16 +90,7 @@ def test_the_throughput_and_mfu_figures_colour_each_strategy_as_the_palette(tmp_
         if name in measured
     }
     table = cells(measured)
-    throughput = kept_figure(
-        monkeypatch,
-        plots,
-        lambda: plots.throughput_figure(
-            table,
-            pd.DataFrame(columns=table.columns).assign(v0=[], t_c=[]),
-            tmp_path / "t.png",
-            REGISTERED,
-        ),
-    )
+    throughput = throughput_figure(table, tmp_path, monkeypatch)
     assert line_colours(throughput) == expected
     mfu = kept_figure(
         monkeypatch, plots, lambda: mfu_plot.mfu_figure(table, tmp_path / "m.png", REGISTERED)
@@ -102,16 +100,7 @@ def test_the_throughput_and_mfu_figures_colour_each_strategy_as_the_palette(tmp_
 
 def test_legends_sit_under_the_data_area_and_the_panel_keeps_its_width(tmp_path, monkeypatch):
     table = cells(REGISTERED)
-    figure = kept_figure(
-        monkeypatch,
-        plots,
-        lambda: plots.throughput_figure(
-            table,
-            pd.DataFrame(columns=table.columns).assign(v0=[], t_c=[]),
-            tmp_path / "t.png",
-            REGISTERED,
-        ),
-    )
+    figure = throughput_figure(table, tmp_path, monkeypatch)
     renderer = figure.canvas.get_renderer()
     for axis in figure.axes:
         panel = axis.get_window_extent(renderer)

@@ -213,22 +213,25 @@ def _latency(sub: dict[str, Any], where: str, field: str = "inter_node") -> str:
     return text
 
 
-def _nominal(inter: dict[str, Any], where: str) -> Link:
-    """The inter-node link from its nominal rate and latency, where no log is given."""
-    if "ranks" in inter:
+def _nominal(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link:
+    """A link (``field``: inter_node or intra_node) from its nominal rate and latency, where
+    no log is given: priced at every rank count, each row saying it is nominal."""
+    example = (
+        "rate: 200gbit, latency: 5us" if field == "inter_node" else "rate: 2400gbit, latency: 1us"
+    )
+    if "ranks" in sub:
         raise ConfigError(
-            f"{where}: inter_node.ranks: the ranks a log ran at, given without "
+            f"{where}: {field}.ranks: the ranks a log ran at, given without "
             f"nccl_tests_log; {BOTH} (a nominal link is priced at every rank count)"
         )
     for key in NOMINAL_KEYS:
-        if inter.get(key) is None:
-            raise ConfigError(
-                f"{where}: inter_node.{key}: missing; {BOTH} (e.g. rate: 200gbit, latency: 5us)"
-            )
-    rate = _rate(inter, where)
+        if sub.get(key) is None:
+            raise ConfigError(f"{where}: {field}.{key}: missing; {BOTH} (e.g. {example})")
+    rate = _rate(sub, where, field)
     assert rate is not None  # given: checked above
-    latency_s = parse_quantity(_latency(inter, where))
-    return replace(rate, name=NOMINAL_LINK, latency_s=latency_s, source=NOMINAL)
+    latency_s = parse_quantity(_latency(sub, where, field))
+    name = NOMINAL_LINK if field == "inter_node" else NOMINAL_INTRA
+    return replace(rate, name=name, latency_s=latency_s, source=NOMINAL)
 
 
 def _inter(entry: dict[str, Any], path: Path) -> tuple[Path | None, int | None, Link | None]:
@@ -284,7 +287,7 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
             "has no intra-node link (allowed: intra_node only where devices_per_node >= 2)"
         )
     if intra.get("nccl_tests_log") is None:
-        return IntraNode(None, None, _intra_nominal(intra, where))
+        return IntraNode(None, None, _nominal(intra, where, "intra_node"))
     for key in LOG_KEYS:
         if key not in intra:
             raise ConfigError(f"{where}: intra_node.{key}: missing (required: {list(LOG_KEYS)})")
@@ -301,24 +304,6 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
             f"({devices_per_node}); allowed: 2 to {devices_per_node} (the log ran inside one node)"
         )
     return IntraNode(log, ranks, _rate(intra, where, "intra_node"))
-
-
-def _intra_nominal(intra: dict[str, Any], where: str) -> Link:
-    """The node's fabric from its nominal rate and latency, where no log is given."""
-    if "ranks" in intra:
-        raise ConfigError(
-            f"{where}: intra_node.ranks: the ranks a log ran at, given without "
-            f"nccl_tests_log; {BOTH}"
-        )
-    for key in NOMINAL_KEYS:
-        if intra.get(key) is None:
-            raise ConfigError(
-                f"{where}: intra_node.{key}: missing; {BOTH} (e.g. rate: 2400gbit, latency: 1us)"
-            )
-    rate = _rate(intra, where, "intra_node")
-    assert rate is not None  # given: checked above
-    latency_s = parse_quantity(_latency(intra, where, "intra_node"))
-    return replace(rate, name=NOMINAL_INTRA, latency_s=latency_s, source=NOMINAL)
 
 
 def read_cluster(path: str | Path) -> ClusterFile:
