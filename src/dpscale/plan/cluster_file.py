@@ -66,11 +66,10 @@ from dpscale.plan.yaml_shape import shown
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy", "intra_node", "one_host", "device")
 # inter_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link (rate, latency)
-INTER_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
-LOG_KEYS = ("nccl_tests_log", "ranks")
+LINK_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
+INTER_NODE_KEYS = LINK_KEYS
 NOMINAL_KEYS = ("rate", "latency")
-# the node's own fabric: a log inside one node (rate optional), or a nominal rate and latency
-INTRA_NODE_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
+# the node's own fabric takes the same keys: a log inside one node, or a nominal link
 # What a cluster can plausibly be: beyond these, a number is a typo (1000000000 devices per
 # node), not a cluster to predict. A node of today holds at most a few dozen accelerators
 # (a 1,024 bound leaves room); the largest machines have tens of thousands of nodes.
@@ -234,17 +233,38 @@ def _nominal(sub: dict[str, Any], where: str, field: str = "inter_node") -> Link
     return replace(rate, name=name, latency_s=latency_s, source=NOMINAL)
 
 
+def _link_mapping(value: Any, where: str, field: str) -> dict[str, Any]:
+    """``field`` (inter_node or intra_node) as a mapping of a link's allowed keys."""
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{where}: {field}: not a mapping; give nccl_tests_log and ranks (optionally "
+            "rate), or a nominal rate and latency"
+        )
+    _keys(value, (), LINK_KEYS, where, f"{field}.")
+    return value
+
+
+def _measured(sub: dict[str, Any], path: Path, field: str, most: int) -> tuple[Path, int]:
+    """A link's log and the ranks it ran at (2 to ``most``); its latency is the log's."""
+    where = str(path)
+    if "latency" in sub:
+        raise ConfigError(
+            f"{where}: {field}.latency: given with nccl_tests_log; {BOTH} (the log "
+            "measured the latency)"
+        )
+    if "ranks" not in sub:
+        raise ConfigError(
+            f"{where}: {field}.ranks: missing (required with nccl_tests_log: the ranks "
+            "the log ran at)"
+        )
+    return _log(sub, path, field), _int(sub["ranks"], where, f"{field}.ranks", 2, most)
+
+
 def _inter(entry: dict[str, Any], path: Path) -> tuple[Path | None, int | None, Link | None]:
     """inter_node: a log with its ranks (and optional rate), or a nominal link; exactly one,
     else one line naming the field."""
     where = str(path)
-    inter = entry["inter_node"]
-    if not isinstance(inter, dict):
-        raise ConfigError(
-            f"{where}: inter_node: not a mapping; give nccl_tests_log and ranks (optionally "
-            "rate), or a nominal rate and latency"
-        )
-    _keys(inter, (), INTER_NODE_KEYS, where, "inter_node.")
+    inter = _link_mapping(entry["inter_node"], where, "inter_node")
     if inter.get("nccl_tests_log") is None:
         if inter.get("latency") is None and inter.get("rate") is None:
             raise ConfigError(
@@ -252,18 +272,7 @@ def _inter(entry: dict[str, Any], path: Path) -> tuple[Path | None, int | None, 
                 "(e.g. rate: 200gbit, latency: 5us)"
             )
         return None, None, _nominal(inter, where)
-    if "latency" in inter:
-        raise ConfigError(
-            f"{where}: inter_node.latency: given with nccl_tests_log; {BOTH} (the log "
-            "measured the latency)"
-        )
-    if "ranks" not in inter:
-        raise ConfigError(
-            f"{where}: inter_node.ranks: missing (required with nccl_tests_log: the ranks "
-            "the log ran at)"
-        )
-    log = _log(inter, path, "inter_node")
-    ranks = _int(inter["ranks"], where, "inter_node.ranks", 2, MAX_NODES * MAX_DEVICES_PER_NODE)
+    log, ranks = _measured(inter, path, "inter_node", MAX_NODES * MAX_DEVICES_PER_NODE)
     return log, ranks, _rate(inter, where)
 
 
@@ -274,13 +283,7 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
     if entry.get("intra_node") is None:
         return None
     where = str(path)
-    intra = entry["intra_node"]
-    if not isinstance(intra, dict):
-        raise ConfigError(
-            f"{where}: intra_node: not a mapping; give nccl_tests_log and ranks (optionally "
-            "rate), or a nominal rate and latency"
-        )
-    _keys(intra, (), INTRA_NODE_KEYS, where, "intra_node.")
+    intra = _link_mapping(entry["intra_node"], where, "intra_node")
     if devices_per_node < 2:
         raise ConfigError(
             f"{where}: intra_node: devices_per_node is {devices_per_node}; a node of one device "
@@ -288,16 +291,7 @@ def _intra(entry: dict[str, Any], path: Path, devices_per_node: int) -> IntraNod
         )
     if intra.get("nccl_tests_log") is None:
         return IntraNode(None, None, _nominal(intra, where, "intra_node"))
-    for key in LOG_KEYS:
-        if key not in intra:
-            raise ConfigError(f"{where}: intra_node.{key}: missing (required: {list(LOG_KEYS)})")
-    if "latency" in intra:
-        raise ConfigError(
-            f"{where}: intra_node.latency: given with nccl_tests_log; {BOTH} (the log "
-            "measured the latency)"
-        )
-    log = _log(intra, path, "intra_node")
-    ranks = _int(intra["ranks"], where, "intra_node.ranks", 2, MAX_DEVICES_PER_NODE)
+    log, ranks = _measured(intra, path, "intra_node", MAX_DEVICES_PER_NODE)
     if ranks > devices_per_node:
         raise ConfigError(
             f"{where}: intra_node.ranks: {ranks} is more than devices_per_node "
