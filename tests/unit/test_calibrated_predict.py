@@ -120,6 +120,10 @@ def test_without_a_small_run_rows_carry_the_published_band(tmp_path, capsys):
     assert (table["efficiency_band_lo"] < table["efficiency_band_hi"]).all()
     assert (table["efficiency_band_hi"] <= table["efficiency"]).all()
     assert table["band_basis"].str.contains("published cases of").all()
+    # each row carries the band of its own scale group (one node, or across nodes)
+    expected = ["within one node" if n == 1 else "across nodes" for n in table["nodes"]]
+    assert list(table["band_group"]) == expected
+    assert all(g in b for g, b in zip(table["band_group"], table["band_basis"], strict=True))
     printed = capsys.readouterr().out
     # the first line is the band, the link-only figure after it as its upper bound
     first = printed.splitlines()[0]

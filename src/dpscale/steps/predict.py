@@ -39,7 +39,7 @@ from dpscale.steps.predict_words import (
     shown,
     upper_bound_sentence,
 )
-from dpscale.steps.published import published_band, series_record
+from dpscale.steps.published import published_bands, series_record
 
 Files = Mapping[str, Any]
 
@@ -412,6 +412,5 @@ def carried(
     the results' own control cells carried term by term where they split a layout."""
     if path is not None:
         return calibrated(found, cells, buckets, cluster, Path(path), small)
-    band, words = published_band()
     table = own_terms(found, cells, buckets, cluster, where or "the results")
-    return calibrated_prediction.with_band(table, band, words)
+    return calibrated_prediction.with_scale_bands(table, published_bands())

@@ -186,18 +186,21 @@ def interval_table() -> pd.DataFrame:
 
 
 @functools.lru_cache(maxsize=1)
-def published_band() -> tuple[Band, str]:
-    """The 80% band over every published source's residuals from its link-only prediction,
-    and the words saying what it stands on with its leave-one-source-out coverage."""
+def published_bands() -> dict[str, tuple[Band, str]]:
+    """Per scale group (published_intervals.SCALES), the 80% band of the published sources'
+    residuals from their link-only predictions (the pooled one where the group holds too
+    few sources), and the words saying what it stands on with its leave-one-source-out
+    coverage; under POOLED, the band over every group."""
     table = interval_table()
-    summary = published_intervals.coverage_summary(table)
-    band = Band(summary["band_lo_points"], summary["band_hi_points"], summary["cases"])
-    words = (
-        f"{summary['level_pct']}% band from {summary['cases']} published cases of "
-        f"{summary['sources']} sources (link-only minus {-band.hi:.1f} to {-band.lo:.1f} "
-        f"points); leave-one-source-out coverage {summary['inside']} of {summary['judged']}"
-    )
-    return band, words
+    bands = {}
+    for found in published_intervals.scale_summaries(table).to_dict("records"):
+        band = Band(found["band_lo_points"], found["band_hi_points"], found["cases"])
+        bands[found["scale"]] = (band, published_intervals.band_words(found))
+    everything = published_intervals.coverage_summary(table)
+    pooled = {**everything, "scale": "of any scale", "pooled": False}
+    band = Band(everything["band_lo_points"], everything["band_hi_points"], everything["cases"])
+    bands[published_intervals.POOLED] = (band, published_intervals.band_words(pooled))
+    return bands
 
 
 @functools.lru_cache(maxsize=1)

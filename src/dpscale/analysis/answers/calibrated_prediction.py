@@ -12,12 +12,13 @@ row's efficiency against one device reading it). One fit never pools the two."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.answers import published_intervals
 from dpscale.analysis.laws import calibrated as cal
 from dpscale.analysis.laws.conformal import Band
 from dpscale.analysis.laws.scaling import THROUGHPUT_MODES, scaling_table
@@ -240,6 +241,22 @@ def with_band(table: pd.DataFrame, band: Band, basis: str) -> pd.DataFrame:
         lo = (link + band.lo / 100).clip(lower=0, upper=1).where(multi)
         hi = (link + band.hi / 100).clip(lower=0, upper=1).where(multi)
     return table.assign(efficiency_band_lo=lo, efficiency_band_hi=hi, band_basis=basis)
+
+
+def with_scale_bands(table: pd.DataFrame, bands: Mapping[str, tuple[Band, str]]) -> pd.DataFrame:
+    """``table`` with each row's band of its scale group (published_intervals.scale_group of
+    its node count; the pooled band where the group has none): a one-node row carries the
+    band of cases within one node, a row across nodes the band of cases across nodes."""
+    scales = table["nodes"].map(published_intervals.scale_group)
+    parts = [
+        with_band(rows, *bands.get(scale, bands[published_intervals.POOLED])).assign(
+            band_group=scale if scale in bands else published_intervals.POOLED
+        )
+        for scale, rows in table.groupby(scales, sort=False)
+    ]
+    if not parts:  # no row: the columns all the same
+        return with_band(table, *bands[published_intervals.POOLED])
+    return pd.concat(parts).loc[table.index]
 
 
 def largest_world(found: Sequence[cal.Point]) -> int:
