@@ -155,8 +155,11 @@ def interval_line(table: pd.DataFrame) -> str:
         return "No case here has a published efficiency to set an interval beside."
     found = coverage_summary(table)
     groups = "; ".join(
-        f"{row.scale}: {row.inside} of {row.judged}, median width {row.median_width_points:.1f}"
+        f"{row.scale}: {row.inside} of {row.judged} inside, median width "
+        f"{row.median_width_points:.1f}"
         + (f", {row.widened} widened to every source" if row.widened else "")
+        + f", its band link-only minus {-row.band_hi_points:.1f} to {-row.band_lo_points:.1f}"
+        + (" (pooled: too few sources)" if row.pooled else "")
         for row in scale_summaries(table).itertuples()
     )
     return (
