@@ -146,3 +146,28 @@ def test_each_source_form_is_one_group_of_its_own():
     assert keys["a repository's file"] == "NVIDIA/DeepLearningExamples:README"
     assert keys["an issue thread"] == "https://github.com/horovod/horovod/issues/1234"
     assert keys["a paper"] == "10.48550/arXiv.1706.02677"
+
+
+def test_a_series_file_given_adds_its_series_and_prints_its_own_record_apart(tmp_path, capsys):
+    """One published series of the workflow's, renamed so that it is the user's own: the
+    record over every series carries it, and its own record is printed apart, with each
+    source's medians."""
+    series = yaml.safe_load((REPO / "studies" / "published" / "series.yaml").read_text("utf-8"))
+    first = series["cases"][0]["series"]
+    mine = [dict(case) for case in series["cases"] if case["series"] == first]
+    for case in mine:
+        case["id"], case["series"] = f"mine-{case['id']}", f"mine-{first}"
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"cases": mine}, sort_keys=False), encoding="utf-8")
+    cli.main(["published", str(path), "--profile", str(PROFILE)])
+    printed = capsys.readouterr().out
+    assert "This file's own series alone: checked on 1 published series" in printed
+    assert "By source: " in printed and " series: law " in printed
+
+
+def test_the_record_a_prediction_carries_gives_each_source_s_medians():
+    from dpscale.steps.published import series_record
+
+    record = series_record()
+    assert "; by source, " in record
+    assert "Oneflow-Inc/DLPerf 8 series: law " in record  # the most series first

@@ -116,8 +116,21 @@ def checked(
         *published_summary.summary_lines(table, shown_path(profile_path)),
         published_intervals.interval_line(mine),
         published_series.verdict_line(series),
+        *_own_record(cases, table, extra),
     ]
     return table, lines, series
+
+
+def _own_record(cases: list, table: pd.DataFrame, extra: list) -> list[str]:
+    """The given file's own series' record apart, where it adds series the workflow's
+    series file does not hold (a user's file checked by ``dpscale published``)."""
+    held = {case["id"] for case in extra}
+    if not extra or all(case["id"] in held for case in cases):
+        return []
+    own = published_series.series_table(cases, table)
+    if own.empty:
+        return []
+    return [f"This file's own series alone: {published_series.record_words(own)}."]
 
 
 def _write(table: pd.DataFrame, lines: list[str], series: pd.DataFrame, outputs: Files) -> None:

@@ -171,8 +171,43 @@ def record_words(table: pd.DataFrame) -> str:
         f"checked on {found['series']} published series (calibrated on each one's smallest "
         f"scales, its largest predicted), the law {_outcome(found)}: median error "
         f"{medians['calibrated']:.1f} efficiency points against {medians['hold']:.1f} "
-        f"(held) and {medians['repeat']:.1f} (repeated)"
+        f"(held) and {medians['repeat']:.1f} (repeated); by source, {by_source_words(table)}"
     )
+
+
+def short_source(words: str) -> str:
+    """A series' source as a reader names it: the repository of its ``owner/name:path``
+    token, else its URL (``Oneflow-Inc/DLPerf``, ``https://...``)."""
+    tokens = str(words).split()
+    for token in tokens:
+        if ":" in token and "://" not in token and "/" in token.split(":", 1)[0]:
+            return token.split(":", 1)[0]
+    return tokens[0] if tokens else "an unnamed source"
+
+
+def _median_words(errors_of: pd.Series) -> str:
+    """A median error in points, or, where most series have no number (an infinite error),
+    how many have none."""
+    median = float(errors_of.median())
+    missing = int(np.isinf(errors_of).sum())
+    if math.isinf(median):
+        return f"no number for {missing} of {len(errors_of)}"
+    return f"{median:.1f}" + (f" ({missing} without a number)" if missing else "")
+
+
+def by_source_words(table: pd.DataFrame) -> str:
+    """Each source's series count and median errors (law, held, repeated), most series
+    first: where the record comes from, so one source's many series are seen as one's."""
+    err = errors(table).assign(source=lambda frame: frame["source"].map(short_source))
+    parts = []
+    grouped = err.groupby("source")
+    for source, mine in sorted(grouped, key=lambda item: (-len(item[1]), item[0])):
+        medians = mine[list(METHODS)].median()
+        parts.append(
+            f"{source} {len(mine)} series: law {_median_words(mine['calibrated'])}, held "
+            f"{medians['hold']:.1f}, repeated {medians['repeat']:.1f}"
+        )
+    return "; ".join(parts)
 
 
 def verdict_line(table: pd.DataFrame) -> str:
@@ -189,5 +224,6 @@ def verdict_line(table: pd.DataFrame) -> str:
         f"series predicted; a series without a number counts as a miss), against "
         f"{medians['hold']:.1f} when the largest calibrated efficiency is held and "
         f"{medians['repeat']:.1f} when the last drop is repeated; link-only "
-        f"{medians['link_only']:.1f}. The table below gives every series."
+        f"{medians['link_only']:.1f}. By source: {by_source_words(table)}. The table below "
+        "gives every series."
     )
