@@ -34,6 +34,8 @@ from hypothesis import strategies as st
 from test_config_fuzz import HOSTILE, set_field
 
 from conftest import REPO
+from dpscale.analysis.answers.published_check import source_words
+from dpscale.analysis.answers.published_intervals import source_key
 from dpscale.cli import main
 from dpscale.plan import cluster_file as cf
 from dpscale.plan.config import config_schema
@@ -509,6 +511,8 @@ def cases_verdict(path: Path) -> list | None:
         return None
     for case in cases:
         case_fields(case)
+        # every source form is keyed and worded (the band's groups, the page's column)
+        source_key(case["source"]), source_words(case["source"])
     return cases
 
 
@@ -565,6 +569,8 @@ EXPECTED = {
     "cases/latin1.yaml": "not UTF-8: byte 0xe9",
     "cases/utf16.yaml": "not UTF-8: it starts with a UTF-16 mark",
     "cases/nested_lists_10000.yaml": f"nested deeper than {MAX_DEPTH} levels",
+    "cases/source_as_words.yaml": "source: 'a blog post, no url' is not allowed; allowed: a "
+    "mapping",
 }
 
 
