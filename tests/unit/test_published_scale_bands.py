@@ -83,11 +83,12 @@ def test_a_group_of_too_few_sources_carries_the_pooled_band_and_says_so():
 
 def test_a_predicted_row_carries_its_own_scale_group_s_band():
     bands = {
-        pi.WITHIN: (Band(-3.0, -1.0, 20), "within words"),
-        pi.ACROSS: (Band(-20.0, -5.0, 40), "across words"),
-        pi.POOLED: (Band(-20.0, -1.0, 60), "pooled words"),
+        pi.WITHIN: (Band(-3.0, -1.0, 20), "within words", "coverage 9 of 10"),
+        pi.ACROSS: (Band(-20.0, -5.0, 40), "across words", "coverage 30 of 35"),
+        pi.POOLED: (Band(-20.0, -1.0, 60), "pooled words", "coverage 40 of 45"),
     }
     table = pd.DataFrame({"nodes": [1, 2, 8], "world_size": [8, 16, 64]}).assign(efficiency=0.99)
     carried = calibrated_prediction.with_scale_bands(table, bands)
     assert list(carried["band_basis"]) == ["within words", "across words", "across words"]
     assert carried["efficiency_band_hi"].tolist() == pytest.approx([0.98, 0.94, 0.94])
+    assert list(carried["band_coverage"]) == ["coverage 9 of 10"] + ["coverage 30 of 35"] * 2

@@ -104,7 +104,11 @@ def _carried_words(row: pd.Series) -> str:
             f"{100 * row['calibrated_efficiency_hi']:.0f}%){term_prediction.printed(row)}"
         )
     if pd.notna(row.get("efficiency_band_lo", float("nan"))):
-        group = f" ({row['band_group']})" if pd.notna(row.get("band_group")) else ""
+        group = (
+            f" ({row['band_group']}, {row['band_coverage']})"
+            if pd.notna(row.get("band_group"))
+            else ""
+        )
         return (
             f"  published band{group} {100 * row['efficiency_band_lo']:.0f}-"
             f"{100 * row['efficiency_band_hi']:.0f}%"

@@ -199,20 +199,22 @@ def interval_table() -> pd.DataFrame:
 
 
 @functools.lru_cache(maxsize=1)
-def published_bands() -> dict[str, tuple[Band, str]]:
+def published_bands() -> dict[str, tuple[Band, str, str]]:
     """Per scale group (published_intervals.SCALES), the 80% band of the published sources'
     residuals from their link-only predictions (the pooled one where the group holds too
-    few sources), and the words saying what it stands on with its leave-one-source-out
-    coverage; under POOLED, the band over every group."""
+    few sources), the words saying what it stands on, and its leave-one-source-out
+    coverage in short; under POOLED, the band over every group."""
     table = interval_table()
     bands = {}
     for found in published_intervals.scale_summaries(table).to_dict("records"):
         band = Band(found["band_lo_points"], found["band_hi_points"], found["cases"])
-        bands[found["scale"]] = (band, published_intervals.band_words(found))
+        words = published_intervals.band_words(found)
+        bands[found["scale"]] = (band, words, f"coverage {found['inside']} of {found['judged']}")
     everything = published_intervals.coverage_summary(table)
     pooled = {**everything, "scale": "of any scale", "pooled": False}
     band = Band(everything["band_lo_points"], everything["band_hi_points"], everything["cases"])
-    bands[published_intervals.POOLED] = (band, published_intervals.band_words(pooled))
+    coverage = f"coverage {everything['inside']} of {everything['judged']}"
+    bands[published_intervals.POOLED] = (band, published_intervals.band_words(pooled), coverage)
     return bands
 
 

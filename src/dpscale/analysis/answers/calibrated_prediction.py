@@ -243,19 +243,19 @@ def with_band(table: pd.DataFrame, band: Band, basis: str) -> pd.DataFrame:
     return table.assign(efficiency_band_lo=lo, efficiency_band_hi=hi, band_basis=basis)
 
 
-def with_scale_bands(table: pd.DataFrame, bands: Mapping[str, tuple[Band, str]]) -> pd.DataFrame:
+def with_scale_bands(table: pd.DataFrame, bands: Mapping[str, tuple]) -> pd.DataFrame:
     """``table`` with each row's band of its scale group (published_intervals.scale_group of
     its node count; the pooled band where the group has none): a one-node row carries the
-    band of cases within one node, a row across nodes the band of cases across nodes."""
+    band of cases within one node, a row across nodes the band of cases across nodes.
+    ``bands``: scale -> (Band, words, coverage in short)."""
     scales = table["nodes"].map(published_intervals.scale_group)
-    parts = [
-        with_band(rows, *bands.get(scale, bands[published_intervals.POOLED])).assign(
-            band_group=scale if scale in bands else published_intervals.POOLED
-        )
-        for scale, rows in table.groupby(scales, sort=False)
-    ]
+    parts = []
+    for scale, rows in table.groupby(scales, sort=False):
+        group = scale if scale in bands else published_intervals.POOLED
+        band, words, coverage = bands[group]
+        parts.append(with_band(rows, band, words).assign(band_group=group, band_coverage=coverage))
     if not parts:  # no row: the columns all the same
-        return with_band(table, *bands[published_intervals.POOLED])
+        return with_band(table, *bands[published_intervals.POOLED][:2])
     return pd.concat(parts).loc[table.index]
 
 
