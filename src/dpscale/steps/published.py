@@ -122,10 +122,10 @@ def checked(
 
 
 def _own_record(cases: list, table: pd.DataFrame, extra: list) -> list[str]:
-    """The given file's own series' record apart, where it adds series the workflow's
-    series file does not hold (a user's file checked by ``dpscale published``)."""
-    held = {case["id"] for case in extra}
-    if not extra or all(case["id"] in held for case in cases):
+    """The given file's own series' record apart, where the workflow's series file adds
+    others to it (``extra``: its cases the given file does not hold; none where the given
+    file is that series file itself)."""
+    if not extra:
         return []
     own = published_series.series_table(cases, table)
     if own.empty:
