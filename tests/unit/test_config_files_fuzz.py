@@ -329,8 +329,8 @@ LINK_KEYS = {"nccl_tests_log": "slingshot.log", "ranks": 8, "rate": "200gbit", "
 INTER_NODES = st.one_of(
     st.just(CLUSTER["inter_node"]),
     st.just({"rate": "200gbit", "latency": "5us"}),
-    st.sets(st.sampled_from(cf.INTER_NODE_KEYS)).map(
-        lambda keys: {key: LINK_KEYS[key] for key in cf.INTER_NODE_KEYS if key in keys}
+    st.sets(st.sampled_from(cf.LINK_KEYS)).map(
+        lambda keys: {key: LINK_KEYS[key] for key in cf.LINK_KEYS if key in keys}
     ),
 )
 
@@ -451,7 +451,7 @@ INTER_NODE_VALUES = {
 INTER_NODE_KEYS = st.one_of(
     st.sampled_from([("nccl_tests_log", "ranks"), ("nccl_tests_log", "ranks", "rate")]),
     st.just(("rate", "latency")),
-    st.sets(st.sampled_from([*cf.INTER_NODE_KEYS, "x"])),
+    st.sets(st.sampled_from([*cf.LINK_KEYS, "x"])),
 )
 
 

@@ -65,11 +65,10 @@ from dpscale.plan.yaml_shape import shown
 
 REQUIRED = ("name", "inter_node", "devices_per_node", "nodes", "model", "batch_per_device")
 OPTIONAL = ("strategy", "intra_node", "one_host", "device")
-# inter_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link (rate, latency)
+# inter_node and intra_node: a log (nccl_tests_log, ranks; rate optional) or a nominal link
+# (rate, latency)
 LINK_KEYS = ("nccl_tests_log", "ranks", "rate", "latency")
-INTER_NODE_KEYS = LINK_KEYS
 NOMINAL_KEYS = ("rate", "latency")
-# the node's own fabric takes the same keys: a log inside one node, or a nominal link
 # What a cluster can plausibly be: beyond these, a number is a typo (1000000000 devices per
 # node), not a cluster to predict. A node of today holds at most a few dozen accelerators
 # (a 1,024 bound leaves room); the largest machines have tens of thousands of nodes.
