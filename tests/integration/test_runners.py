@@ -65,6 +65,18 @@ def check_horovod_timeline(tmp_path: Path, result: dict) -> None:
     assert hvt.timeline_table([result], cells)["steps"].tolist() == [len(steps)]
 
 
+def check_cpu_kernels(result: dict, name: str) -> None:
+    """The cell's framework named the CPU kernels it ran, and a setting its adapter gives
+    the ranks (Strategy.environment: horovod-tf's TF_ENABLE_ONEDNN_OPTS=1) is the one the
+    framework read."""
+    kernels = result["system"]["cpu_kernels"]
+    assert kernels["library"] and isinstance(kernels["onednn"], bool) and kernels["why"], kernels
+    given = strategy(name).rank_environment(Cell.from_dict(result["cell"]))
+    if given:
+        assert kernels["why"] in {f"{key}={value}" for key, value in given.items()}, kernels
+        assert kernels["onednn"], kernels
+
+
 # A target every window meets: the ranks stop together after the first ``windows``
 # (test_several_ranks_measure_adaptively_together has the target no window meets).
 MET_AT_ONCE = replace(MEASURE, target_ci=10.0, max_windows=4)
@@ -85,6 +97,7 @@ def test_runner_measures_and_ranks_agree(tmp_path, name):
     assert len(checksums) == devices and len(set(checksums)) == 1, checksums
     assert result["framework"] == strategy(name).framework
     assert result["model_info"]["trainable_params"] == MODEL.spec().trainable_params()
+    check_cpu_kernels(result, name)
     if name == "horovod-tf":
         check_horovod_timeline(tmp_path, result)
 

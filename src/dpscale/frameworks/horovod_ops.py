@@ -157,6 +157,9 @@ class HorovodRank(Rank):
     def versions(self) -> dict[str, str]:
         return tf_ops.versions(horovod=horovod.__version__)
 
+    def cpu_kernels(self) -> dict[str, Any]:
+        return tf_ops.cpu_kernels()
+
     def system_extra(self) -> dict[str, Any]:
         applied = {
             "remedy": self.cell.comm.key,

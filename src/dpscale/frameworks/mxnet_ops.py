@@ -216,6 +216,30 @@ def versions() -> dict[str, str]:
     }
 
 
+def cpu_kernels() -> dict[str, Any]:
+    """The CPU kernels this MXNet runs: MKL-DNN where it is built in and not turned off
+    (``MXNET_MKLDNN_ENABLED=0``), and the BLAS it was built with."""
+    features = mx.runtime.Features()
+    built = features.is_enabled("MKLDNN")
+    setting = os.environ.get("MXNET_MKLDNN_ENABLED")
+    on = built and setting != "0"
+    if not built:
+        why = "this MXNet is built without MKL-DNN"
+    else:
+        why = f"MXNET_MKLDNN_ENABLED={setting}" if setting is not None else "MXNet's default"
+    blas = next((name for key, name in BLAS if features.is_enabled(key)), None)
+    return {"library": "MKL-DNN" if on else "MXNet's own", "onednn": on, "why": why, "blas": blas}
+
+
+# MXNet's build features that name its BLAS
+BLAS = (
+    ("BLAS_MKL", "MKL"),
+    ("BLAS_OPEN", "OpenBLAS"),
+    ("BLAS_ATLAS", "ATLAS"),
+    ("BLAS_APPLE", "Accelerate"),
+)
+
+
 class MXNetRank(Rank):
     """An MXNet process that drives every device of its node itself (mxnet-device): the
     one-process defaults of runner.rank.Rank, Gluon's step, training backend and checksums.
@@ -280,6 +304,9 @@ class MXNetRank(Rank):
 
     def versions(self) -> dict[str, str]:
         return versions()
+
+    def cpu_kernels(self) -> dict[str, Any]:
+        return cpu_kernels()
 
     def system_extra(self) -> dict[str, Any]:
         return {"mxnet_contexts": [str(c) for c in self.ctxs]}

@@ -14,6 +14,7 @@ CUDA, contiguous means NCHW (PyTorch's default layout) and channels_last NHWC.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -363,6 +364,27 @@ def system_extra(cell: Cell) -> dict[str, Any]:
         "data_format": "NHWC" if channels_last(cell) else "NCHW",
         "inter_op_threads": INTER_OP_THREADS,
     }
+
+
+# TensorFlow reads it once, when it is imported: set by the launcher (the horovod-tf
+# adapter's ``tensorflow_onednn`` option), never by the rank itself
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+
+
+def cpu_kernels() -> dict[str, Any]:
+    """The CPU kernels this TensorFlow runs: oneDNN on or off, and why. TensorFlow 2.15 turns
+    oneDNN on by default only on CPUs with AVX-512's neural-network extensions; elsewhere its
+    own Eigen kernels run unless ``TF_ENABLE_ONEDNN_OPTS=1`` (TensorFlow's CPU guide)."""
+    from tensorflow.python.util import _pywrap_util_port  # TensorFlow's own check
+
+    on = bool(_pywrap_util_port.IsMklEnabled())
+    setting = os.environ.get(ONEDNN_VARIABLE)
+    why = (
+        f"{ONEDNN_VARIABLE}={setting}"
+        if setting is not None
+        else "TensorFlow's default on this CPU"
+    )
+    return {"library": "oneDNN" if on else "Eigen", "onednn": on, "why": why}
 
 
 def versions(**libraries: str) -> dict[str, str]:

@@ -157,6 +157,23 @@ def versions() -> dict[str, str]:
     return found
 
 
+def cpu_kernels() -> dict[str, Any]:
+    """The CPU kernels this torch runs: oneDNN (``torch.backends.mkldnn``) on or off, the
+    instruction set its own kernels were dispatched to (``get_cpu_capability``) and the
+    oneDNN version its build names."""
+    import re
+
+    on = bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+    built = re.search(r"(?:MKL-DNN|oneDNN) v([\d.]+)", torch.__config__.show())
+    return {
+        "library": "oneDNN" if on else "ATen",
+        "onednn": on,
+        "why": "torch's default" if on else "torch.backends.mkldnn is off or not built",
+        "isa": str(torch.backends.cpu.get_cpu_capability()),
+        "version": built.group(1) if built else None,
+    }
+
+
 def exit_without_finalization() -> NoReturn:
     """End a process that used gloo, once its results are written and its group destroyed.
 
@@ -309,6 +326,9 @@ class TorchRank(Rank):
 
     def versions(self) -> dict[str, str]:
         return versions()
+
+    def cpu_kernels(self) -> dict[str, Any]:
+        return cpu_kernels()
 
 
 class DistributedTorchRank(TorchRank):

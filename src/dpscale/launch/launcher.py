@@ -158,6 +158,8 @@ def runner_env(cell: Cell, interpreter: Interpreter) -> dict[str, str]:
         OPENBLAS_NUM_THREADS=threads,
         DPSCALE_COMMIT=git_commit(),
         **interpreter.environment(env),
+        # the adapter's own, from the cell's options (plan.strategy.Strategy.environment)
+        **strategy(cell.strategy).rank_environment(cell),
     )
     if cell.accelerator == "cpu":
         # a CPU cell sees no GPU: framework code that asks whether CUDA is available (torch's

@@ -12,7 +12,7 @@ pass at import time and raises it when the runner actually starts (:meth:`requir
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -161,6 +161,9 @@ class Strategy:
     ``controls``: the control cells it runs (plan.controls: ``local``, ``barrier``), each
     with how, in the framework's words; ``no_controls``: why it runs none, where it declares
     none (its control cells are skipped with it).
+    ``environment``: the variables a cell's processes start with, from the cell (its
+    options), set by the launcher before the framework is imported: a framework that reads
+    its settings at import (TensorFlow's ``TF_ENABLE_ONEDNN_OPTS``) cannot be told later.
     """
 
     name: str
@@ -179,6 +182,11 @@ class Strategy:
     model_zoo: str | None = None
     controls: tuple[Control, ...] = ()
     no_controls: str = "its adapter declares no control cells yet"
+    environment: Callable[[Cell], Mapping[str, str]] | None = field(default=None, compare=False)
+
+    def rank_environment(self, cell: Cell) -> dict[str, str]:
+        """The variables its cell ``cell``'s processes start with (``environment``)."""
+        return dict(self.environment(cell)) if self.environment else {}
 
     def control(self, name: str) -> Control | None:
         """Its declaration of control ``name``, or None where it does not run it."""

@@ -287,6 +287,7 @@ def _write(cell: Cell, out: Path, started_at: str, rank: Rank, every: list[dict]
         **rank.system_extra(),
         **folder_system(every),
         "gpu_names_seen": [name for r in every for name in r["devices"]],
+        "cpu_kernels": rank.cpu_kernels(),
         "rank_interpreters": [r["interpreter"] for r in every],
     }
     common: dict[str, Any] = {

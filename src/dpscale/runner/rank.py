@@ -124,6 +124,12 @@ class Rank:
     def versions(self) -> dict[str, str]:
         return {}
 
+    def cpu_kernels(self) -> dict[str, Any]:
+        """The CPU kernels its framework runs (result ``system.cpu_kernels``): ``library``,
+        ``onednn`` (whether oneDNN / MKL-DNN runs), ``why`` (the setting or default that
+        chose it), and where the framework says, ``isa``, ``version`` and ``blas``."""
+        return {}
+
     def system_extra(self) -> dict[str, Any]:
         """What else the result's system description should say about this strategy."""
         return {}

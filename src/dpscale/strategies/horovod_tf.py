@@ -19,6 +19,13 @@ result names it (``system.horovod_timeline``); dpscale.analysis.results.horovod_
 much of each step's all-reduce ran before the step's last gradient was handed to Horovod.
 Opt-in: Horovod's writer thread polls its queue without sleeping, a core's worth on rank 0.
 
+Config ``tensorflow_onednn`` (default ``on``): CPU cells run TensorFlow's oneDNN kernels,
+as TensorFlow's CPU guide advises (``TF_ENABLE_ONEDNN_OPTS=1``); TensorFlow 2.15 turns them
+on by itself only on CPUs with AVX-512's neural-network extensions, and its Eigen kernels
+were 2.9x slower on an AVX2 CPU (issue 74). ``tensorflow_default`` leaves TensorFlow's own
+choice. TensorFlow reads the variable when it is imported, so the launcher sets it
+(``onednn_environment``); the result records what ran (``system.cpu_kernels``).
+
 Mode folder (config ``image_folder``): each rank reads its shard of the user's image folder
 through tf.data (dpscale.frameworks.tf_folder) and trains on it.
 """
@@ -35,6 +42,18 @@ from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
 from dpscale.runner.support import parse_runner_args
+
+ONEDNN_ON = "on"
+ONEDNN_OPTIONS = (ONEDNN_ON, "tensorflow_default")
+
+
+def onednn_environment(cell: Cell) -> dict[str, str]:
+    """``TF_ENABLE_ONEDNN_OPTS=1`` for a CPU cell whose ``tensorflow_onednn`` is ``on``;
+    nothing otherwise (TensorFlow's own default, and CUDA cells, whose math is cuDNN's)."""
+    if cell.accelerator != "cpu" or STRATEGY.option(cell, "tensorflow_onednn") != ONEDNN_ON:
+        return {}
+    return {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
 
 with framework_imports() as framework:
     import horovod.tensorflow as hvd
@@ -70,7 +89,22 @@ STRATEGY = Strategy(
             },
             omit_at_default=True,  # the horovod-tf cells measured before it keep their params
         ),
+        CellOption(
+            "tensorflow_onednn",
+            {
+                "description": (
+                    "horovod-tf CPU cells: 'on' runs TensorFlow's oneDNN kernels "
+                    "(TF_ENABLE_ONEDNN_OPTS=1, as TensorFlow's CPU guide advises); "
+                    "'tensorflow_default' leaves TensorFlow's own choice, which turns them "
+                    "off on CPUs without AVX-512's neural-network extensions (2.9x slower on "
+                    "an AVX2 CPU). Every result records what ran (system.cpu_kernels)."
+                ),
+                "enum": list(ONEDNN_OPTIONS),
+                "default": ONEDNN_ON,
+            },
+        ),
     ),
+    environment=onednn_environment,
     comm=CommSupport(
         remedies=("fp16",),
         collectives=("fp16",),

@@ -19,6 +19,7 @@ import pandas as pd
 from dpscale.analysis.answers.answer import TIE_RULE, _pick, _tied
 from dpscale.analysis.answers.cost import Prices, money
 from dpscale.analysis.answers.findings import matching_rows, with_network
+from dpscale.analysis.answers.kernels import kernels_line
 from dpscale.analysis.answers.verdicts import NOT_MEASURED, UNRESOLVED_FRACTION
 from dpscale.analysis.laws.accuracy import resolved
 from dpscale.analysis.laws.words import is_known
@@ -290,8 +291,9 @@ def _answer(
 
 
 def below_table(findings: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
-    """The lines under the answer table: why the choice is by img/s, and the layouts left
-    out of it because the study cannot run them (one line for all)."""
+    """The lines under the answer table: why the choice is by img/s, the layouts left out
+    of it because the study cannot run them (one line for all), and where the frameworks
+    ran different CPU kernels, which (one line)."""
     findings, cells = with_network(findings) if len(findings) else findings, with_network(cells)
     left_out = []
     for row in findings.to_dict("records") if len(findings) else []:
@@ -299,8 +301,8 @@ def below_table(findings: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
         if reason:
             where = Layout(int(row["nodes"]), int(row["devices_per_node"])).words(row["network"])
             left_out.append((row["strategy"], f"{where} ({short_model(row['model'])})", reason))
-    line = left_out_line(left_out)
-    return [CHOICE_RULE, *([line] if line else [])]
+    lines = [left_out_line(left_out), kernels_line(cells)]
+    return [CHOICE_RULE, *(line for line in lines if line)]
 
 
 def answer_table(

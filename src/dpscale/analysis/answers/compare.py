@@ -17,6 +17,7 @@ from pathlib import PurePath
 import numpy as np
 import pandas as pd
 
+from dpscale.analysis.answers.kernels import kernels_by_strategy
 from dpscale.analysis.laws.fits import Z95, ratio_ci95
 from dpscale.analysis.laws.scaling import point_means
 from dpscale.analysis.results.rows import with_comm
@@ -78,6 +79,7 @@ SIDE_COLUMNS = [
     SYSTEM_HOST,
     "cpu_model",
     "cpu_vector_extensions",
+    "cpu_kernels",
     "gpus",
     "dpscale_commit",
     "measured",
@@ -140,6 +142,10 @@ def _side(study: Study) -> dict[str, object]:
         SYSTEM_HOST: _values(cells, SYSTEM_HOST),
         "cpu_model": _values(cells, "cpu_model", 2),
         "cpu_vector_extensions": _values(cells, "cpu_vector_extensions", 2),
+        "cpu_kernels": "; ".join(
+            f"{name}: {words}" for name, words in kernels_by_strategy(cells).items()
+        )
+        or "not recorded",
         "gpus": _values(cells, "gpus", 2).replace("not recorded", "none"),
         "dpscale_commit": ", ".join(_short_commit(c) for c in commits.split("; ")),
         "measured": measured,

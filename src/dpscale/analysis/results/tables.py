@@ -196,6 +196,8 @@ def cell_row(result: dict[str, Any]) -> dict[str, Any]:
         "cpu_model": system.get("cpu_model"),
         # absent from results written before it was recorded: unknown, not "none"
         "cpu_vector_extensions": _joined(system.get("cpu_vector_extensions")),
+        "cpu_kernels": kernels_words(system.get("cpu_kernels")),
+        "cpu_onednn": (system.get("cpu_kernels") or {}).get("onednn"),
         "gpus": ";".join(g.get("name", "") for g in system.get("gpus", [])),
         # what a SLURM job got (system.allocation, written by dpscale.launch)
         "slurm_job_id": (system.get("scheduler") or {}).get("SLURM_JOB_ID"),
@@ -223,6 +225,19 @@ def table_mode(cell: dict[str, Any]) -> str:
         return "drift"
     control = cell.get("control", controls.FULL)
     return controls.mode_key(control) if control != controls.FULL else cell["mode"]
+
+
+def kernels_words(kernels: dict[str, Any] | None) -> str | None:
+    """A result's ``system.cpu_kernels`` in words, e.g. "oneDNN 3.12.0, AVX512 (torch's
+    default)" or "Eigen (TensorFlow's default on this CPU)"; None where not recorded."""
+    if not kernels:
+        return None
+    parts = [kernels.get("library", "?")]
+    if kernels.get("version"):
+        parts[0] += f" {kernels['version']}"
+    parts += [kernels[key] for key in ("isa", "blas") if kernels.get(key)]
+    words = ", ".join(str(part) for part in parts)
+    return f"{words} ({kernels['why']})" if kernels.get("why") else words
 
 
 def _joined(names: list[str] | None) -> str | None:
@@ -296,6 +311,7 @@ SYSTEM_COLUMNS = [
     SYSTEM_HOST,
     "cpu_model",
     "cpu_vector_extensions",
+    "cpu_kernels",
     "gpus",
     "interpreter",
     "interpreter_source",
