@@ -364,6 +364,7 @@ def final_outputs():
     # the model, and with it the exported-log path checked end to end: a status
     # row where it cannot be; and the published cases from a borrowed profile (no cell)
     outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    outputs += list(rules.published_cases.output)
     # the config's clusters, from the one-device cells (clusters.smk): none by default
     if config["clusters"]:
         outputs += list(rules.cluster_predictions.output)
@@ -382,4 +383,4 @@ def tidy_tables(wildcards):
     has every column but the cases' own notes, and it stays in tables/)."""
     wanted = final_outputs() + list(rules.remedies.output)
     tables = {str(path) for path in wanted if str(path).endswith(".csv")}
-    return sorted(tables - {str(rules.comm_model.output.published_table)})
+    return sorted(tables - {str(rules.published_cases.output.table)})

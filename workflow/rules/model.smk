@@ -1,20 +1,18 @@
 # The communication model: fitted, validated on held-out configurations, used for predictions
 # (report category "5. Network model"). It reads the collective benchmark's alpha and beta
 # (comm_fits.csv, empty without collectives cells: then the networks' configured rates).
-# The same job checks the exported-log path and predicts the published cases:
-# each a step of under a second, which a job of its own made cost a Python start per study.
-# The published cases file and the profile they borrow are the config's published_cases, else
+# The same job checks the exported-log path: a step of under a second, which a job of its own
+# made cost a Python start per study. The published cases are a job of their own: they read
+# no cell, so rerunning a cell does not redo them (2 s of every rerun, issue 74). The
+# published cases file and the profile they borrow are the config's published_cases, else
 # the workflow's own (docs/decisions/published-cases-inputs.md).
 from dpscale.workflow_door import published_files
 
 
 rule comm_model:
     """The communication model fitted on windows and all-reduce fits, validated, its predictions;
-    the study's multi-node cells predicted through its own exported collectives logs; the
-    published multi-GPU results predicted (extrapolated) from cases and a borrowed profile.
-    """
+    the study's multi-node cells predicted through its own exported collectives logs."""
     input:
-        **published_files(config),  # the published cases and the profile they borrow
         windows=f"{TABLES}/windows.csv",
         cells=f"{TABLES}/cells.csv",
         comm_fits=rules.collectives.output.fits,
@@ -97,12 +95,26 @@ rule comm_model:
             subcategory="tables",
             labels={"name": "exported nccl-tests logs, per cell"},
         ),
-        # Published multi-GPU results predicted from a borrowed one-device profile,
-        # in this job for the same reason: no cell is measured for them, and the table is the
-        # same in every study.
-        published_table=f"{TABLES}/published_cases.csv",
-        published_top=f"{TABLES}/published_cases_top.json",
-        published_html=report(
+    log:
+        f"{LOGS}/comm_model.log",
+    localrule: True
+    params:
+        study=json.dumps(model_inputs(config, STRATEGIES)),  # links parsed once, in plan/
+        name=config["study"],
+    script:
+        "../scripts/step.py"
+
+
+rule published_cases:
+    """The published multi-GPU results predicted (extrapolated) from their cases and a
+    borrowed one-device profile: no cell is measured for them, the table is the same in
+    every study with the same files."""
+    input:
+        **published_files(config),  # the published cases and the profile they borrow
+    output:
+        table=f"{TABLES}/published_cases.csv",
+        top=f"{TABLES}/published_cases_top.json",
+        html=report(
             f"{TABLES}/published_cases.html",
             caption="../../report/published_cases.rst",
             category="5. Network model",
@@ -110,10 +122,9 @@ rule comm_model:
             labels={"name": "published multi-GPU results, predicted (extrapolated)"},
         ),
     log:
-        f"{LOGS}/comm_model.log",
+        f"{LOGS}/published_cases.log",
     localrule: True
-    params:
-        study=json.dumps(model_inputs(config, STRATEGIES)),  # links parsed once, in plan/
-        name=config["study"],
+    resources:
+        bench_slot=1,  # it reads no cell, so it can start while cells measure: never beside one
     script:
         "../scripts/step.py"

@@ -12,7 +12,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from dpscale.analysis.laws import commmodel  # noqa: E402
@@ -24,6 +23,8 @@ MODEL_EXTRAPOLATED = "model beyond the measured batches (extrapolated)"
 
 
 def _network_colours(names: list[str]) -> dict[str, tuple]:
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     names = sorted(set(names))
     return dict(zip(names, sns.color_palette("colorblind", len(names)), strict=True))
 
@@ -151,6 +152,8 @@ def _shade_unmeasured(axis, drawn: np.ndarray, measured: pd.Series) -> None:
 
 
 def _throughput_panel(axis, points: pd.DataFrame, curves: pd.DataFrame, panel: str) -> None:
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     def in_panel(frame: pd.DataFrame) -> pd.Series:
         if panel == commmodel.INTRA:
             return frame["nodes"] == 1

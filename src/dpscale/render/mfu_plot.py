@@ -12,7 +12,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan.layout import devices_words  # noqa: E402
@@ -43,6 +42,8 @@ def mfu_points(cells: pd.DataFrame) -> pd.DataFrame:
 def mfu_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """MFU (%) against per-device batch: one panel per model, colour = strategy (the
     colour it has in every figure: render.palette), marker = device count."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     cells = without_remedies(cells)
     points = mfu_points(cells)
     if points.empty:

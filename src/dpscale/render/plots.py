@@ -13,7 +13,6 @@ matplotlib.use("Agg")  # figures are files; no display is needed or wanted
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from dpscale.analysis.laws import fits  # noqa: E402
 from dpscale.analysis.results.collectives import MEASURED  # noqa: E402
@@ -113,6 +112,8 @@ def throughput_figure(
     """Global img/s vs per-device batch, with the fitted law and its N*v0 ceiling. The law is
     drawn in the layout's line style over the batches measured; beyond them it is a thin faded
     line over a shaded background, labelled extrapolated, with no marker where no cell ran."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     cells, fit_table = synthetic(without_remedies(cells)), synthetic(without_remedies(fit_table))
     ok = cells[cells["status"] == "ok"]
     if ok.empty:
@@ -167,6 +168,8 @@ def throughput_figure(
 
 def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Weak-scaling speedup vs device count with the ideal line."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     scaling = synthetic(without_remedies(scaling))
     layouts = scaling.groupby(["model", "strategy"])["world_size"].transform("nunique")
     scaling = scaling[layouts > 1]
@@ -207,6 +210,8 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
 
 def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
     """Measured step time relative to the fitted law, per window."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     windows, fit_table = (
         synthetic(without_remedies(windows)),
         synthetic(without_remedies(fit_table)),
@@ -244,6 +249,8 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
 def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
     """Global img/s of every strategy on the same cells: one panel per model and device
     layout, per-device batch on the x axis, one bar per strategy (mean, 95% CI)."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     cells = without_remedies(cells)
     from dpscale.analysis.laws.scaling import point_means
 
@@ -304,6 +311,8 @@ def collectives_figure(
     strategy, a line style per layout; bars from the 10th to the 90th percentile window, the
     fitted ring model (alpha, beta) as a thin line. An imported log is a line of its own,
     labelled with its source."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     table, comm_fits = without_remedies(table), without_remedies(comm_fits)
     if table.empty:
         empty_figure(path, "No collective cells in this study (mode collectives).")

@@ -10,7 +10,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.render.plots import empty_figure  # noqa: E402
@@ -18,6 +17,8 @@ from dpscale.render.plots import empty_figure  # noqa: E402
 
 def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:
     """Validation accuracy per epoch: mean over seeds with its range, 1 vs N devices per rule."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     epochs = without_remedies(epochs)
     if epochs.empty:
         empty_figure(path, "No training cells in this study (add 'train' to modes).")
@@ -52,6 +53,8 @@ def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:
 
 def epoch_time_figure(runs: pd.DataFrame, path: Path) -> None:
     """Mean training time per epoch against device count, one line per per-device batch."""
+    import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
+
     runs = without_remedies(runs)
     ok = runs[runs["status"] == "ok"]
     if ok.empty:

@@ -46,6 +46,7 @@ STEPS: dict[str, str] = {
     "remedies_figure": "findings.remedies_figure",
     "mfu_figure": "findings.mfu_figure",
     "comm_model": "model.comm_model",
+    "published_cases": "published.published_cases",
     "compare": "compare.compare",
     "cluster_predictions": "predict.cluster_predictions",
 }

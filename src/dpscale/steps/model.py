@@ -19,7 +19,6 @@ from dpscale.render import commmodel_plots
 from dpscale.render.html import write_table_html
 from dpscale.render.predictions_page import predictions_html
 from dpscale.steps.io import figure_path, or_message, read_optional, write, write_lines
-from dpscale.steps.published import published_cases
 
 Files = Mapping[str, Any]
 
@@ -44,16 +43,13 @@ def study_links(study: dict[str, Any]) -> dict[str, Any]:
 
 def comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     """The model (:func:`fit_comm_model`), then the exported-log check over the model's
-    tables as written (:func:`exported_log_check`, its outputs named ``exported_*``), then
-    the published cases (steps.published, its outputs named ``published_*``)."""
+    tables as written (:func:`exported_log_check`, its outputs named ``exported_*``)."""
     lines = [fit_comm_model(inputs, outputs, params)]
     check_inputs = {
         **{name: inputs[name] for name in ("cells", "collectives", "timeline")},
         **{name: outputs[name] for name in ("validation", "summary", "parameters")},
     }
     lines.append(exported_log_check(check_inputs, prefixed(outputs, "exported_"), params))
-    cases = {name: inputs[name] for name in ("cases", "profile")}
-    lines.append(published_cases(cases, prefixed(outputs, "published_"), params))
     return "\n".join(lines)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from scipy import stats
 
 from dpscale.analysis.results.rows import without_remedies
 from dpscale.plan.columns import LAYOUT
@@ -32,6 +31,8 @@ def measured(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ci95(values: pd.Series) -> float:
+    from scipy import stats  # here: importing scipy.stats takes ~0.5 s of each job
+
     if len(values) < 2:
         return math.nan
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))

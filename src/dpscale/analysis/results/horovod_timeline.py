@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from dpscale.analysis.results.bucket_tables import TIMELINE_CELL
 from dpscale.analysis.results.import_logs import LogError, quoted
@@ -228,6 +227,7 @@ def median_interval(values: Iterable[float]) -> tuple[float, float, float]:
     """The median and its distribution-free 95% interval: the order statistics
     x_(j), x_(n+1-j) with the largest j for which P(Binomial(n, 1/2) < j) <= 2.5% (coverage at
     least 95%); NaN bounds below 6 values, where no such pair exists."""
+    from scipy import stats  # here: importing scipy.stats takes ~0.5 s of each job
     x = np.sort(np.asarray(list(values), dtype=float))
     n = x.size
     if n == 0:
