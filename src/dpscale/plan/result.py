@@ -52,10 +52,25 @@ def can_validate() -> bool:
 
 
 def validate_result(result: dict[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` naming the offending field."""
+    """Raise ``jsonschema.ValidationError`` naming the offending field (the error
+    ``jsonschema.validate`` would raise, through one validator made once per process)."""
     import jsonschema
 
-    jsonschema.validate(result, result_schema())
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(result))
+    if error is not None:
+        raise error
+
+
+@cache
+def _validator() -> Any:
+    """The result schema's validator, its schema checked once: ``jsonschema.validate``
+    checks the schema against its metaschema on every call, 0.2 s a result."""
+    import jsonschema
+
+    schema = result_schema()
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)
 
 
 def model_info(
