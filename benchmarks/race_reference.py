@@ -1,7 +1,7 @@
 """Race each strategy against its framework's canonical synthetic benchmark, alternating.
 
     .venv/bin/python benchmarks/race_reference.py [--strategies torch-ddp horovod-tf mxnet-dist]
-        [--ranks 2 1] [--pairs 3] [--batch 16] [--env-dir .envs]
+        [--ranks 2 1] [--pairs 3] [--batch 16] [--env-dir .envs] [--both-env KEY=VALUE ...]
 
 A = a dpscale cell run through the launcher's stable CLI (``python -m dpscale.launch``),
 B = the reference protocol (benchmarks/reference/): Horovod's
@@ -173,12 +173,14 @@ def judged(sampler: contention.ContentionSampler, span: Sequence[float], used: i
     return contention.verdict(summary)[0], summary["foreign_cpu_cores_mean"]
 
 
-def run_reference(strategy: str, prefix: Path, ranks: int, p: Protocol) -> Run:
+def run_reference(
+    strategy: str, prefix: Path, ranks: int, p: Protocol, extra_env: dict[str, str]
+) -> Run:
     command = reference_command(strategy, prefix, ranks, p)
     with contention.sampling() as sampler:
         done = subprocess.run(
             command,
-            env=process_env(prefix, p.threads, {}),
+            env=process_env(prefix, p.threads, extra_env),
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -240,7 +242,14 @@ def describe(label: str, run: Run, p: Protocol) -> str:
 
 
 def race(
-    strategy: str, ranks: int, pairs: int, p: Protocol, env_dir: str, reruns: int, extra_env
+    strategy: str,
+    ranks: int,
+    pairs: int,
+    p: Protocol,
+    env_dir: str,
+    reruns: int,
+    extra_env,
+    both_env: dict[str, str] | None = None,
 ) -> dict:
     prefix = env_prefix(ENVS[strategy], env_dir)
     if not (prefix / ".dpscale-env-ready").exists():
@@ -248,9 +257,10 @@ def race(
     ratios: dict[str, list[float]] = {"reference": [], "dpscale": []}
     qualities, foreign = [], []
     print(f"{strategy}, {ranks} rank(s):", flush=True)
+    both = both_env or {}
     makers = {
-        "dpscale": lambda: run_dpscale(strategy, prefix, ranks, p, extra_env),
-        "ref": lambda: run_reference(strategy, prefix, ranks, p),
+        "dpscale": lambda: run_dpscale(strategy, prefix, ranks, p, {**both, **extra_env}),
+        "ref": lambda: run_reference(strategy, prefix, ranks, p, both),
     }
     for pair in range(pairs):
         runs = {}
@@ -331,6 +341,13 @@ def main() -> None:
     parser.add_argument(
         "--dpscale-env", nargs="*", default=[], help="KEY=VALUE for the dpscale runs only"
     )
+    parser.add_argument(
+        "--both-env",
+        nargs="*",
+        default=[],
+        help="KEY=VALUE for both sides, e.g. TF_ENABLE_ONEDNN_OPTS=1 (the dpscale cell sets "
+        "it itself by default: tensorflow_onednn) or ONEDNN_MAX_CPU_ISA=AVX2",
+    )
     page.add_page_option(parser)
     args = parser.parse_args()
     run = page.describe_run()
@@ -340,13 +357,14 @@ def main() -> None:
         dpscale_optimizer=args.reference_optimizer == "dpscale",
     )
     extra = dict(item.split("=", 1) for item in args.dpscale_env)
+    both = dict(item.split("=", 1) for item in args.both_env)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     summaries = []
     with machine_lock():
         for strategy in args.strategies:
             for ranks in args.ranks:
                 summaries.append(
-                    race(strategy, ranks, args.pairs, p, args.env_dir, args.reruns, extra)
+                    race(strategy, ranks, args.pairs, p, args.env_dir, args.reruns, extra, both)
                 )
     print(f"started {started}")
     for s in summaries:
@@ -359,7 +377,8 @@ def main() -> None:
     caption = (
         f"dpscale / reference, median over pairs (order alternating); batch {p.batch} per "
         f"rank, {p.iterations} iterations of {p.batches_per_iteration} batches; reference "
-        f"optimizer: {args.reference_optimizer}. ref. conv.: rank 0's img/s x ranks; "
+        f"optimizer: {args.reference_optimizer}; both sides' settings: "
+        f"{' '.join(args.both_env) or 'none'}. ref. conv.: rank 0's img/s x ranks; "
         "dpscale conv.: global img/s from the slowest rank per window."
     )
     tables = [caption, page_table(summaries)]
