@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from dpscale.launch.emulation import interventions
 from dpscale.launch.emulation.netns import process_start
@@ -95,19 +95,37 @@ def _record_launcher(folder: Path) -> None:
 def reap_scratch(parent: Path) -> list[str]:
     """Remove the scratch folders in ``parent`` whose recorded launcher ran on this host and
     no longer runs; their names. A launcher on another node (a shared file system) is not
-    judged here."""
+    judged here. Two launches reaping at once remove each folder once: the one that locks
+    its record first removes it, the other leaves it (and does not name it)."""
     host, removed = socket.gethostname(), []
     for folder in sorted(parent.glob(SCRATCH_PREFIX + "*")):
-        try:
-            owner = json.loads((folder / SCRATCH_OWNER).read_text())
-            pid, start = int(owner["pid"]), owner["start"]
-        except (OSError, ValueError, TypeError, KeyError):
-            continue  # no record (yet, or not dpscale's): left alone
-        if owner.get(SYSTEM_HOST) != host or process_start(pid) == start:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder.name)
+        # no record (yet, or not dpscale's): the open fails and the folder is left alone
+        with suppress(OSError), open(folder / SCRATCH_OWNER, "rb") as record:
+            if _launcher_gone(record, host) and _claimed(record):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder.name)
     return removed
+
+
+def _launcher_gone(record: BinaryIO, host: str) -> bool:
+    """Whether the scratch folder's ``record`` names a launcher on ``host`` that no longer
+    runs (an unreadable record: no)."""
+    try:
+        owner = json.loads(record.read())
+        pid, start = int(owner["pid"]), owner["start"]
+    except (ValueError, TypeError, KeyError):
+        return False
+    return owner.get(SYSTEM_HOST) == host and process_start(pid) != start
+
+
+def _claimed(record: BinaryIO) -> bool:
+    """This launch's alone to remove (a lock on its record, held until it closes), and not
+    removed meanwhile by another launch that held it."""
+    try:
+        fcntl.flock(record, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # another launch is removing it
+    return os.fstat(record.fileno()).st_nlink > 0
 
 
 def guarded(command: list[str], memory_limit_mb: int | None) -> list[str]:
