@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def check_config_files(args: argparse.Namespace) -> None:
 
 
 def report_path(args: argparse.Namespace) -> None:
-    config, _ = _planned(args.files)
+    config, _ = _planned(args.files, writes=False)
     print(report_file(config))
 
 
@@ -41,17 +42,23 @@ def run(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    """The study's report; one line, before Snakemake, where the study has no tables yet."""
+    """The study's report (in its results folder, or with --out in a folder this user
+    owns); one line, before Snakemake, where the study has no tables yet, or this user may
+    not read all of its folder."""
     files = study_files(args)
-    config, _ = _planned(files)
-    cells = workflow.study_folder(config) / "tables" / "cells.csv"
-    if not cells.is_file():
+    config, _ = _planned(files, writes=False)
+    folder = workflow.study_folder(config)
+    cells = folder / "tables" / "cells.csv"
+    blocked = workflow.first_unreadable(folder)
+    if blocked:
+        raise SystemExit(workflow.cannot_read(blocked, folder))
+    if not os.path.isfile(cells):
         named = " ".join(str(f) for f in files) or "(the default study)"
         raise SystemExit(
             f"dpscale: report: study {config['study']} has no tables yet ({cells} is missing): "
             f"dpscale run {named} measures its cells and writes them, then the report"
         )
-    raise SystemExit(workflow.write_report(files, args.snakemake_args))
+    raise SystemExit(workflow.write_report(files, args.snakemake_args, args.out))
 
 
 def lock(args: argparse.Namespace) -> None:
@@ -95,17 +102,29 @@ def compare_labels(given: list[str] | None) -> dict[str, str]:
 
 
 def compare(args: argparse.Namespace) -> None:
-    """Two studies' results folders side by side: tables and one page under --out."""
+    """Two studies' results folders side by side: tables and one page under --out; one
+    line, before anything is read, where this user cannot write there or read the tables."""
+    out = args.out or Path("results") / "compare" / f"{args.b.name}-vs-{args.a.name}"
+    outputs = {name: out / f"{name}.csv" for name in COMPARE_OUTPUTS}
+    outputs["html"] = out / "compare.html"
+    labels = compare_labels(args.label)
+    blocked = workflow.write_blocker(out)
+    if blocked:  # before reading: the folders compared may be anyone's, read-only
+        raise SystemExit(
+            f"dpscale: compare: this user cannot write {out} (it needs write permission on "
+            f"{blocked}); --out DIR writes the comparison into a folder you own"
+        )
+    for side in (args.a, args.b):
+        closed = os.path.isdir(side) and not os.access(side, os.R_OK | os.X_OK)
+        unreadable = side if closed else workflow.first_unreadable(side / "tables")
+        if unreadable:
+            raise SystemExit(workflow.cannot_read(unreadable, side))
     try:
         from dpscale.steps.compare import compare as compare_step
     except ImportError as error:  # pandas and matplotlib: the analysis extra
         raise SystemExit(
             f"dpscale: compare needs the analysis extra ({error}): pip install 'dpscale[analysis]'"
         ) from None
-    out = args.out or Path("results") / "compare" / f"{args.b.name}-vs-{args.a.name}"
-    outputs = {name: out / f"{name}.csv" for name in COMPARE_OUTPUTS}
-    outputs["html"] = out / "compare.html"
-    labels = compare_labels(args.label)
     print(compare_step({}, outputs, {"a": args.a, "b": args.b, "labels": labels}))
     print(f"dpscale: wrote {outputs['html']} and its tables")
 
@@ -198,10 +217,17 @@ def _workflow_commands(commands) -> None:
     page = _command(
         commands,
         "report",
-        "example: dpscale report mystudy.yaml",
+        "example: dpscale report mystudy.yaml     (or: --out ~/reports/mystudy)",
         help="write a study's report (snakemake --report); Snakemake's options after --",
     )
     _study_arguments(page)
+    page.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the report to DIR/report.html, Snakemake working in a scratch folder "
+        "under DIR, nothing written elsewhere: the report of a results folder you may only read",
+    )
     page.set_defaults(func=report)
     locks = _command(
         commands,

@@ -15,12 +15,18 @@ if TYPE_CHECKING:
     from dpscale.plan.progress import Progress
 
 
-def _planned_progress(files: list[Path]) -> tuple[dict[str, Any], Progress]:
-    """The checked config and the study's progress read from its result files."""
+def _planned_progress(files: list[Path], writes: bool = True) -> tuple[dict[str, Any], Progress]:
+    """The checked config and the study's progress read from its result files; one line
+    where this user may not read them. ``writes=False``: the study is only read (status),
+    so its folders need not be writable (cli_workflow.planned)."""
     from dpscale.plan.progress import study_progress
 
-    config, cells = workflow.planned(files)
-    return config, study_progress(config["study"], workflow.study_folder(config) / "cells", cells)
+    config, cells = workflow.planned(files, writes=writes)
+    folder = workflow.study_folder(config)
+    try:
+        return config, study_progress(config["study"], folder / "cells", cells)
+    except PermissionError as error:
+        raise SystemExit(workflow.cannot_read(error.filename, folder)) from None
 
 
 def _words(files: list[Path]) -> str:
@@ -35,7 +41,7 @@ def status(args: argparse.Namespace) -> None:
     from dpscale.plan.progress import progress_lines
     from dpscale.plan.rerun import report_is_stale
 
-    config, progress = _planned_progress(args.files)
+    config, progress = _planned_progress(args.files, writes=False)
     lines = progress_lines(progress, reasons=args.reasons)
     if config["accelerator"] == "cuda":  # a GPU study's ranks on SLURM: the CPUs each asks
         lines.append(node_cpus_words(config))

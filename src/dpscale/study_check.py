@@ -12,6 +12,7 @@ the imported logs' parsers (analysis) and the interpreter probe (launch).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,11 @@ from dpscale.plan.profile import check_default_resources
 from dpscale.plan.strategy import Strategy
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
+
+# Set ("1") by dpscale for the ``snakemake --report`` it starts (cli_workflow.reading_only):
+# the report of a results folder this user may read but not write; the workflow's check of
+# the study then does not ask that its folders be writable (check_study's ``writes``).
+READS_ONLY_ENV = "DPSCALE_READS_ONLY"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ def check_study(
     strategies: Mapping[str, Strategy] = STRATEGIES,
     default_resources: Sequence[str] = (),
     probe: bool = True,
+    writes: bool = True,
 ) -> CheckedStudy:
     """The checked study, or a ConfigError of one line naming the file or the field.
 
@@ -55,13 +62,17 @@ def check_study(
     gives an empty mapping (``repeats: {}``), so a study it took would differ from the one
     check-config judged (the rules read the checked config, common.smk's config.update).
     ``probe``: run the configured interpreters' probe (``dpscale status`` and the other
-    commands that only read a study leave it out; check-config and the workflow run it)."""
+    commands that only read a study leave it out; check-config and the workflow run it).
+    ``writes``: ask that the study's folders (results, environments, data) be writable;
+    False for the commands that only read a study (status, report-path, report), and in a
+    process started with ``DPSCALE_READS_ONLY=1`` (the Snakemake ``dpscale report`` runs)."""
     paths = [Path(path) for path in files]
     config = study_config(paths)
     if overrides:
         config = merged(config, dict(overrides))
+    writes = writes and os.environ.get(READS_ONLY_ENV) != "1"
     try:
-        checked, cells = plan_study(config, strategies)
+        checked, cells = plan_study(config, strategies, writes)
     except UnknownKeyError as error:  # a typo: name the file that has it
         raise ConfigError(f"{giver(error.path, paths, overrides) or '<config>'}: {error}") from None
     if checked["imports"]:  # the logs, read as the rules read them (this loads pandas)

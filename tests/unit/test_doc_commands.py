@@ -50,6 +50,10 @@ COVERED_ELSEWHERE = {
         "tests/e2e/test_workflow.py",
         "needs the study's results; the report is written from a tiny study there",
     ),
+    ".venv/bin/dpscale report studies/post002_throughput_law_mini.yaml --out reports/post002": (
+        "tests/e2e/test_shared_folder.py",
+        "needs the study's results; a user who may only read them renders one there",
+    ),
     ".venv/bin/dpscale lock studies/post002_throughput_law_mini.yaml --out locks/": (
         "tests/e2e/test_installed_package.py",
         "needs a built framework environment",

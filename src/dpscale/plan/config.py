@@ -126,12 +126,16 @@ def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
     return filled
 
 
-def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> dict[str, Any]:
+def check_config(
+    config: dict[str, Any], strategies: Mapping[str, Strategy], writes: bool = True
+) -> dict[str, Any]:
     """Validate and return the config with defaults filled in; raise ConfigError otherwise.
     The checks that need the matrix run in plan.study.plan_study, which calls this first.
 
     ``strategies``: the registered strategies (dpscale.registry.STRATEGIES): their names are
-    the allowed ones, their own config keys are validated with the schemas they declare."""
+    the allowed ones, their own config keys are validated with the schemas they declare.
+    ``writes=False``: the study is only read (config_rules.check_paths), so its folders
+    need not be writable by this user."""
     check_shape(config)  # first: every check below walks the document
     schema = config_schema(strategies)
     config = dates_as_text(config)
@@ -156,7 +160,7 @@ def check_config(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> 
         strategies[name].declared_traffic()
     check_interpreters(filled, sorted({s.env for s in strategies.values()}))
     check_combinations(filled)
-    check_paths(filled)
+    check_paths(filled, writes)
     check_image_folder(filled, [model["classes"] for model in filled["models"]])
     check_published(filled)
     check_clusters(filled)

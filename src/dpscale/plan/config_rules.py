@@ -267,7 +267,8 @@ def check_train_layouts(config: dict[str, Any]) -> None:
                 )
 
 
-def check_paths(config: dict[str, Any]) -> None:
+def check_paths(config: dict[str, Any], writes: bool = True) -> None:
+    """Paths it reads exist, folders it writes can be (``writes=False``: only read)."""
     source = config["train"]["cifar10_source"]
     if source and not _exists(Path(source)):
         raise ConfigError(f"train.cifar10_source: {source!r} does not exist")
@@ -291,7 +292,7 @@ def check_paths(config: dict[str, Any]) -> None:
     for key, folder in folders.items():
         if not folder.strip():
             raise ConfigError(f"{key}: {folder!r} is blank; allowed: a folder path")
-        if not _can_create(Path(folder)):
+        if writes and not _can_create(Path(folder)):
             raise ConfigError(
                 f"{key}: {folder[:80]!r} cannot be created or written; allowed: a folder "
                 "this user can write, or one that can be made inside such a folder (each "

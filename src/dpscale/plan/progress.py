@@ -54,11 +54,15 @@ class Progress:
 
 def cell_state(cell: Cell, cells_dir: Path) -> CellState:
     """The cell's result as it stands on disk; a missing or unreadable file is pending (a
-    crash or a kill can leave a cell half-written: the workflow measures it again)."""
+    crash or a kill can leave a cell half-written: the workflow measures it again). A file
+    this user may not read (someone else's results folder) is no state to guess: the
+    PermissionError goes to the caller, which names the permission needed."""
     path = cells_dir / f"{cell.cell_id}.json"
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
         status = result["status"]
+    except PermissionError:
+        raise
     except (OSError, ValueError, KeyError, TypeError):
         return CellState(cell, path, "pending")
     launcher = (result.get("system") or {}).get("launcher") or {}

@@ -2,7 +2,9 @@
 
 A result file is only ever replaced whole (write to a temporary file in the same folder,
 fsync, rename), and every write also leaves a time-stamped copy under ``runs/`` beside
-``cells/``, so a rerun or a crash never loses a result that was once complete.
+``cells/``, so a rerun or a crash never loses a result that was once complete. Each file
+gets the mode a plain ``open`` would give it (``0o666`` less the umask), not the temporary
+file's ``0o600``, so a shared results folder is as readable as its owner's umask says.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import datetime as dt
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -133,13 +136,41 @@ def make_result(
     return result
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it where Linux tells it
+    (``/proc/self/status``); elsewhere set and restored at once under a lock (a file another
+    thread makes in between could get mode 0o666 otherwise). Read at each write, not
+    cached: a test, or a process, may change its umask."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
+    return 0o666 & ~current_umask()
+
+
 @contextmanager
 def atomic_file(path: Path) -> Iterator[IO[bytes]]:
-    """Yield a temporary file beside ``path`` that replaces it only if the block succeeds."""
+    """Yield a temporary file beside ``path`` that replaces it only if the block succeeds;
+    ``path`` then has :func:`file_mode` (mkstemp makes the temporary file ``0o600``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), file_mode())
             yield handle
             handle.flush()
             os.fsync(handle.fileno())

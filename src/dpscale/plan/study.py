@@ -16,11 +16,11 @@ from dpscale.plan.strategy import Strategy
 
 
 def plan_study(
-    config: dict[str, Any], strategies: Mapping[str, Strategy]
+    config: dict[str, Any], strategies: Mapping[str, Strategy], writes: bool = True
 ) -> tuple[dict[str, Any], list[Cell]]:
     """The config with defaults filled in and every cell of its matrix; ConfigError (one
-    line naming the field) otherwise."""
-    filled = check_config(config, strategies)
+    line naming the field) otherwise. ``writes=False``: only read (plan.config.check_config)."""
+    filled = check_config(config, strategies, writes)
     check_collectives_range(filled)
     return filled, expand(filled, strategies)
 
