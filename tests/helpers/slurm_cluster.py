@@ -162,6 +162,9 @@ def slurm_cluster(request: pytest.FixtureRequest) -> SlurmCluster:
     # Short path under /tmp: the munge socket lives in it (unix sockets: < 108 chars).
     state = Path(given) if given else Path(tempfile.mkdtemp(prefix="dpscale-slurm-", dir="/tmp"))
     env["SLURM_CONF"] = str(state / "etc" / "slurm.conf")
+    # the jobs' cells take the bench lock shared: their own folder, so the suite's SLURM
+    # studies do not wait for the cells other tests measure beside them (nor they for these)
+    env["DPSCALE_LOCK_DIR"] = str(state)
 
     reuse = bool(given) and _cluster_is_up(state, env)
     if not reuse:

@@ -18,6 +18,8 @@ no real cell waits for these, and these wait for none.
 from __future__ import annotations
 
 import ast
+import fcntl
+import io
 import json
 import os
 import socket
@@ -245,16 +247,7 @@ def slurm_job_env(tmp_path: Path) -> dict[str, str]:
     "kinds",
     [
         ("local", "local"),
-        pytest.param(
-            ("slurm-job", "local"),
-            marks=pytest.mark.xfail(
-                raises=Overlap,
-                strict=True,
-                reason="inside a SLURM job the launcher takes no bench lock (launcher._start; "
-                "docs/decisions/benchmark-cells-never-overlap.md), so a local cell on a SLURM "
-                "node measures beside it",
-            ),
-        ),
+        ("slurm-job", "local"),
     ],
     ids=["local+local", "slurm-job+local"],
 )
@@ -299,3 +292,20 @@ def test_two_launchers_on_one_machine_never_measure_at_once(kinds, tmp_path, mar
         raise Overlap(f"both measured at once: {spans}; their logs: {logs}")
     waited = [me for me in names if "(another cell is measuring)" in logs[me]]
     assert len(waited) == 1, logs  # the second waited for the machine's lock
+
+
+def test_slurm_jobs_share_the_bench_lock_and_a_local_cell_waits_for_them(tmp_path, monkeypatch):
+    """Jobs hold the machine's lock shared (the scheduler keeps them apart): two at once do
+    not wait; an exclusive (local) holder waits for them, and they for it."""
+    monkeypatch.setenv("DPSCALE_LOCK_DIR", str(tmp_path))
+    cell, log = make_cell(), io.StringIO()
+    with supervise.bench_lock(cell, log, shared=True), supervise.bench_lock(cell, log, shared=True):
+        lock = next(tmp_path.glob("dpscale-bench-*.lock"))
+        # what a local cell asks for, without waiting
+        with open(lock, "rb") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert "waiting" not in log.getvalue()
+    with open(lock, "rb") as local:
+        fcntl.flock(local, fcntl.LOCK_EX)  # a local cell measuring
+        with open(lock, "rb") as job, pytest.raises(BlockingIOError):
+            fcntl.flock(job, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -7,7 +7,8 @@ the environment, starting and waiting (dpscale.launch.supervise), settling the r
 
 Benchmark processes of different cells never overlap on one machine: each launch holds an
 exclusive lock for its devices (the host's CPUs, or the visible GPUs) while it measures.
-Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so there is no lock;
+Inside a SLURM job the scheduler gives each cell its own CPUs and GPUs, so it takes the lock
+shared (jobs do not wait for each other; a local cell on the node waits for them);
 multi-process cells start their ranks as SLURM tasks (dpscale.launch.slurm.allocation), after
 a probe step that checks each node gave the job what the cell needs, and the result's system
 description records what the job got (``system.allocation``).
@@ -24,7 +25,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -217,9 +218,10 @@ def _start(
     """Start the cell's processes, wait for them; the exit status (None: timed out).
 
     Outside SLURM the cell holds this machine's bench lock; inside a job the scheduler gave
-    it its own CPUs and GPUs."""
+    it its own CPUs and GPUs, and it holds the lock shared: jobs do not wait for each other,
+    a local cell on the same machine waits for them and they for it."""
     with (
-        supervise.bench_lock(cell, log) if allocation is None else nullcontext(),
+        supervise.bench_lock(cell, log, shared=allocation is not None),
         _placed(cell, allocation if srun else None, log) as placement,
     ):
         if placement is None:

@@ -38,9 +38,16 @@ SCRATCH_OWNER = "launcher.json"  # in a scratch folder: the launch that made it
 
 
 @contextmanager
-def bench_lock(cell: Cell, log) -> Iterator[None]:
-    """This machine's exclusive lock for the cell's devices (its CPUs, or the visible GPUs),
-    held while the block runs; waits, and says so in ``log``, while another cell holds it."""
+def bench_lock(cell: Cell, log, shared: bool = False) -> Iterator[None]:
+    """This machine's lock for the cell's devices (its CPUs, or the visible GPUs), held while
+    the block runs; waits, and says so in ``log``, while another cell holds it.
+
+    A local cell takes it exclusively. A cell inside a SLURM job (``shared``) takes it
+    shared: the scheduler keeps jobs apart on their own CPUs, so jobs do not wait for each
+    other, but a local cell and a job's cell on one machine (a study beside ``make test``'s
+    SLURM cluster) wait for each other. The file is opened read-only (created readable by
+    all where missing), so another user's lock file still locks; a job that cannot open it
+    (a per-job temporary folder elsewhere, no permission) measures without it and says so."""
     scope = (
         "cpu"
         if cell.accelerator == "cpu"
@@ -50,13 +57,22 @@ def bench_lock(cell: Cell, log) -> Iterator[None]:
         Path(os.environ.get("DPSCALE_LOCK_DIR", tempfile.gettempdir()))
         / f"dpscale-bench-{scope.replace(',', '_')}.lock"
     )
-    with open(path, "w") as handle:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError as error:
+        if not shared:
+            raise
+        print(f"[dpscale] cannot open {path} ({error}); measuring without it", file=log)
+        yield
+        return
+    with os.fdopen(descriptor, "rb") as handle:
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             print(f"[dpscale] waiting for {path} (another cell is measuring)", file=log, flush=True)
             waited = time.monotonic()
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(handle, mode)
             print(
                 f"[dpscale] lock acquired after {time.monotonic() - waited:.0f} s",
                 file=log,
