@@ -1,7 +1,7 @@
 """Which CPU kernels each strategy's framework ran (``cpu_kernels`` of cells.csv), and the
-answer's one line where they differ: a framework without oneDNN beside one with it is
-slower for its math library, not for how it scales (issue 74: TensorFlow's default Eigen
-kernels were 2.9x slower on an AVX2 CPU)."""
+answer's one line where they differ: a framework without oneDNN beside one with it may be
+slower for its math library rather than for how it scales (TensorFlow's default Eigen
+kernels read 2.9x slower than oneDNN on an AVX2 CPU: docs/decisions/tensorflow-onednn-on.md)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ NOT_RECORDED = "not recorded"
 
 
 def kernels_by_strategy(cells: pd.DataFrame) -> dict[str, str]:
-    """Strategy -> the distinct kernels its measured cells ran, in words ("; " between
-    several); strategies whose cells recorded none are left out."""
+    """Strategy -> the distinct kernels its cells that read ``ok`` ran, in words ("; "
+    between several); strategies whose cells recorded none are left out."""
     if cells.empty or not {"strategy", "cpu_kernels", "status"} <= set(cells.columns):
         return {}
-    measured = cells[cells["status"].isin(["ok", "oom", "failed"])]
+    measured = cells[cells["status"] == "ok"]
     found = {}
     for name, mine in measured.groupby("strategy", sort=True):
         values = sorted({str(v) for v in mine["cpu_kernels"].dropna() if str(v).strip()})
@@ -47,7 +47,7 @@ def kernels_line(cells: pd.DataFrame) -> str:
     listed = "; ".join(f"{name}: {words.get(name, NOT_RECORDED)}" for name in sorted(onednn))
     return (
         f"The frameworks did not run the same CPU kernels ({listed}): "
-        f"{' and '.join(without)} ran without oneDNN, so part of any gap to the others is "
-        "its math library, not its scaling (each adapter's kernel options: "
+        f"{' and '.join(without)} ran without oneDNN, so a gap between them may come from "
+        "the math library rather than from scaling (each adapter's kernel options: "
         "docs/guide/configuration.md)."
     )
