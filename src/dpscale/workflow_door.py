@@ -15,7 +15,7 @@ from __future__ import annotations
 # launching: emulated nodes left behind, environments and their locks, a site's own
 # interpreter, a cell's SLURM resources and the jobs SLURM ended, Snakemake's job selector
 from dpscale.launch.emulation.netns import reap_orphans
-from dpscale.launch.setup.envs import READY_MARKER, LockError, env_folder_name
+from dpscale.launch.setup.envs import READY_MARKER, LockError, env_folder_name, split_folder_key
 from dpscale.launch.setup.interpreters import configured as interpreter_command
 from dpscale.launch.slurm.faults import record_after_error as record_slurm_failures
 from dpscale.launch.slurm.faults import started as run_started
@@ -30,6 +30,7 @@ from dpscale.launch.snakemake_hooks.slurm_status import survive_status_outages
 from dpscale.plan.cell import CELL_PATTERN, MODEL_WILDCARD
 from dpscale.plan.cluster_file import cluster_inputs, cluster_paths
 from dpscale.plan.control_cells import runs_controls
+from dpscale.plan.env_builds import env_variants
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.matrix import run_priorities
 from dpscale.plan.model_inputs import model_inputs
@@ -67,6 +68,8 @@ __all__ = [
     "coalesce_reevaluations",
     "end_with_job_shell",
     "env_folder_name",
+    "env_variants",
+    "split_folder_key",
     "interpreter_command",
     "reap_orphans",
     "record_slurm_failures",

@@ -21,6 +21,8 @@ from dpscale.workflow_door import (
     coalesce_reevaluations,
     end_with_job_shell,
     env_folder_name,
+    env_variants,
+    split_folder_key,
     has_data,
     interpreter_command,
     model_inputs,
@@ -143,7 +145,9 @@ LOCKS_DIR = Path(config["env_locks"]).absolute() if config["env_locks"] else Non
 
 def env_marker(name):
     try:
-        folder = env_folder_name(name, locks_dir=LOCKS_DIR)
+        folder = env_folder_name(
+            name, locks_dir=LOCKS_DIR, variant=ENV_VARIANTS.get(name, "cpu")
+        )
     except LockError as error:
         sys.exit(f"dpscale: {error}")
     return f"{config['env_dir']}/{folder}/{READY_MARKER}"
@@ -240,6 +244,10 @@ def study_envs():
     """The environments dpscale builds: the study's, less those the config points elsewhere."""
     envs = {STRATEGIES[name].env for name in config["strategies"]}
     return sorted(envs - set(config["interpreters"]))
+
+
+# each environment's build: cpu, or the CUDA one the study's driver takes (plan.env_builds)
+ENV_VARIANTS = env_variants(config, study_envs())
 
 
 def cifar10_source_args(wildcards):

@@ -1,5 +1,7 @@
 # One virtual environment per framework, pip-built from envs/<name>.txt (+ <name>.post.sh),
-# or from its lock file (<name>.lock, dpscale lock) where there is one.
+# or from its lock file (<name>.lock, dpscale lock) where there is one. A study on cuda builds
+# each framework's CUDA build instead (envs/<name>.cuda<major>.txt, plan.env_builds), in a
+# folder named <name>-cuda<major>-<hash>.
 # The folder name carries the files' content hash: an edited file builds a new environment,
 # an unchanged one is reused. The files are params, not inputs, so a touched but unchanged
 # file does not trigger a rebuild.
@@ -17,8 +19,11 @@ rule build_env:
     params:
         env_dir=lambda wc, output: Path(output[0]).parent.parent,
         locks=locks_args(),
+        # {env} is the folder's name less its hash: torch, or torch-cuda13 (a CUDA build)
+        name=lambda wc: split_folder_key(wc.env)[0],
+        variant=lambda wc: split_folder_key(wc.env)[1],
     shell:
-        "$DPSCALE_PYTHON -m dpscale.launch.setup.envs {wildcards.env} --env-dir {params.env_dir} {params.locks} > {log} 2>&1"
+        "$DPSCALE_PYTHON -m dpscale.launch.setup.envs {params.name} --variant {params.variant} --env-dir {params.env_dir} {params.locks} > {log} 2>&1"
 
 
 rule envs:

@@ -36,10 +36,12 @@ from dpscale.plan.config_rules import (
     dates_as_text,
     node_cpus,
 )
+from dpscale.plan.env_builds import check_env_variants
 from dpscale.plan.errors import ConfigError, UnknownKeyError
+from dpscale.plan.gpu_support import check_precision
 from dpscale.plan.image_folder import check_image_folder
 from dpscale.plan.layout import HOST_NETWORK
-from dpscale.plan.paths import SCHEMA_DIR
+from dpscale.plan.paths import ENVS_DIR, SCHEMA_DIR
 from dpscale.plan.published import check_published
 from dpscale.plan.remedies import comm_description
 from dpscale.plan.shorthand import full_forms
@@ -159,7 +161,9 @@ def check_config(
     for name in filled["strategies"]:  # the model prices only what a strategy declares
         strategies[name].declared_traffic()
     check_interpreters(filled, sorted({s.env for s in strategies.values()}))
+    check_env_variants(filled, built_envs(filled, strategies), ENVS_DIR)
     check_combinations(filled)
+    check_precision(filled)
     check_paths(filled, writes)
     check_image_folder(filled, [model["classes"] for model in filled["models"]])
     check_published(filled)
@@ -169,3 +173,10 @@ def check_config(
     check_cost(filled)
     check_interventions(filled)
     return node_cpus(filled)
+
+
+def built_envs(config: Mapping[str, Any], strategies: Mapping[str, Strategy]) -> list[str]:
+    """The environments dpscale builds for the study: its strategies', less those the config
+    runs with a site's own interpreter or container."""
+    envs = {strategies[name].env for name in config["strategies"]}
+    return sorted(envs - set(config["interpreters"]))

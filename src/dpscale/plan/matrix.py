@@ -24,6 +24,7 @@ from dpscale.plan.cell import (
 from dpscale.plan.control_cells import control_cells
 from dpscale.plan.controls import FULL
 from dpscale.plan.errors import ConfigError
+from dpscale.plan.gpu_support import gpu_skip_reasons, with_gpu_skips
 from dpscale.plan.ring import gradient_bytes
 from dpscale.plan.strategy import Strategy
 
@@ -44,8 +45,19 @@ def expand(config: dict[str, Any], strategies: Mapping[str, Strategy]) -> list[C
         cells += _collective_cells(config, strategies)
     if "folder" in config["modes"]:
         cells += _synthetic_cells(config, strategies, folder_input(config))
+    cells = _gpu_skips(config, cells, strategies)
     cells = control_cells(config, cells, strategies)
     return cells + drift_probes(config, cells)
+
+
+def _gpu_skips(
+    config: dict[str, Any], cells: list[Cell], strategies: Mapping[str, Strategy]
+) -> list[Cell]:
+    """The cells of a framework build that cannot run on the study's GPU, skipped with why
+    (plan.gpu_support); a site's own interpreter is the site's business."""
+    built = {strategies[name].env for name in config["strategies"]} - set(config["interpreters"])
+    reasons = gpu_skip_reasons(config, sorted(built))
+    return with_gpu_skips(cells, reasons, {name: s.env for name, s in strategies.items()})
 
 
 def drift_reference(config: dict[str, Any], cells: list[Cell]) -> Cell:

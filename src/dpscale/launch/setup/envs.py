@@ -20,6 +20,7 @@ import argparse
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dpscale.plan.env_builds import CPU, requirements_file
 from dpscale.plan.paths import ENVS_DIR, WORKFLOW_ROOT, work_dir
 
 READY_MARKER = ".dpscale-env-ready"
@@ -40,6 +42,7 @@ LOCK_SUFFIX = ".lock"
 # the lock's first lines: what it was frozen from (the hash of the requirements and post
 # script, without a lock), so a lock older than an edited requirements file is refused
 LOCK_FROM = "# frozen from: "
+CUDA_SUFFIX = re.compile(r"cuda\d+")
 
 
 class LockError(ValueError):
@@ -64,18 +67,22 @@ class EnvFiles:
         return [path for path in (self.requirements, self.lock, self.post) if path]
 
 
-def env_files(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> EnvFiles:
-    """The environment's files; a lock from ``locks_dir`` (default: ``envs_dir``) if there
-    is one, checked against the files it was frozen from."""
-    lock = lock_path(name, envs_dir, locks_dir)
+def env_files(
+    name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None, variant: str = CPU
+) -> EnvFiles:
+    """The environment's files for its build ``variant`` (plan.env_builds); a lock from
+    ``locks_dir`` (default: ``envs_dir``) if there is one, checked against the files it was
+    frozen from."""
+    lock = lock_path(name, envs_dir, locks_dir, variant)
+    unlocked = _unlocked_files(name, envs_dir, variant)
     if not lock.is_file():
-        return _unlocked_files(name, envs_dir)
-    _check_lock(lock, unlocked_hash(name, envs_dir))
-    return replace(_unlocked_files(name, envs_dir), lock=lock)
+        return unlocked
+    _check_lock(lock, _digest(unlocked.hashed))
+    return replace(unlocked, lock=lock)
 
 
-def _unlocked_files(name: str, envs_dir: Path) -> EnvFiles:
-    requirements = envs_dir / f"{name}.txt"
+def _unlocked_files(name: str, envs_dir: Path, variant: str = CPU) -> EnvFiles:
+    requirements = requirements_file(name, variant, envs_dir)
     if not requirements.is_file():
         known = sorted(p.stem for p in envs_dir.glob("*.txt"))
         raise FileNotFoundError(f"environment {name!r}: no {requirements} (known: {known})")
@@ -83,14 +90,19 @@ def _unlocked_files(name: str, envs_dir: Path) -> EnvFiles:
     return EnvFiles(requirements, post=post if post.is_file() else None)
 
 
-def unlocked_hash(name: str, envs_dir: Path = ENVS_DIR) -> str:
+def unlocked_hash(name: str, envs_dir: Path = ENVS_DIR, variant: str = CPU) -> str:
     """The hash of the requirements and post script alone: what a lock is frozen from, and
     the wheel cache's key (a lock pins the same build)."""
-    return _digest(_unlocked_files(name, envs_dir).hashed)
+    return _digest(_unlocked_files(name, envs_dir, variant).hashed)
 
 
-def lock_path(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> Path:
-    return (locks_dir or envs_dir) / f"{name}{LOCK_SUFFIX}"
+def lock_path(
+    name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None, variant: str = CPU
+) -> Path:
+    """``<name>.lock``, or ``<name>.<variant>.lock`` for a CUDA build: one lock per build,
+    so a lock frozen on a CPU machine never pins a GPU node's packages."""
+    stem = name if variant == CPU else f"{name}.{variant}"
+    return (locks_dir or envs_dir) / f"{stem}{LOCK_SUFFIX}"
 
 
 def _check_lock(lock: Path, expected: str) -> None:
@@ -112,36 +124,54 @@ def _digest(paths: list[Path | None]) -> str:
     return digest.hexdigest()
 
 
-def env_hash(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> str:
-    return _digest(env_files(name, envs_dir, locks_dir).hashed)
+def env_hash(
+    name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None, variant: str = CPU
+) -> str:
+    return _digest(env_files(name, envs_dir, locks_dir, variant).hashed)
 
 
-def env_folder_name(name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None) -> str:
-    return f"{name}-{env_hash(name, envs_dir, locks_dir)[:HASH_LENGTH]}"
+def env_folder_name(
+    name: str, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None, variant: str = CPU
+) -> str:
+    """``<name>-<hash>``; a CUDA build ``<name>-<variant>-<hash>``, its build in its name."""
+    digest = env_hash(name, envs_dir, locks_dir, variant)[:HASH_LENGTH]
+    return f"{name}-{digest}" if variant == CPU else f"{name}-{variant}-{digest}"
+
+
+def split_folder_key(key: str) -> tuple[str, str]:
+    """``torch-cuda13`` (a folder name less its hash) as (``torch``, ``cuda13``);
+    ``torch`` as (``torch``, ``cpu``)."""
+    name, _, last = key.rpartition("-")
+    return (name, last) if name and CUDA_SUFFIX.fullmatch(last) else (key, CPU)
 
 
 def env_prefix(
-    name: str, env_dir: str | Path, envs_dir: Path = ENVS_DIR, locks_dir: Path | None = None
+    name: str,
+    env_dir: str | Path,
+    envs_dir: Path = ENVS_DIR,
+    locks_dir: Path | None = None,
+    variant: str = CPU,
 ) -> Path:
     """Absolute prefix; a relative ``env_dir`` is taken from the checkout (an installed
     package: the current folder)."""
     root = Path(env_dir)
     if not root.is_absolute():
         root = work_dir() / root
-    return root / env_folder_name(name, envs_dir, locks_dir)
+    return root / env_folder_name(name, envs_dir, locks_dir, variant)
 
 
 def env_python(prefix: Path) -> Path:
     return prefix / "bin" / "python"
 
 
-def wheel_cache(name: str, envs_dir: Path = ENVS_DIR) -> Path:
+def wheel_cache(name: str, envs_dir: Path = ENVS_DIR, variant: str = CPU) -> Path:
     """Where a post script keeps the wheels it compiles (``$DPSCALE_WHEELS``): outside the
     checkout, like pip's cache, keyed by the environment's files, Python and platform, so a
     fresh clone reuses them and a changed file never does.  ``DPSCALE_WHEEL_CACHE`` moves it."""
     default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpscale"
     root = Path(os.environ.get("DPSCALE_WHEEL_CACHE") or default / "wheels")
-    key = f"{name}-{unlocked_hash(name, envs_dir)[:HASH_LENGTH]}-{sys.implementation.cache_tag}"
+    digest = unlocked_hash(name, envs_dir, variant)[:HASH_LENGTH]
+    key = f"{name}-{digest}-{sys.implementation.cache_tag}"
     return root / f"{key}-{sysconfig.get_platform()}"
 
 
@@ -158,6 +188,7 @@ def build_env(
     envs_dir: Path = ENVS_DIR,
     log=sys.stderr,
     locks_dir: Path | None = None,
+    variant: str = CPU,
 ) -> Path:
     """Build the environment at ``prefix`` unless a finished one is already there. One
     build at a time per environment (an exclusive lock beside it): a second process waits
@@ -165,10 +196,12 @@ def build_env(
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with open(prefix.parent / f".{prefix.name}.build-lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
-        return _build_env_locked(name, prefix, envs_dir, log, locks_dir)
+        return _build_env_locked(name, prefix, envs_dir, log, locks_dir, variant)
 
 
-def _build_env_locked(name: str, prefix: Path, envs_dir: Path, log, locks_dir: Path | None) -> Path:
+def _build_env_locked(
+    name: str, prefix: Path, envs_dir: Path, log, locks_dir: Path | None, variant: str = CPU
+) -> Path:
     marker = prefix / READY_MARKER
     complete = prefix / COMPLETE_FLAG
     if complete.is_file():
@@ -181,10 +214,10 @@ def _build_env_locked(name: str, prefix: Path, envs_dir: Path, log, locks_dir: P
     if prefix.exists():
         print(f"[dpscale] removing unfinished environment {prefix}", file=log, flush=True)
         shutil.rmtree(prefix)
-    files = env_files(name, envs_dir, locks_dir)
+    files = env_files(name, envs_dir, locks_dir, variant)
     started = time.monotonic()
-    print(f"[dpscale] building environment {name} at {prefix}", file=log, flush=True)
-    _install(name, prefix, files, envs_dir, log)
+    print(f"[dpscale] building environment {name} ({variant}) at {prefix}", file=log, flush=True)
+    _install(name, prefix, files, envs_dir, log, variant)
     record_freeze(prefix, log)
     elapsed = time.monotonic() - started
     complete.write_text(f"{_digest(files.hashed)}\nbuilt in {elapsed:.0f} s\n")
@@ -193,7 +226,9 @@ def _build_env_locked(name: str, prefix: Path, envs_dir: Path, log, locks_dir: P
     return marker
 
 
-def _install(name: str, prefix: Path, files: EnvFiles, envs_dir: Path, log) -> None:
+def _install(
+    name: str, prefix: Path, files: EnvFiles, envs_dir: Path, log, variant: str = CPU
+) -> None:
     """A venv at ``prefix``, the lock or the requirements installed, the post script run."""
     _run([sys.executable, "-m", "venv", str(prefix)], log)
     python = env_python(prefix)
@@ -204,7 +239,8 @@ def _install(name: str, prefix: Path, files: EnvFiles, envs_dir: Path, log) -> N
             PYTHON=str(python),
             PIP=f"{python} -m pip",
             VIRTUAL_ENV=str(prefix),
-            DPSCALE_WHEELS=str(wheel_cache(name, envs_dir)),
+            DPSCALE_WHEELS=str(wheel_cache(name, envs_dir, variant)),
+            DPSCALE_ENV_VARIANT=variant,
         )
         _run(["bash", "-euo", "pipefail", str(files.post)], log, env=env)
 
@@ -234,14 +270,14 @@ def freeze_hash(prefix: Path, record: bool = False) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "unknown"
 
 
-def ensure_env(name: str, env_dir: str | Path = ".envs") -> Path:
+def ensure_env(name: str, env_dir: str | Path = ".envs", variant: str = CPU) -> Path:
     """Build (or find) an environment outside the workflow, logging where the workflow does
-    (``<env_dir>/logs/<name>-<hash>.log``); returns its prefix."""
-    prefix = env_prefix(name, env_dir)
+    (``<env_dir>/logs/<folder>.log``); returns its prefix."""
+    prefix = env_prefix(name, env_dir, variant=variant)
     log_path = prefix.parent / "logs" / f"{prefix.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
-        build_env(name, prefix, log=log)
+        build_env(name, prefix, log=log, variant=variant)
     return prefix
 
 
@@ -252,7 +288,9 @@ def _run(command: list[str], log, env: dict[str, str] | None = None) -> None:
     )
 
 
-def write_lock(name: str, prefix: Path, path: Path, envs_dir: Path = ENVS_DIR) -> Path:
+def write_lock(
+    name: str, prefix: Path, path: Path, envs_dir: Path = ENVS_DIR, variant: str = CPU
+) -> Path:
     """``path`` (a ``<name>.lock``) from the environment built at ``prefix``; raises
     LockError when it is not built."""
     if not (prefix / COMPLETE_FLAG).is_file():
@@ -263,21 +301,22 @@ def write_lock(name: str, prefix: Path, path: Path, envs_dir: Path = ENVS_DIR) -
     if not (prefix / FREEZE_FILE).is_file():  # built before environments recorded it
         record_freeze(prefix, sys.stderr)
     frozen = (prefix / FREEZE_FILE).read_text(encoding="utf-8")
-    unlocked = unlocked_hash(name, envs_dir)
+    unlocked = unlocked_hash(name, envs_dir, variant)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(lock_text(name, frozen, unlocked, prefix), encoding="utf-8")
+    path.write_text(lock_text(name, frozen, unlocked, prefix, variant), encoding="utf-8")
     return path
 
 
-def lock_text(name: str, frozen: str, unlocked_hash: str, source: Path) -> str:
+def lock_text(name: str, frozen: str, unlocked_hash: str, source: Path, variant: str = CPU) -> str:
     """The lock: the freeze, less what only this machine has (a wheel built by the post
     script, ``name @ file:...``), which the post script makes again."""
     local = [line for line in frozen.splitlines() if " @ file:" in line or line.startswith("-e ")]
     kept = [line for line in frozen.splitlines() if line.strip() and line not in local]
+    requirements = requirements_file(name, variant, Path()).name
     header = [
         f"# dpscale lock of environment {name}: `pip freeze --all` of {source.name}",
-        f"{LOCK_FROM}{unlocked_hash} ({name}.txt and {name}.post.sh, if any)",
-        f"# Installed instead of {name}.txt while it is here, and part of the environment's",
+        f"{LOCK_FROM}{unlocked_hash} ({requirements} and {name}.post.sh, if any)",
+        f"# Installed instead of {requirements} while it is here, and part of the environment's",
         "# hash. Delete it to build from the requirements again.",
         *(f"# left to {name}.post.sh (built on this machine): {line}" for line in local),
     ]
@@ -289,10 +328,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("name")
     parser.add_argument("--env-dir", default=".envs", help="relative: to the current folder")
     parser.add_argument("--locks-dir", type=Path, help="lock files' folder (default: envs/)")
+    parser.add_argument("--variant", default=CPU, help="cpu, or a CUDA build: cuda12")
     args = parser.parse_args(argv)
     locks_dir = args.locks_dir.absolute() if args.locks_dir else None
-    prefix = env_prefix(args.name, Path(args.env_dir).absolute(), locks_dir=locks_dir)
-    build_env(args.name, prefix, locks_dir=locks_dir)
+    env_dir = Path(args.env_dir).absolute()
+    prefix = env_prefix(args.name, env_dir, locks_dir=locks_dir, variant=args.variant)
+    build_env(args.name, prefix, locks_dir=locks_dir, variant=args.variant)
     print(prefix)
 
 
