@@ -64,23 +64,59 @@ def report(args: argparse.Namespace) -> None:
 def lock(args: argparse.Namespace) -> None:
     """``<env>.lock`` from each built environment of the study (its ``pip freeze``)."""
     from dpscale.launch.setup.envs import LockError, env_prefix, lock_path, write_lock
+    from dpscale.plan.config import built_envs
+    from dpscale.plan.env_builds import env_variants
     from dpscale.registry import STRATEGIES
 
     config, _ = _planned(study_files(args))
     configured = Path(config["env_locks"]).absolute() if config["env_locks"] else None
     out = args.out.absolute() if args.out else configured
-    names = args.env or sorted(
-        {STRATEGIES[name].env for name in config["strategies"]} - set(config["interpreters"])
-    )
+    names = args.env or built_envs(config, STRATEGIES)
+    variants = env_variants(config, names)  # one lock per build: torch.cuda13.lock on cuda
     for name in names:
         try:
-            prefix = env_prefix(name, Path(config["env_dir"]).absolute(), locks_dir=configured)
-            path = write_lock(name, prefix, lock_path(name, locks_dir=out))
+            prefix = env_prefix(
+                name,
+                Path(config["env_dir"]).absolute(),
+                locks_dir=configured,
+                variant=variants[name],
+            )
+            where = lock_path(name, locks_dir=out, variant=variants[name])
+            path = write_lock(name, prefix, where, variant=variants[name])
         except (LockError, FileNotFoundError) as error:
             raise SystemExit(f"dpscale: {error}") from None
         print(f"dpscale: {name}: wrote {path}")
     if out != configured:
         print(f"dpscale: a study builds from these locks with `env_locks: {out}` in its config")
+
+
+def doctor(args: argparse.Namespace) -> None:
+    """The study's environments and this node (or, with --slurm, a compute node) as a table
+    to paste into an issue, then one line per problem; exits 1 where there is one."""
+    import shlex
+    import shutil
+    import subprocess
+
+    from dpscale.launch.setup.doctor import doctor as examine
+    from dpscale.launch.setup.doctor import srun_command
+    from dpscale.registry import STRATEGIES
+
+    files = study_files(args)
+    config, _ = _planned(files, writes=False)
+    if args.slurm:
+        if shutil.which("srun") is None:
+            raise SystemExit(
+                "dpscale: doctor --slurm: srun is not on PATH here: run it on the cluster's "
+                "login node, or run dpscale doctor on a compute node yourself"
+            )
+        command = srun_command(config, files, args.timeout, os.environ, args.snakemake_args)
+        print(f"dpscale: {shlex.join(command)}", flush=True)
+        raise SystemExit(subprocess.run(command, check=False).returncode)
+    if args.snakemake_args:
+        raise SystemExit("dpscale: doctor: the options after -- are srun's: give --slurm too")
+    text, problems = examine(config, STRATEGIES, files, args.timeout)
+    print(text)
+    raise SystemExit(1 if problems else 0)
 
 
 COMPARE_OUTPUTS = ("ratios", "only", "fits", "links", "sides")
@@ -191,6 +227,35 @@ def _published_command(commands) -> None:
     )
     cases.add_argument("--out", type=Path, help="write the table, summary and page here")
     cases.set_defaults(func=published)
+
+
+def _doctor_command(commands) -> None:
+    """doctor: can this node (or a SLURM compute node) run the study?"""
+    check = _command(
+        commands,
+        "doctor",
+        "example: dpscale doctor mystudy.yaml     (or: --slurm -- --partition gpu)",
+        help="check that this node can run a study: each of its environments probed "
+        "(Python, framework versions, GPUs seen, CUDA, cuDNN, NCCL, oneDNN), the node's "
+        "GPUs, network interfaces and InfiniBand devices, as a table to paste into an issue, "
+        "then one line per problem with what to do (exit code 1 where there is one)",
+    )
+    _study_arguments(check)
+    check.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run it on a compute node with srun, shaped as the study's largest one-process "
+        "cell (its GPUs, CPUs, memory; SBATCH_ACCOUNT and SBATCH_PARTITION as the shipped "
+        "profile reads them); srun's own options after --",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds each environment's probe may take (default 60)",
+    )
+    check.set_defaults(func=doctor)
 
 
 def _version() -> str:
@@ -328,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     add_commands(commands)
     _workflow_commands(commands)
     _published_command(commands)
+    _doctor_command(commands)
     argv = sys.argv[1:] if argv is None else list(argv)
     ours, passed = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])

@@ -58,6 +58,10 @@ COVERED_ELSEWHERE = {
         "tests/e2e/test_installed_package.py",
         "needs a built framework environment",
     ),
+    ".venv/bin/dpscale doctor studies/post002_throughput_law_mini.yaml": (
+        "tests/integration/test_doctor.py",
+        "needs the study's environments built; the default study's doctor runs there",
+    ),
     ".venv/bin/dpscale lock studies/post002_throughput_law_mini.yaml --env torch --out locks/": (
         "tests/e2e/test_installed_package.py",
         "needs a built framework environment",
