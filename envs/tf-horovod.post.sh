@@ -31,12 +31,14 @@ build=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1
 cache=$DPSCALE_WHEELS
 site_packages=$($PYTHON -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 if [[ $variant == cuda* ]]; then
+    major=${variant#cuda}
     cuda_home=${HOROVOD_CUDA_HOME:-${CUDA_HOME:-}}
-    if [ -z "$cuda_home" ] && command -v nvcc >/dev/null; then
-        cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+    if [ -z "$cuda_home" ] && command -v nvcc >/dev/null; then  # a wrapper script: ask CMake's way
+        cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
     fi
-    if [ -z "$cuda_home" ] || [ ! -x "$cuda_home/bin/nvcc" ]; then
-        echo "[dpscale] tf-horovod ($variant): Horovod with NCCL needs a CUDA ${variant#cuda} toolkit's nvcc; load the site's (module load cuda/${variant#cuda}.x) or set CUDA_HOME, then build again (PyPI's CUDA ${variant#cuda} wheels carry no nvcc)" >&2
+    found=$("$cuda_home/bin/nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p' || true)
+    if [ "$found" != "$major" ] || [ ! -f "$cuda_home/include/cuda_runtime.h" ]; then
+        echo "[dpscale] tf-horovod ($variant): Horovod with NCCL needs a CUDA $major toolkit (nvcc and headers) for TensorFlow's CUDA $major wheels; found ${found:+CUDA $found at }${cuda_home:-none}: load the site's (module load cuda/$major.x) or set CUDA_HOME, then build again (PyPI's CUDA $major wheels carry no nvcc)" >&2
         exit 3
     fi
     nccl_home=${HOROVOD_NCCL_HOME:-}

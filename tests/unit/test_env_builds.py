@@ -5,6 +5,9 @@ study's GPU skips its cells at plan time; bfloat16 on an older GPU is one config
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,7 +118,7 @@ def test_every_shipped_framework_has_a_cuda_build_for_a_cuda_12_driver():
 
 
 def _pins(text: str) -> set[str]:
-    versions = {line.split("==")[1] for line in text.splitlines() if "==" in line}
+    versions = {line.split("==")[1].split("+")[0] for line in text.splitlines() if "==" in line}
     return {v for v in versions if v.startswith(("2.13.", "2.15.", "1.9."))}
 
 
@@ -176,3 +179,39 @@ def test_a_cuda_major_without_builds_is_refused_before_any_job():
     config = study(accelerator="cuda", cuda_major=11, strategies=["horovod-tf"])
     with pytest.raises(ConfigError, match=r"^cuda_major: 11 has no build of environment"):
         plan_study(config, STRATEGIES, writes=False)
+
+
+def post_script(tmp_path: Path, nvcc_release: str | None) -> subprocess.CompletedProcess:
+    """envs/tf-horovod.post.sh's CUDA build with only a fake nvcc (or none) on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "sed", "dirname", "readlink", "mkdir", "ln"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    if nvcc_release:
+        nvcc = bin_dir / "nvcc"
+        nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {nvcc_release}'\n")
+        nvcc.chmod(0o755)
+    environ = {
+        "PATH": str(bin_dir),
+        "PYTHON": sys.executable,
+        "PIP": f"{sys.executable} -m pip",
+        "VIRTUAL_ENV": str(tmp_path / "venv"),
+        "DPSCALE_WHEELS": str(tmp_path / "wheels"),
+        "DPSCALE_ENV_VARIANT": "cuda12",
+    }
+    script = ENVS_DIR / "tf-horovod.post.sh"
+    return subprocess.run(
+        [shutil.which("bash"), "-euo", "pipefail", str(script)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(("release", "found"), [(None, "none"), ("13.0, V13.0.88", "CUDA 13 at")])
+def test_horovod_s_nccl_build_without_a_cuda_12_toolkit_stops_in_one_line(tmp_path, release, found):
+    done = post_script(tmp_path, release)
+    assert done.returncode == 3
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs a CUDA 12 toolkit" in lines[0] and found in lines[0]
