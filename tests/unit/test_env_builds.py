@@ -20,6 +20,7 @@ from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import ENVS_DIR
 from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
+from dpscale.runner.support import UnsupportedGpu, require_gpu_code
 
 
 @pytest.fixture
@@ -215,3 +216,21 @@ def test_horovod_s_nccl_build_without_a_cuda_12_toolkit_stops_in_one_line(tmp_pa
     assert done.returncode == 3
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs a CUDA 12 toolkit" in lines[0] and found in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("arch_list", "capability", "runs"),
+    [
+        (["sm_75", "sm_80", "sm_90"], (7, 0), False),  # torch's CUDA 13 build on a V100
+        (["sm_75", "sm_80", "sm_90"], (8, 9), True),
+        (["sm_70", "compute_80"], (9, 0), True),
+        ([], (7, 0), True),  # a framework that does not say
+    ],
+)
+def test_a_rank_on_a_gpu_its_build_cannot_run_fails_in_one_line(arch_list, capability, runs):
+    if runs:
+        require_gpu_code("torch 2.13.0+cu130", capability, arch_list)
+        return
+    with pytest.raises(UnsupportedGpu) as error:
+        require_gpu_code("torch 2.13.0+cu130", capability, arch_list)
+    assert "\n" not in str(error.value) and "compute capability 7.0" in str(error.value)

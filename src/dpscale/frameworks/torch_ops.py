@@ -25,7 +25,7 @@ from dpscale.plan.cell import SGD, Cell
 from dpscale.plan.controls import BARRIER, LOCAL
 from dpscale.plan.remedies import NO_REMEDY
 from dpscale.runner.rank import ModelCounts, Rank
-from dpscale.runner.support import param_checksum, require_devices
+from dpscale.runner.support import param_checksum, require_devices, require_gpu_code
 
 AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
 
@@ -47,6 +47,8 @@ def pin_device(cell: Cell, local_rank: int = 0) -> torch.device:
     if cell.accelerator != "cuda":
         return torch.device("cpu")
     require_devices(cell, torch.cuda.device_count())
+    capability = torch.cuda.get_device_capability(local_rank)
+    require_gpu_code(f"torch {torch.__version__}", capability, torch.cuda.get_arch_list())
     torch.cuda.set_device(local_rank)
     return torch.device(f"cuda:{local_rank}")
 

@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dpscale.plan.env_builds import CPU, env_variants
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import ENVS_DIR
@@ -63,6 +61,8 @@ def gpu_capability(gpu_model: str | None) -> Capability | None:
 @functools.lru_cache(maxsize=4)
 def build_archs(envs_dir: Path = ENVS_DIR) -> dict[str, dict[str, Any]]:
     """``<env>.<variant>`` -> its library's ``sass`` and ``ptx`` lists (as 80 for 8.0)."""
+    import yaml  # here: a rank imports runs_on, and a site's interpreter may lack yaml
+
     path = envs_dir / ARCHS_FILE
     if not path.is_file():
         return {}

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from dpscale.plan.cell import Cell
+from dpscale.plan.gpu_support import runs_on
 from dpscale.runner import startup
 from dpscale.runner.faults import exit_with_parent
 
@@ -42,6 +43,26 @@ def require_devices(cell: Cell, visible: int) -> None:
         raise DeviceShortage(
             f"cell asks for {cell.devices_per_node} GPUs per node, the process sees {visible}"
         )
+
+
+class UnsupportedGpu(RuntimeError):
+    """The framework's build carries no GPU code this GPU can run."""
+
+
+def require_gpu_code(build: str, capability: tuple[int, int], arch_list: list[str]) -> None:
+    """Fail in one line where ``arch_list`` (the framework's ``sm_XY``/``compute_XY``, as
+    torch.cuda.get_arch_list() gives them) has neither machine code nor PTX for a GPU of
+    ``capability`` (plan.gpu_support.runs_on), instead of a kernel error mid-step. An empty
+    list (a framework that does not say) passes."""
+    sass = [int(a[3:]) for a in arch_list if a.startswith("sm_") and a[3:].isdigit()]
+    ptx = [int(a[8:]) for a in arch_list if a.startswith("compute_") and a[8:].isdigit()]
+    if not arch_list or runs_on({"sass": sass, "ptx": ptx}, capability):
+        return
+    raise UnsupportedGpu(
+        f"{build} carries GPU code for {', '.join(arch_list)}: this GPU (compute capability "
+        f"{capability[0]}.{capability[1]}) cannot run it; use a build for it (envs/, or "
+        "interpreters: the site's own)"
+    )
 
 
 def param_checksum(arrays: Iterable[np.ndarray]) -> str:
