@@ -61,12 +61,11 @@ def gpu_capability(gpu_model: str | None) -> Capability | None:
 @functools.lru_cache(maxsize=4)
 def build_archs(envs_dir: Path = ENVS_DIR) -> dict[str, dict[str, Any]]:
     """``<env>.<variant>`` -> its library's ``sass`` and ``ptx`` lists (as 80 for 8.0)."""
-    import yaml  # here: a rank imports runs_on, and a site's interpreter may lack yaml
+    # imported here: a rank imports runs_on, and a site's interpreter may lack yaml
+    from dpscale.plan.config_files import load_yaml
 
     path = envs_dir / ARCHS_FILE
-    if not path.is_file():
-        return {}
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return load_yaml(path) if path.is_file() else {}
 
 
 def runs_on(archs: Mapping[str, Any], capability: Capability) -> bool:

@@ -18,7 +18,13 @@ from dpscale.analysis.laws import commmodel  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
 from dpscale.render.plots import OUTSIDE, empty_figure  # noqa: E402
 
-SCHEMES = (commmodel.LEAVE_ONE_CELL_OUT, commmodel.LEAVE_ONE_NETWORK_OUT, commmodel.FEWEST_RANKS)
+# one panel per kind of check: the cells held out (one at a time, or in folds in a large
+# group: a study can have both), the networks left out, the fewest ranks fitted
+PANELS = (
+    commmodel.CELL_SCHEMES,
+    (commmodel.LEAVE_ONE_NETWORK_OUT,),
+    (commmodel.FEWEST_RANKS,),
+)
 MODEL_EXTRAPOLATED = "model beyond the measured batches (extrapolated)"
 
 
@@ -33,7 +39,11 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
     """Held-out predicted against measured step time (log-log), y = x and a +-10% band,
     colour per network, one panel per validation scheme: the chosen overlap form, or where it
     could not be fitted on a scheme's cells, the fitted form with the smallest error."""
-    panels = [(s, rows) for s in SCHEMES if not (rows := _panel_rows(validation, s)).empty]
+    panels = [
+        (_scheme_words(rows), rows)
+        for schemes in PANELS
+        if not (rows := _panel_rows(validation, schemes)).empty
+    ]
     if not panels:
         empty_figure(path, "not enough data: no multi-rank configuration could be predicted")
         return
@@ -77,9 +87,16 @@ def validation_figure(validation: pd.DataFrame, path: Path) -> None:
     plt.close(figure)
 
 
-def _panel_rows(validation: pd.DataFrame, scheme: str) -> pd.DataFrame:
-    """A scheme's predicted rows of the chosen form, else of its best-fitting other form."""
-    ok = validation[(validation["status"] == "ok") & (validation["scheme"] == scheme)]
+def _scheme_words(rows: pd.DataFrame) -> str:
+    """The schemes a panel's rows were held out by, in the order PANELS names them."""
+    present = set(rows["scheme"])
+    return " and ".join(s for schemes in PANELS for s in schemes if s in present)
+
+
+def _panel_rows(validation: pd.DataFrame, schemes: tuple[str, ...]) -> pd.DataFrame:
+    """The schemes' predicted rows of the chosen form, else of their best-fitting other
+    form."""
+    ok = validation[(validation["status"] == "ok") & validation["scheme"].isin(schemes)]
     chosen = ok[ok["chosen"].astype(bool)]
     if not chosen.empty or ok.empty:
         return chosen
@@ -112,18 +129,20 @@ def throughput_figure(
     windows: pd.DataFrame, groups: list[commmodel.GroupModel], path: Path
 ) -> None:
     """img/s against per-device batch, one panel per link (one node, each network) and one
-    row per strategy and model: measured means with 95% intervals, the model's curves (fitted
-    to every configuration, chosen overlap form), the 1-rank law in grey."""
+    row per strategy and model (past MAX_ROWS pairs, one per strategy: :func:`_shown_groups`):
+    measured means with 95% intervals, the model's curves (fitted to every configuration,
+    chosen overlap form), the 1-rank law in grey."""
     fitted = [g for g in groups if g.chosen is not None]
     if not fitted or windows.empty:
         empty_figure(path, "not enough data: no model fitted (needs 1-rank and multi-rank cells)")
         return
+    shown = _shown_groups(fitted)
     points = _measured_points(windows)
     panels = [commmodel.INTRA, *sorted(set(points.loc[points["nodes"] > 1, "network"]))]
     figure, axes = plt.subplots(
-        len(fitted), len(panels), figsize=(5 * len(panels), 4 * len(fitted)), squeeze=False
+        len(shown), len(panels), figsize=(5 * len(panels), 4 * len(shown)), squeeze=False
     )
-    for row, group in zip(axes, fitted, strict=True):
+    for row, group in zip(axes, shown, strict=True):
         mine = points[(points["strategy"] == group.strategy) & (points["model"] == group.model)]
         batches = np.geomspace(
             max(mine["batch_per_device"].min() / 2, 0.5), mine["batch_per_device"].max() * 2, 60
@@ -138,9 +157,33 @@ def throughput_figure(
                 f" (model: {group.chosen})",
                 fontsize=9,
             )
+    if len(shown) < len(fitted):
+        figure.suptitle(
+            f"{len(shown)} of {len(fitted)} strategy and model pairs: each strategy's model with "
+            "the most configurations (every pair's parameters: comm_model.csv)",
+            fontsize=10,
+        )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+# rows of the throughput figure: past this many strategy and model pairs (a study of many
+# models), one row per strategy, so that the figure stays readable and takes seconds to draw
+MAX_ROWS = 6
+
+
+def _shown_groups(fitted: list[commmodel.GroupModel]) -> list[commmodel.GroupModel]:
+    """Every fitted pair up to MAX_ROWS; above, each strategy's model with the most
+    configurations (ties: the first by name), at most MAX_ROWS strategies."""
+    if len(fitted) <= MAX_ROWS:
+        return fitted
+    best: dict[str, commmodel.GroupModel] = {}
+    for group in sorted(fitted, key=lambda g: (g.strategy, g.model)):
+        mine = best.get(group.strategy)
+        if mine is None or len(group.obs) > len(mine.obs):
+            best[group.strategy] = group
+    return [best[strategy] for strategy in sorted(best)][:MAX_ROWS]
 
 
 def _shade_unmeasured(axis, drawn: np.ndarray, measured: pd.Series) -> None:

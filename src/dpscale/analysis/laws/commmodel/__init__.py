@@ -36,7 +36,8 @@ Co-location c: emulated nodes share one computer, so c = world size on emulated 
 devices per node elsewhere; predictions are for real clusters, c = devices per node.
 
 Modules: inputs (links, observations), model (the equations), buckets (the bucket form),
-fitting, validation, analysis
+fitting, validation (each multi-rank configuration held out one at a time, or in 5 folds
+over cells in a group of more than 40: docs/decisions/held-out-cells-at-scale.md), analysis
 (the forms fitted and chosen), prediction, curves, summary.
 """
 
@@ -55,6 +56,7 @@ from dpscale.analysis.laws.commmodel.fitting import (
     Fit,
     NotEnoughData,
     choose_parameters,
+    fit_forms,
     fit_model,
     propagate,
     safe_exp,
@@ -84,11 +86,19 @@ from dpscale.analysis.laws.commmodel.summary import summary_lines
 from dpscale.analysis.laws.commmodel.validation import (
     BASELINE,
     BASELINE_FORM,
+    CELL_SCHEMES,
     FEWEST_RANKS,
+    FOLDS,
+    K_FOLD_OVER_CELLS,
     LEAVE_ONE_CELL_OUT,
     LEAVE_ONE_NETWORK_OUT,
+    LEAVE_ONE_OUT_UP_TO,
     SUMMARY_COLUMNS,
     VALIDATION_COLUMNS,
+    cell_folds,
+    cell_scheme,
+    fold_of,
+    held_out_by_form,
     held_out_predictions,
     layout_law_baseline,
     summarise,
@@ -99,11 +109,15 @@ from dpscale.plan.link import Link
 __all__ = [
     "BASELINE",
     "BASELINE_FORM",
+    "CELL_SCHEMES",
     "FEWEST_RANKS",
+    "FOLDS",
     "FORMS",
     "INTRA",
+    "K_FOLD_OVER_CELLS",
     "LEAVE_ONE_CELL_OUT",
     "LEAVE_ONE_NETWORK_OUT",
+    "LEAVE_ONE_OUT_UP_TO",
     "MAX_EVALUATIONS",
     "MIN_STEP",
     "OBS_COLUMNS",
@@ -120,11 +134,16 @@ __all__ = [
     "Parameters",
     "analyse",
     "break_even",
+    "cell_folds",
+    "cell_scheme",
     "choose_parameters",
     "combine",
     "design",
+    "fit_forms",
     "fit_group",
     "fit_model",
+    "fold_of",
+    "held_out_by_form",
     "held_out_predictions",
     "layout_law_baseline",
     "links_from_config",

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dpscale.analysis.laws.commmodel.buckets import BucketTimeline, timelines
-from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, NotEnoughData, fit_model, safe_exp
+from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, NotEnoughData, fit_forms, safe_exp
 from dpscale.analysis.laws.commmodel.inputs import links_from_config, observations
 from dpscale.analysis.laws.commmodel.validation import (
     FEWEST_RANKS,
@@ -20,8 +20,9 @@ from dpscale.analysis.laws.commmodel.validation import (
     LEAVE_ONE_NETWORK_OUT,
     SUMMARY_COLUMNS,
     VALIDATION_COLUMNS,
+    cell_scheme,
     fewest_multi_ranks,
-    held_out_predictions,
+    held_out_by_form,
     layout_law_baseline,
     summarise,
     window_cv,
@@ -62,6 +63,7 @@ class GroupModel:
     reason: str | None
     traffic: Traffic  # what the strategy declares it sends a step (plan.traffic)
     window_cv: float = math.nan
+    cell_scheme: str = LEAVE_ONE_CELL_OUT  # how its cells were held out (validation.CELL_SCHEMES)
 
 
 def fit_group(
@@ -78,38 +80,65 @@ def fit_group(
     """Every overlap form fitted to all configurations and validated (``validate``: else
     the first form that fits is chosen); the chosen one. ``fewest_rank_links``: the links
     as the collective benchmarks at the fewest ranks alone know them, for the extrapolation
-    in ranks (default ``links``)."""
-    fitted: dict[str, Fit] = {}
+    in ranks (default ``links``). The cells are held out one at a time, or in folds in a
+    large group (validation.cell_scheme)."""
+    fitted, failed = fit_forms(obs, links, forms, timeline, traffic)
+    reason = _unfitted_reason(failed)
+    scheme = cell_scheme(obs)
     loo_error: dict[str, float] = {}
-    held_out: dict[str, HeldOut] = {}
-    validations = []
-    reason = None
-    for form in forms:
-        try:
-            fitted[form] = fit_model(obs, links, form, timeline, traffic=traffic)
-        except NotEnoughData as error:
-            reason = reason or f"not enough data: {error}"
-            continue
-        except (ValueError, np.linalg.LinAlgError) as error:  # a fit that cannot start
-            reason = f"{form} not fitted: {error}"
-            continue
-        if not validate:
-            continue
-        loo = held_out_predictions(obs, links, form, LEAVE_ONE_CELL_OUT, timeline, traffic)
-        lono = pd.DataFrame(columns=VALIDATION_COLUMNS)
-        if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
-            lono = held_out_predictions(obs, links, form, LEAVE_ONE_NETWORK_OUT, timeline, traffic)
-        rank_links = links if fewest_rank_links is None else fewest_rank_links
-        ranks = held_out_predictions(obs, rank_links, form, FEWEST_RANKS, timeline, traffic)
-        validations += [loo, lono, ranks]
-        errors = loo.loc[loo["status"] == "ok", "relative_error"].abs()
-        loo_error[form] = float(errors.median()) if len(errors) else math.nan
-        held_out[form] = _held_out(_concat([loo, lono, ranks], VALIDATION_COLUMNS))
-    chosen = _choose(held_out, list(fitted)) if fitted else None
-    validation = _concat(validations, VALIDATION_COLUMNS)
+    validation = pd.DataFrame(columns=VALIDATION_COLUMNS)
+    chosen = next(iter(fitted), None)
+    if validate and fitted:
+        by_form = _validations(
+            obs, links, list(fitted), scheme, fewest_rank_links, timeline, traffic
+        )
+        for form, (cells, *_) in by_form.items():
+            errors = cells.loc[cells["status"] == "ok", "relative_error"].abs()
+            loo_error[form] = float(errors.median()) if len(errors) else math.nan
+        held_out = {
+            form: _held_out(_concat(frames, VALIDATION_COLUMNS)) for form, frames in by_form.items()
+        }
+        chosen = _choose(held_out, list(fitted))
+        validation = _concat([f for frames in by_form.values() for f in frames], VALIDATION_COLUMNS)
     validation["chosen"] = validation["overlap"] == chosen
-    group = GroupModel(strategy, model, obs, links, fitted, loo_error, chosen, reason, traffic)
+    group = GroupModel(
+        strategy, model, obs, links, fitted, loo_error, chosen, reason, traffic, cell_scheme=scheme
+    )
     return group, validation
+
+
+def _unfitted_reason(failed: Mapping[str, Exception]) -> str | None:
+    """Why forms could not be fitted: the first form's lack of data, else the last form's
+    failure to start (the words fit_group has always given)."""
+    reason = None
+    for form, error in failed.items():
+        if isinstance(error, NotEnoughData):
+            reason = reason or f"not enough data: {error}"
+        else:  # a fit that cannot start
+            reason = f"{form} not fitted: {error}"
+    return reason
+
+
+def _validations(
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    forms: list[str],
+    scheme: str,
+    fewest_rank_links: dict[str, Link] | None,
+    timeline: BucketTimeline | None,
+    traffic: Traffic,
+) -> dict[str, list[pd.DataFrame]]:
+    """Each form's held-out predictions: (the cells held out by ``scheme``, one of
+    validation.CELL_SCHEMES; networks left out; fit on the fewest ranks), every held-out
+    set's refits of all forms done together."""
+    by_cell = held_out_by_form(obs, links, forms, scheme, timeline, traffic)
+    empty = pd.DataFrame(columns=VALIDATION_COLUMNS)
+    by_network = {form: empty for form in forms}
+    if obs.loc[obs["nodes"] > 1, "network"].nunique() >= 2:  # links between nodes
+        by_network = held_out_by_form(obs, links, forms, LEAVE_ONE_NETWORK_OUT, timeline, traffic)
+    rank_links = links if fewest_rank_links is None else fewest_rank_links
+    by_ranks = held_out_by_form(obs, rank_links, forms, FEWEST_RANKS, timeline, traffic)
+    return {form: [by_cell[form], by_network[form], by_ranks[form]] for form in forms}
 
 
 def declared(traffic: Mapping[str, Traffic], strategy: str) -> Traffic:

@@ -106,10 +106,11 @@ def bucket_costs(
     alpha: np.ndarray,
 ) -> np.ndarray:
     """Each bucket's collective time, rows x buckets: its share of the bytes through the
-    strategy's traffic (plan.traffic: ``wire_factor``, ``hops``)."""
+    strategy's traffic (plan.traffic: ``wire_factor``, ``hops``); samples x rows x buckets
+    where ``beta`` and ``alpha`` are samples x rows."""
     latency = hops * alpha * rows.collectives
     wire = wire_factor * message / np.minimum(beta, rows.host_beta)
-    return np.where(rows.share > 0, latency[:, None], 0.0) + rows.share * wire[:, None]
+    return np.where(rows.share > 0, latency[..., None], 0.0) + rows.share * wire[..., None]
 
 
 def bucket_step(
@@ -126,13 +127,13 @@ def bucket_step(
     rest = np.maximum(rows.fb_slope * batch + rows.fb_intercept, 1e-12)
     optimizer = rows.optimizer_s / (rows.optimizer_s + rest) * compute
     forward = (compute - optimizer) * rows.forward_share
-    total = costs.sum(axis=1)
+    total = costs.sum(axis=-1)
     shared = kappa * sent_gb * (colocated > 1)  # the CPU communication took from compute
     backward = compute - optimizer - forward + shared + rows.encode_s
     end = forward.copy()
-    for k in range(costs.shape[1]):
+    for k in range(costs.shape[-1]):  # costs: (samples x) rows x buckets
         start = np.maximum(forward + rows.ready[:, k] * backward, end)
-        end = np.where(rows.share[:, k] > 0, start + costs[:, k], end)
+        end = np.where(rows.share[:, k] > 0, start + costs[..., k], end)
     step = np.maximum(forward + backward, end) + optimizer
     return np.where(rows.hidden, np.maximum(compute + shared + rows.encode_s, total), step)
 

@@ -62,21 +62,81 @@ def _ratio(efficiency: np.ndarray) -> float:
     return float(np.exp(low + share * (high - low)))
 
 
-def needed_compression(fit: Fit, multi: Design, single: Design) -> NeededCompression:
-    """``multi``: the N-rank configuration (one row); ``single``: one rank at its batch."""
+def _first_reached(efficiency: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Per sample (rows of ``efficiency``, at the RATIOS indices ``columns``, consecutive
+    after the first): the ratio where it first reaches the target, log-interpolated from
+    the column before as :func:`_ratio` does; 1 where the first column does, inf where none
+    does."""
+    reached = efficiency >= TARGET_EFFICIENCY
+    at = np.argmax(reached, axis=1)
+    rows = np.arange(efficiency.shape[0])
+    before = np.maximum(at - 1, 0)
+    low, high = np.log(RATIOS[columns[rows, before]]), np.log(RATIOS[columns[rows, at]])
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows without a crossing: unused
+        share = (TARGET_EFFICIENCY - efficiency[rows, before]) / (
+            efficiency[rows, at] - efficiency[rows, before]
+        )
+        between = np.exp(low + share * (high - low))
+    found = np.where(reached.any(axis=1), between, math.inf)
+    return np.where(reached[:, 0] & (columns[:, 0] == 0), 1.0, found)
+
+
+# RATIOS searched every COARSE-th first, then the stretch of COARSE before the first one
+# that reaches the target, in full: efficiency never falls as fewer bytes are sent (every
+# term of the model grows with the bytes), so the first crossing lies in that stretch
+COARSE = 20
+assert (RATIOS.size - 1) % COARSE == 0  # the coarse search ends on the last ratio
+
+
+def _sampled_ratios(fit: Fit, thetas: np.ndarray, multi: Design, single: Design) -> np.ndarray:
+    """:func:`_ratio` under each sampled parameter set (``thetas``: samples x parameters),
+    every sample priced in one call of the model (Parameters.sampled_values) on the
+    coarse ratios, then once more on its own stretch of fine ones."""
+    values = fit.parameters.sampled_values(thetas)
+    one = np.maximum(step_seconds(values, single), MIN_STEP)  # samples x 1
+
+    def efficiency(columns: np.ndarray) -> np.ndarray:
+        # the one row's other arrays broadcast against the samples x columns messages
+        rows = dataclasses.replace(multi, message=multi.message[0] / RATIOS[columns])
+        step = np.maximum(step_seconds(values, rows), MIN_STEP)  # samples x columns
+        return np.broadcast_to(one / step, columns.shape)
+
+    samples = thetas.shape[0]
+    coarse = np.tile(np.arange(0, RATIOS.size, COARSE), (samples, 1))
+    found = efficiency(coarse) >= TARGET_EFFICIENCY
+    first = coarse[np.arange(samples), np.argmax(found, axis=1)]
+    start = np.maximum(first - COARSE, 0)
+    fine = start[:, None] + np.arange(COARSE + 1)
+    ratios = _first_reached(efficiency(fine), fine)
+    return np.where(found.any(axis=1), ratios, math.inf)
+
+
+def sampled_thetas(fit: Fit) -> np.ndarray | None:
+    """SAMPLES parameter sets drawn from the fit's covariance (seeded, within the bounds),
+    or None where the covariance is not all known: the same draws for every configuration
+    a fit prices, so they are drawn once per fit."""
+    covariance = fit.covariance
+    if not (np.isfinite(covariance).all() and covariance.size):
+        return None
+    rng = np.random.default_rng(SEED)
+    lower, upper = (np.asarray(b, dtype=float) for b in fit.parameters.bounds())
+    thetas = rng.multivariate_normal(fit.theta, covariance, SAMPLES, method="svd")
+    return np.clip(thetas, lower, upper)
+
+
+def needed_compression(
+    fit: Fit, multi: Design, single: Design, thetas: np.ndarray | None = None
+) -> NeededCompression:
+    """``multi``: the N-rank configuration (one row); ``single``: one rank at its batch;
+    ``thetas``: :func:`sampled_thetas` of ``fit`` where the caller drew them (else drawn
+    here)."""
     rows = _compressed(multi)
     centre = _efficiencies(fit.values, rows, single)
     ratio = _ratio(centre)
+    draws = thetas if thetas is not None else sampled_thetas(fit)
     lo = hi = math.nan
-    covariance = fit.covariance
-    if np.isfinite(covariance).all() and covariance.size:
-        rng = np.random.default_rng(SEED)
-        lower, upper = (np.asarray(b, dtype=float) for b in fit.parameters.bounds())
-        thetas = rng.multivariate_normal(fit.theta, covariance, SAMPLES, method="svd")
-        thetas = np.clip(thetas, lower, upper)
-        ratios = np.array(
-            [_ratio(_efficiencies(fit.parameters.values(t), rows, single)) for t in thetas]
-        )
+    if draws is not None:
+        ratios = _sampled_ratios(fit, draws, multi, single)
         lo = float(np.quantile(ratios, 0.025, method="lower"))
         hi = float(np.quantile(ratios, 0.975, method="higher"))
     return NeededCompression(ratio, lo, hi, float(centre[0]), float(centre[-1]))

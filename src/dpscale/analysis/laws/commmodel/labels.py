@@ -5,6 +5,7 @@ held-out scheme that tests it, or "not validated")."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,16 +14,17 @@ import pandas as pd
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
 from dpscale.analysis.laws.commmodel.summary import validated_rows
 from dpscale.analysis.laws.commmodel.validation import (
+    CELL_SCHEMES,
     FEWEST_RANKS,
-    LEAVE_ONE_CELL_OUT,
     LEAVE_ONE_NETWORK_OUT,
 )
 
-# The held-out scheme that checks each kind of prediction; batch has none
-SCHEME_FOR = {
-    "interpolates": LEAVE_ONE_CELL_OUT,
-    "ranks": FEWEST_RANKS,
-    "bandwidth": LEAVE_ONE_NETWORK_OUT,
+# The held-out schemes that check each kind of prediction; batch has none. Interpolation:
+# the cells held out one at a time or in folds (a group has one of the two)
+SCHEME_FOR: dict[str, tuple[str, ...]] = {
+    "interpolates": CELL_SCHEMES,
+    "ranks": (FEWEST_RANKS,),
+    "bandwidth": (LEAVE_ONE_NETWORK_OUT,),
 }
 
 
@@ -72,9 +74,12 @@ def extrapolated(
     return out
 
 
-def scheme_error(summary: pd.DataFrame, group: GroupModel, scheme: str) -> tuple[float, str]:
-    """The held-out median |error| of ``scheme`` (chosen form, else the best form fitted),
-    with its words; NaN and "not validated" where the scheme predicted nothing."""
+def scheme_error(
+    summary: pd.DataFrame, group: GroupModel, scheme: str | Collection[str]
+) -> tuple[float, str]:
+    """The held-out median |error| of ``scheme`` (or of whichever of several schemes the
+    group was checked by; chosen form, else the best form fitted), with its words naming
+    the scheme; NaN and "not validated" where the scheme predicted nothing."""
     rows = validated_rows(summary, group, scheme)
     if rows.empty:
         return math.nan, "not validated"
@@ -82,7 +87,7 @@ def scheme_error(summary: pd.DataFrame, group: GroupModel, scheme: str) -> tuple
     row = (chosen if not chosen.empty else rows.nsmallest(1, "median_abs_relative_error")).iloc[0]
     form = "" if row["overlap"] == group.chosen else f", {row['overlap']} form"
     error = float(row["median_abs_relative_error"])
-    return error, f"{error:.0%} ({scheme}{form})"
+    return error, f"{error:.0%} ({row['scheme']}{form})"
 
 
 def label(

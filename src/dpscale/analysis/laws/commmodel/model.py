@@ -4,6 +4,7 @@ each configuration, combined by an overlap form."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,17 @@ class Design:
     wire_factor: np.ndarray  # bytes through the busiest link per gradient byte (plan.traffic)
     hops: np.ndarray  # latency-bound steps of one bucket's collectives
     buckets: BucketRows  # what the bucket form needs (commmodel.buckets)
+
+    @functools.cached_property
+    def link_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(free link or not, index into the free bandwidths, reference or 1) of each row:
+        what :func:`link_beta` reads at every evaluation, worked out once per Design."""
+        free = self.free_link >= 0
+        return (
+            free,
+            np.maximum(self.free_link, 0),
+            np.where(np.isfinite(self.beta_ref), self.beta_ref, 1.0),
+        )
 
     def take(self, index: Any) -> Design:
         """The rows at ``index`` (a slice or a list of positions)."""
@@ -72,12 +84,14 @@ def design(
     link_names = [
         INTRA if n == 1 else net for n, net in zip(rows["nodes"], rows["network"], strict=True)
     ]
-    known = [links.get(name, Link(name)) for name in link_names]
+    by_name = {name: links.get(name) or Link(name) for name in dict.fromkeys(link_names)}
+    known = [by_name[name] for name in link_names]
     colocated = np.where(
         [emulation and link.emulated for link in known],
         rows["world_size"].to_numpy(),
         rows["devices_per_node"].to_numpy(),
     )
+    free_index = {name: i for i, name in enumerate(free_links)}  # the names are distinct
     host = links.get(INTRA)
     host_beta = np.array(
         [
@@ -95,9 +109,7 @@ def design(
         message=rows["gradient_bytes"].to_numpy(dtype=float),
         beta_ref=np.array([link.bytes_per_s for link in known], dtype=float),
         alpha_ref=np.array([link.latency_s for link in known], dtype=float),
-        free_link=np.array(
-            [free_links.index(n) if n in free_links else -1 for n in link_names], dtype=int
-        ),
+        free_link=np.array([free_index.get(n, -1) for n in link_names], dtype=int),
         **traffic_rows(rows, traffic),
         buckets=buckets.timeline_rows(timeline, host_beta),
     )
@@ -157,6 +169,26 @@ class Parameters:
             "g": named.get("g", _FIXED_G.get(self.form, math.inf)),
         }
 
+    def sampled_values(self, thetas: np.ndarray) -> dict[str, Any]:
+        """:meth:`values` of many parameter sets at once (``thetas``: samples x parameters):
+        each fitted value a column (samples x 1), so the model's functions price every
+        sample against the same rows in one call (samples x rows); fixed values stay
+        scalars."""
+        columns = {name: thetas[:, [i]] for i, name in enumerate(self.names)}
+        beta_free = [np.exp(columns[f"log_beta_{n}"]) for n in self.free_links]
+        fixed = self.values(thetas[0])
+        return {
+            "form": self.form,
+            "kappa": columns.get("kappa", fixed["kappa"]),
+            "v0": np.exp(columns["log_v0"]),
+            "t_c1": columns["t_c1"],
+            "sigma": columns.get("sigma", fixed["sigma"]),
+            "alpha0": columns.get("alpha0", fixed["alpha0"]),
+            "eta": np.exp(columns["log_eta"]) if "log_eta" in columns else fixed["eta"],
+            "beta_free": np.hstack(beta_free) if beta_free else fixed["beta_free"],
+            "g": columns.get("g", fixed["g"]),
+        }
+
     def bounds(self) -> tuple[list[float], list[float]]:
         table = {
             "log_v0": (math.log(1e-6), math.log(1e9)),
@@ -171,14 +203,26 @@ class Parameters:
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def combine(compute: np.ndarray, network: np.ndarray, g: float) -> np.ndarray:
-    """(T_comp^g + T_net^g)^(1/g): g = 1 adds, g = inf takes the larger."""
+def combine(compute: np.ndarray, network: np.ndarray, g: float | np.ndarray) -> np.ndarray:
+    """(T_comp^g + T_net^g)^(1/g): g = 1 adds, g = inf takes the larger; ``g`` an array
+    (one per sampled parameter set, Parameters.sampled_values) takes each its own."""
+    if np.ndim(g) > 0:
+        return _combine_each(compute, network, np.asarray(g, dtype=float))
     if math.isinf(g):
         return np.maximum(compute, network)
     if g == 1.0:
         return compute + network
     top = np.maximum(np.maximum(compute, network), MIN_STEP)
     return top * ((compute / top) ** g + (network / top) ** g) ** (1.0 / g)
+
+
+def _combine_each(compute: np.ndarray, network: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """:func:`combine` with a ``g`` per sample: each element as the scalar g would give it."""
+    top = np.maximum(np.maximum(compute, network), MIN_STEP)
+    finite = np.where(np.isfinite(g), g, 1.0)  # inf's elements are taken from max below
+    general = top * ((compute / top) ** finite + (network / top) ** finite) ** (1.0 / finite)
+    adds = np.where(g == 1.0, compute + network, general)
+    return np.where(np.isinf(g), np.maximum(compute, network), adds)
 
 
 def compute_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
@@ -189,11 +233,8 @@ def compute_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
 
 def link_beta(values: dict[str, Any], rows: Design) -> np.ndarray:
     """Each row's link bandwidth: fitted, or the reference scaled by eta."""
-    return np.where(
-        rows.free_link >= 0,
-        values["beta_free"][np.maximum(rows.free_link, 0)],
-        values["eta"] * np.where(np.isfinite(rows.beta_ref), rows.beta_ref, 1.0),
-    )
+    free, index, reference = rows.link_terms
+    return np.where(free, np.take(values["beta_free"], index, axis=-1), values["eta"] * reference)
 
 
 def parts(values: dict[str, Any], rows: Design) -> tuple[np.ndarray, np.ndarray]:

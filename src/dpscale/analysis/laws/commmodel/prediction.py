@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
-from dpscale.analysis.laws.commmodel.compression import needed_compression
+from dpscale.analysis.laws.commmodel.compression import needed_compression, sampled_thetas
 from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
 from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, label
@@ -114,6 +114,7 @@ def predictions(
         if group.chosen is None:
             continue
         fit = group.fits[group.chosen]
+        thetas = sampled_thetas(fit)  # the same draws for every row: drawn once
         message = float(group.obs["gradient_bytes"].iloc[0])
         measured = set(map(tuple, group.obs[OBS_COLUMNS].astype(str).to_numpy()))
         for index, network in enumerate(predicted_networks(predict, group.links)):
@@ -127,7 +128,17 @@ def predictions(
                     if nodes == 1 and index > 0:
                         continue  # one-node rows do not depend on the network: list them once
                     rows += _prediction_rows(
-                        fit, group, links, name, network, nodes, devices, batches, message, measured
+                        fit,
+                        group,
+                        links,
+                        name,
+                        network,
+                        nodes,
+                        devices,
+                        batches,
+                        message,
+                        measured,
+                        thetas,
                     )
     table = pd.DataFrame(rows).reindex(columns=PREDICTION_COLUMNS)
     return _labelled(table, groups, summary)
@@ -141,6 +152,7 @@ def _labelled(
     by_name = {(g.strategy, g.model): g for g in groups}
     ranges = {key: MeasuredRange.of(g) for key, g in by_name.items() if g.chosen is not None}
     kinds, errors, words = [], [], []
+    labels: dict[tuple, tuple[str, float, str]] = {}  # the same words for every row alike
     for row in table.itertuples(index=False):
         group = by_name[(row.strategy, row.model)]
         if row.status != "ok":
@@ -157,7 +169,10 @@ def _labelled(
             row.nodes,
             bandwidth,
         )
-        kind, error, text = label(dimensions, group, summary)
+        key = (row.strategy, row.model, tuple(dimensions))
+        if key not in labels:
+            labels[key] = label(dimensions, group, summary)
+        kind, error, text = labels[key]
         kinds.append(kind), errors.append(error), words.append(text)
     return table.assign(kind=kinds, validated_median_abs_error=errors, validated_by=words)
 
@@ -173,7 +188,10 @@ def _prediction_rows(
     batches: Sequence[int],
     message: float,
     measured: set[tuple[str, ...]],
+    thetas: np.ndarray | None,
 ) -> list[dict[str, Any]]:
+    """The rows of one layout on one network at every batch; ``thetas``: the fit's sampled
+    parameter sets (compression.sampled_thetas), for the compression's interval."""
     world = nodes * devices
     frame = pd.DataFrame(
         {
@@ -225,7 +243,7 @@ def _prediction_rows(
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
         s_half = Z95 * math.sqrt(speed_var[i]) if np.isfinite(speed_var[i]) else math.nan
         step = safe_exp(centre[i])
-        needed = needed_compression(fit, _row(rows, i), _row(rows, n + i))
+        needed = needed_compression(fit, _row(rows, i), _row(rows, n + i), thetas)
         key = (
             group.strategy,
             group.model,
@@ -301,6 +319,15 @@ def _row(rows: Design, index: int) -> Design:
     return rows.take(slice(index, index + 1))
 
 
+def _first_at(rows: Design, batch: np.ndarray) -> Design:
+    """``rows``' first row at each per-device ``batch``: a new Design, ``rows`` untouched.
+    One row's arrays broadcast against ``batch`` in every step function (elementwise, the
+    same numbers as the row repeated), so no row is copied: the root search asks hundreds
+    of times."""
+    first = rows if rows.batch.size == 1 else rows.take(slice(0, 1))
+    return replace(first, batch=batch)
+
+
 def break_even(
     values: dict[str, Any],
     multi: Design,
@@ -313,10 +340,8 @@ def break_even(
     ranks = float(multi.ranks[0])
 
     def gain(global_batch: np.ndarray) -> np.ndarray:
-        size = global_batch.size
-        m, one = multi.repeat_first(size), single.repeat_first(size)
-        m.batch, one.batch = global_batch / ranks, global_batch
-        return step(values, one) - step(values, m)
+        m = _first_at(multi, global_batch / ranks)
+        return step(values, _first_at(single, global_batch)) - step(values, m)
 
     grid = np.geomspace(ranks * 1e-3, 1e8, 400)
     gains = gain(grid)

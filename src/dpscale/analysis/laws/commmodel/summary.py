@@ -3,6 +3,8 @@ model and validation scheme, next to the noise floor."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -41,7 +43,7 @@ def summary_lines(groups: list[GroupModel], summary: pd.DataFrame) -> list[str]:
                 f"{_coverage(row)}."
             )
         if others:
-            lines.append(f"{name}: other overlap forms, leave one cell out: {others}.")
+            lines.append(f"{name}: other overlap forms, {group.cell_scheme}: {others}.")
         lines += _noise_floor_line(name, group, summary)
     return lines or ["not enough data: no strategy has 1-rank and multi-rank cells."]
 
@@ -84,13 +86,17 @@ def _not_fitted_line(name: str, group: GroupModel, scheme: str, summary: pd.Data
     )
 
 
-def validated_rows(summary: pd.DataFrame, group: GroupModel, scheme: str) -> pd.DataFrame:
-    """The summary rows of one strategy, model and scheme that predicted something, every
-    overlap form."""
+def validated_rows(
+    summary: pd.DataFrame, group: GroupModel, scheme: str | Collection[str]
+) -> pd.DataFrame:
+    """The summary rows of one strategy, model and scheme (or any of several: the cells
+    held out one at a time or in folds, validation.CELL_SCHEMES) that predicted something,
+    every overlap form."""
+    schemes = [scheme] if isinstance(scheme, str) else list(scheme)
     return summary[
         (summary["strategy"] == group.strategy)
         & (summary["model"] == group.model)
-        & (summary["scheme"] == scheme)
+        & summary["scheme"].isin(schemes)
         & (summary["status"] == "ok")
     ]
 
