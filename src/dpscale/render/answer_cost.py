@@ -20,6 +20,7 @@ from dpscale.render.answer_views import (
     message_chart,
     strategy_model,
 )
+from dpscale.render.bounds import too_many_marks
 
 
 def cost_points(cost: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -68,8 +69,28 @@ def cost_points(cost: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return rows[columns].reset_index(drop=True), title
 
 
+def cheapest(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The static view's dots: every layout at every per-device batch; above MARK_LIMIT dots
+    in a panel (render.bounds), each layout at its cheapest batch, then, if still above, each
+    device and node count at its cheapest network and batch; and the title's words."""
+    most = points.groupby("group").size().max() if not points.empty else 0
+    if not too_many_marks(most):
+        return points, ""
+    shown = points.loc[points.groupby(["group", "layout"])["value"].idxmin().dropna()]
+    words = "each layout at its cheapest per-device batch"
+    if too_many_marks(shown.groupby("group").size().max()):
+        shown = shown.loc[shown.groupby(["group", WORLD_SIZE, NODES])["value"].idxmin().dropna()]
+        words = "each device and node count at its cheapest network and per-device batch"
+    shown = shown.sort_index()  # cost_points' order: group, layout, batch
+    return shown, f"{words} ({len(shown):,} of {len(points):,} dots, 95% intervals)"
+
+
 def _cost_layers(
-    points: pd.DataFrame, title: str, layouts: list[str], toggle: alt.Parameter | None = None
+    points: pd.DataFrame,
+    title: str,
+    layouts: list[str],
+    toggle: alt.Parameter | None = None,
+    offsets: bool = True,
 ) -> alt.LayerChart:
     y = alt.Y("layout:N", title=None, sort=layouts)
     offset = alt.YOffset("batch:N")
@@ -78,7 +99,9 @@ def _cost_layers(
         title="per-device batch" + (" (click to pick)" if toggle else ""),
         scale=alt.Scale(scheme="viridis"),
     )
-    base = alt.Chart().encode(y=y, yOffset=offset, color=colour, opacity=faded(toggle))
+    # offsets: a row per batch in each layout's band; pooled (one dot a layout), none
+    by_batch = {"yOffset": offset} if offsets else {}
+    base = alt.Chart().encode(y=y, color=colour, opacity=faded(toggle), **by_batch)
     axis = alt.Axis(format="~g", tickCount=6, labelOverlap=True)
     bars = base.mark_rule(strokeWidth=2).encode(
         x=alt.X("low:Q", title=f"{title}, 95% interval", axis=axis), x2="high:Q"
@@ -112,7 +135,14 @@ def cost_chart(cost: pd.DataFrame, view: View) -> alt.TopLevelMixin:
     size = {"width": PANEL_WIDTH + 120, "height": OFFSET_STEP}
     heading = "Cost per 1,000 images per layout, at each per-device batch (95% intervals)"
     if view == "static":
-        layers = _cost_layers(points, title, layouts).properties(**size)
+        points, pooled = cheapest(points)
+        if pooled:
+            # each panel its own networks: the layouts by device and node count, then network
+            by_size = points.sort_values([WORLD_SIZE, NODES, NETWORK], kind="stable")
+            layouts = list(dict.fromkeys(by_size["layout"]))
+            heading = f"Cost per 1,000 images: {pooled}"
+            size["height"] = alt.Step(16)
+        layers = _cost_layers(points, title, layouts, offsets=not pooled).properties(**size)
         panels = alt.Facet("group:N", title=None, header=GROUP_HEADER)
         chart = layers.facet(facet=panels, columns=2, title=heading)
         # one cost scale for all, but each panel its own layouts and its own axis to read

@@ -25,6 +25,7 @@ from dpscale.render.answer_views import (
     message_chart,
     strategy_model,
 )
+from dpscale.render.bounds import PANEL_LIMIT, too_many_panels
 
 MEASURED = "measured (mean, 95% CI)"
 PREDICTED_MEASURED = "predicted, layout measured"
@@ -142,6 +143,22 @@ def largest_batches(points: pd.DataFrame) -> pd.DataFrame:
     return points[points["batch"] == top]
 
 
+def most_devices(points: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The static view's panels: one per strategy and model and devices per node; above
+    PANEL_LIMIT (render.bounds), one per strategy and model, at its most devices per node
+    (every count in the interactive page and predictions.csv); and the title's words."""
+    panels = len(points.drop_duplicates(["group", DEVICES_PER_NODE]))
+    if not too_many_panels(panels):
+        return points, ""
+    top = points.groupby("group")[DEVICES_PER_NODE].transform("max")
+    shown = points[points[DEVICES_PER_NODE] == top]
+    kept = shown["group"].nunique()
+    return shown, (
+        f"; {panels:,} panels, more than {PANEL_LIMIT}: the {kept:,} of each strategy and "
+        "model's most devices per node (every count: predictions.csv)"
+    )
+
+
 def _speedup_layers(
     points: pd.DataFrame, networks: list[str], toggle: alt.Parameter | None = None
 ) -> alt.LayerChart:
@@ -236,14 +253,14 @@ def speedup_chart(
         return message_chart("Nothing to show: no predicted or measured multi-device speedup.")
     networks = network_order(points)
     if view == "static":
-        shown = largest_batches(points)
+        shown, most = most_devices(largest_batches(points))
         # only the panels with a point: a strategy that ran one layout is one panel
         shown = shown.assign(panel=shown["group"] + " | " + shown["devices"])
         layers = _speedup_layers(shown, networks).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
         return layers.facet(
             facet=alt.Facet("panel:N", title=None, header=PANEL_HEADER),
             columns=2,
-            title=f"{SPEEDUP_TITLE}, {_batch_words(shown)}",
+            title=f"{SPEEDUP_TITLE}, {_batch_words(shown)}{most}",
         )
     batches = sorted(points["batch"].unique())
     group = group_dropdown(points)

@@ -16,7 +16,8 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from dpscale.analysis.laws import commmodel  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
-from dpscale.render.plots import OUTSIDE, empty_figure  # noqa: E402
+from dpscale.render.canvas import empty_figure  # noqa: E402
+from dpscale.render.plots import OUTSIDE  # noqa: E402
 
 # one panel per kind of check: the cells held out (one at a time, or in folds in a large
 # group: a study can have both), the networks left out, the fewest ranks fitted

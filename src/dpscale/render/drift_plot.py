@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpscale.analysis.laws.drift import REPEATABILITY_GOAL, drift_sentence  # noqa: E402
-from dpscale.render.plots import empty_figure  # noqa: E402
+from dpscale.render.canvas import empty_figure  # noqa: E402
 
 
 def drift_figure(table: pd.DataFrame, path: Path, note: str = "") -> None:

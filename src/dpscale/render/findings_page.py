@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
 import pandas as pd
 
 from dpscale.analysis.answers.cost import NO_EPOCH, NO_PRICE, Prices, money
 from dpscale.analysis.answers.verdicts import NOT_MEASURED, top_findings
 from dpscale.plan.columns import LAYOUT
+from dpscale.render.bounds import too_many_rows
 from dpscale.render.html import table_html
 
 MONEY_COLUMNS = (
@@ -62,13 +64,21 @@ def display_table(findings: pd.DataFrame) -> pd.DataFrame:
     return text
 
 
-def findings_html(findings: pd.DataFrame, title: str, first: Sequence[str] = ()) -> str:
+def findings_html(
+    findings: pd.DataFrame,
+    title: str,
+    first: Sequence[str] = (),
+    source: str | Path | None = None,
+) -> str:
     """A self-contained page: the top findings as sentences (after ``first``: the findings
-    per strategy and model, such as a study's image folder), then the full table."""
+    per strategy and model, such as a study's image folder), then the full table; with more
+    rows than the report shows, its summary (render.bounds), naming ``source``."""
     lines = [*first, *top_findings(findings, limit=20)]
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
-    page = table_html(display_table(findings), title)
-    page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
+    raw = findings.drop(columns=["contaminated"], errors="ignore")
+    page = table_html(display_table(findings), title, source=source, raw=raw)
+    if source is None or not too_many_rows(len(findings)):  # the verdict column is shown
+        page = page.replace("</head>", f"{VERDICT_STYLE}</head>", 1)
     return page.replace("<table>", f"<ul class='findings'>{items}</ul><table>", 1)
 
 
@@ -115,10 +125,16 @@ def cost_note(prices: Prices | None) -> str:
 
 
 def cost_html(
-    costs: pd.DataFrame, prices: Prices | None, title: str, to_target: pd.DataFrame | None = None
+    costs: pd.DataFrame,
+    prices: Prices | None,
+    title: str,
+    to_target: pd.DataFrame | None = None,
+    source: str | Path | None = None,
 ) -> str:
-    """The cost table; in training studies, DAWNBench's cost to the target accuracy after it."""
-    page = table_html(cost_display(costs, prices), title, cost_note(prices))
+    """The cost table; in training studies, DAWNBench's cost to the target accuracy after it.
+    With more rows than the report shows, its summary (render.bounds), naming ``source``."""
+    shown = cost_display(costs, prices)
+    page = table_html(shown, title, cost_note(prices), source=source, raw=costs)
     if to_target is None or to_target.empty:
         return page
     shown = cost_display(to_target, prices).to_html(index=False, border=0)

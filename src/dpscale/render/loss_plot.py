@@ -18,7 +18,7 @@ from dpscale.analysis.laws.words import readable_model  # noqa: E402
 from dpscale.analysis.results.loss_breakdown import TERM_WORDS, TERMS  # noqa: E402
 from dpscale.plan.columns import NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
-from dpscale.render.plots import empty_figure  # noqa: E402
+from dpscale.render.canvas import empty_figure  # noqa: E402
 
 COLUMNS_OF_PANELS = 3
 # the axis' short names of the terms (the caption and the page say each in full)

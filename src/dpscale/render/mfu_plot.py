@@ -15,8 +15,8 @@ import pandas as pd  # noqa: E402
 
 from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan.layout import devices_words  # noqa: E402
+from dpscale.render.canvas import legend_below, save_with_legends  # noqa: E402
 from dpscale.render.palette import strategy_colours  # noqa: E402
-from dpscale.render.plots import legend_below, save_with_legends  # noqa: E402
 
 NO_PEAK = (
     "MFU not measured: these results carry no matmul peak (system.matmul_peak);\n"

@@ -18,7 +18,7 @@ from dpscale.analysis.answers.input_pipeline import RATES  # noqa: E402
 from dpscale.analysis.laws.words import readable_model  # noqa: E402
 from dpscale.plan.columns import NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import Layout  # noqa: E402
-from dpscale.render.plots import empty_figure  # noqa: E402
+from dpscale.render.canvas import empty_figure  # noqa: E402
 
 SHOWN = dict(zip(RATES, ("synthetic data", "your folder", "the loader alone"), strict=True))
 MARKS = dict(zip(RATES, "os^", strict=True))

@@ -1,4 +1,6 @@
-"""Report figures, drawn from the tidy tables (never from anything else)."""
+"""Report figures, drawn from the tidy tables (never from anything else): throughput,
+speedup, residuals, frameworks and collectives, each series and panel apart. A study above
+render.bounds' limits gets the pooled figure of pooled_plots instead."""
 
 from __future__ import annotations
 
@@ -20,10 +22,22 @@ from dpscale.analysis.results.rows import without_remedies  # noqa: E402
 from dpscale.plan import ring  # noqa: E402
 from dpscale.plan.columns import MODE_LAYOUT, NETWORK, NODES, WORLD_SIZE  # noqa: E402
 from dpscale.plan.layout import HOST_NETWORK, Layout  # noqa: E402
+from dpscale.render.bounds import too_many_marks, too_many_panels, too_many_rows  # noqa: E402
+from dpscale.render.canvas import (  # noqa: E402
+    LINESTYLES,
+    MARKERS,
+    empty_figure,
+    legend_below,
+    save_with_legends,
+)
 from dpscale.render.palette import strategy_colours  # noqa: E402
-
-LINESTYLES = ["-", "--", ":", "-."]
-MARKERS = "osD^v<>ph*"
+from dpscale.render.pooled_plots import (  # noqa: E402
+    most_series,
+    pooled_frameworks_figure,
+    pooled_residuals_figure,
+    pooled_speedup_figure,
+    pooled_throughput_figure,
+)
 
 
 def synthetic(frame: pd.DataFrame) -> pd.DataFrame:
@@ -31,34 +45,6 @@ def synthetic(frame: pd.DataFrame) -> pd.DataFrame:
     those; a folder cell's rows (the same layout reading the user's images) are the input
     pipeline's page, never drawn over the synthetic ones."""
     return frame[frame["mode"] == "synthetic"] if "mode" in frame.columns else frame
-
-
-def empty_figure(path: Path, message: str) -> None:
-    figure, axis = plt.subplots(figsize=(6, 2))
-    axis.axis("off")
-    axis.text(0.5, 0.5, message, ha="center", va="center")
-    figure.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(figure)
-
-
-def legend_below(axis) -> None:
-    """The axis's legend under its data area, never over it or beside it: a long legend
-    makes the saved figure taller (save_with_legends), not the panel narrower."""
-    axis.legend(
-        fontsize="small",
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.14),
-        ncol=2,
-        frameon=False,
-    )
-
-
-def save_with_legends(figure, path: Path) -> None:
-    """Save with the canvas grown to hold the legends under the panels (bbox "tight"), so
-    each panel keeps the size it was given."""
-    figure.subplots_adjust(wspace=0.3)
-    figure.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(figure)
 
 
 def _panels(models: list[str], height: float = 4.0):
@@ -120,9 +106,12 @@ def throughput_figure(
         empty_figure(path, "No successful throughput cells to plot.")
         return
     sns.set_theme(style="whitegrid")
+    keys = ["model", "strategy", WORLD_SIZE, NODES, NETWORK]
+    if too_many_marks(most_series(ok, keys)):
+        pooled_throughput_figure(ok, path, known)
+        return
     colours, styles = _style_keys(ok, known)
     figure, panels = _panels(sorted(ok["model"].unique()))
-    keys = ["model", "strategy", WORLD_SIZE, NODES, NETWORK]
     fitted = fit_table[fit_table["status"] == "ok"].set_index(keys)
     extrapolated = set()
     for (model, strategy, world, nodes, network), group in ok.groupby(keys):
@@ -178,10 +167,13 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
         return
     sns.set_theme(style="whitegrid")
     colours, _ = _style_keys(scaling, known)
+    scaling = scaling.assign(over=np.where(scaling["nodes"] > 1, scaling["network"], "one node"))
+    if too_many_marks(most_series(scaling, ["model", "strategy", "batch_per_device", "over"])):
+        pooled_speedup_figure(scaling, path, colours)
+        return
     figure, panels = _panels(sorted(scaling["model"].unique()))
     batches = sorted(scaling["batch_per_device"].unique())
     markers = dict(zip(batches, "osD^v<>ph*", strict=False))
-    scaling = scaling.assign(over=np.where(scaling["nodes"] > 1, scaling["network"], "one node"))
     for (model, strategy, batch, over), group in scaling.groupby(
         ["model", "strategy", "batch_per_device", "over"]
     ):
@@ -208,8 +200,11 @@ def speedup_figure(scaling: pd.DataFrame, path: Path, known: Sequence[str] = ())
     save_with_legends(figure, path)
 
 
-def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path) -> None:
-    """Measured step time relative to the fitted law, per window."""
+def residuals_figure(
+    windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path, known: Sequence[str] = ()
+) -> None:
+    """Measured step time relative to the fitted law, per window (``known``: the registered
+    strategies, their colours in a study of more windows than a panel draws apart)."""
     import seaborn as sns  # here: it imports scipy.stats, ~0.5 s of every job
 
     windows, fit_table = (
@@ -225,6 +220,9 @@ def residuals_figure(windows: pd.DataFrame, fit_table: pd.DataFrame, path: Path)
     merged["residual_pct"] = 100 * (merged["step_time_s"] / predicted - 1)
     merged["group"] = merged["strategy"] + ", " + merged["world_size"].astype(str) + " dev"
     sns.set_theme(style="whitegrid")
+    if too_many_rows(int(merged.groupby("model").size().max())):
+        pooled_residuals_figure(merged, path, known)
+        return
     figure, panels = _panels(sorted(merged["model"].unique()), height=3.5)
     for model, axis in panels.items():
         data = merged[merged["model"] == model]
@@ -264,6 +262,9 @@ def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ())
     batches = sorted(points["batch_per_device"].unique())
     models = sorted(points["model"].unique())
     shown = layouts(points)
+    if too_many_panels(len(models) * len(shown)):
+        pooled_frameworks_figure(points, path, colours, strategies, models, len(shown))
+        return
     panel_width = max(4.5, 1.5 + 0.3 * len(batches) * len(strategies))
     figure, axes = plt.subplots(
         len(models),

@@ -5,6 +5,7 @@ checked); every other column stays in predictions.csv, which the page names."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -72,6 +73,9 @@ def display_table(predictions: pd.DataFrame) -> pd.DataFrame:
     return shown[SHOWN].astype(str)
 
 
-def predictions_html(predictions: pd.DataFrame, title: str) -> str:
-    """A self-contained page of the reader's columns, naming where the rest are."""
-    return table_html(display_table(predictions), title, NOTE)
+def predictions_html(
+    predictions: pd.DataFrame, title: str, source: str | Path = "tables/predictions.csv"
+) -> str:
+    """A self-contained page of the reader's columns, naming where the rest are; with more
+    rows than the report shows, their summary (render.bounds), naming ``source``."""
+    return table_html(display_table(predictions), title, NOTE, source=source, raw=predictions)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dpscale.analysis.results.rows import without_remedies  # noqa: E402
-from dpscale.render.plots import empty_figure  # noqa: E402
+from dpscale.render.canvas import empty_figure  # noqa: E402
 
 
 def accuracy_curves(epochs: pd.DataFrame, path: Path) -> None:

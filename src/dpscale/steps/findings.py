@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from dpscale.analysis.answers import cost as costs
 from dpscale.analysis.answers import findings as fnd
 from dpscale.analysis.answers import posts as pst
@@ -18,7 +20,7 @@ from dpscale.analysis.answers.answer import (
     landing_notes,
     model_coverage,
 )
-from dpscale.analysis.answers.answer_table import answer_table, below_table
+from dpscale.analysis.answers.answer_table import SLOWER, answer_table, below_table
 from dpscale.analysis.answers.input_pipeline import pipeline_findings
 from dpscale.analysis.answers.loss_words import chosen_line
 from dpscale.analysis.answers.verdicts import top_findings
@@ -29,6 +31,7 @@ from dpscale.render.answer_cost import cost_chart
 from dpscale.render.answer_remedies import remedies_chart
 from dpscale.render.answer_speedup import speedup_chart
 from dpscale.render.answer_views import View, save_view
+from dpscale.render.bounds import ROW_LIMIT, too_many_rows
 from dpscale.render.html import write_table_html
 from dpscale.render.mfu_plot import mfu_figure as draw_mfu
 from dpscale.steps.io import figure_path, read, read_lines, read_optional, write, write_lines
@@ -44,7 +47,9 @@ def cost(inputs: Files, outputs: Files, params: Files) -> str:
     runs = read_optional(inputs.get("training_runs"))
     to_target = costs.cost_to_target(runs, prices, params["accelerator"])
     write(to_target, outputs["to_target"])
-    page = findings_page.cost_html(table, prices, params["title"], to_target)
+    page = findings_page.cost_html(
+        table, prices, params["title"], to_target, source=outputs["table"]
+    )
     Path(outputs["html"]).write_text(page, encoding="utf-8")
     return f"[dpscale] cost of {len(table)} layouts and batches"
 
@@ -93,7 +98,9 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
         )
     table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
     folder_lines = pipeline_findings(cells, scaling)  # a study's image folder, if it has one
-    page = findings_page.findings_html(table, params.get("title", "Findings"), folder_lines)
+    page = findings_page.findings_html(
+        table, params.get("title", "Findings"), folder_lines, source=outputs["csv"]
+    )
     Path(outputs["html"]).write_text(page, encoding="utf-8")
     # which strategies measured which models, where not all did, then the cells' quality
     quality = " ".join(filter(None, [model_coverage(cells), quality_line(cells)]))
@@ -109,14 +116,16 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     remedies_lines = read_lines(inputs.get("remedies_top"))
     write_lines([answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["top"])
     if "answer" in outputs:  # the landing page: the table, the lines under it, the notes
-        landing = answer_table(table, layout_costs, cells, prices)
+        landing, left_out = landing_rows(
+            answer_table(table, layout_costs, cells, prices), outputs["csv"]
+        )
         Path(outputs["answer"]).write_text(
             json.dumps(
                 {
                     "columns": list(landing.columns),
                     "rows": landing.to_numpy().tolist(),
                     # where the chosen layout's loss goes: first under the table
-                    "below": [*loss_lines, *below_table(table, cells)],
+                    "below": [*left_out, *loss_lines, *below_table(table, cells)],
                     "notes": [
                         *landing_notes(table, layout_costs, prices, quality),
                         *folder_lines,
@@ -129,6 +138,23 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
             encoding="utf-8",
         )
     return f"[dpscale] {len(table)} findings rows"
+
+
+def landing_rows(landing: pd.DataFrame, findings_csv: str) -> tuple[pd.DataFrame, list[str]]:
+    """The answer table as the landing page shows it: whole up to ROW_LIMIT rows (see
+    render.bounds); above, without the layouts slower than their model's choice (then its
+    first ROW_LIMIT rows), and a line under it saying how many rows it has and where every
+    layout's verdict is."""
+    if not too_many_rows(len(landing)):
+        return landing, []
+    shown = landing[landing["answer"] != SLOWER]
+    shown = shown.head(ROW_LIMIT) if too_many_rows(len(shown)) else shown
+    line = (
+        f"The answer table has {len(landing):,} rows, more than the {ROW_LIMIT:,} the report "
+        f"shows: the {len(landing) - len(shown):,} left out are layouts slower than their "
+        f"model's choice. Every layout's verdict: 0. Findings, and {findings_csv}."
+    )
+    return shown.reset_index(drop=True), [line]
 
 
 def post_vs_run(inputs: Files, outputs: Files, params: Files) -> str:

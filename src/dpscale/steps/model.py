@@ -85,7 +85,9 @@ def fit_comm_model(inputs: Files, outputs: Files, params: Files) -> str:
     if model.predictions.empty:
         pages["predictions_html"] = (model.predictions, "predictions")
     else:  # the reader's columns first; the rest in predictions.csv
-        page = predictions_html(model.predictions, "Communication model: predictions")
+        page = predictions_html(
+            model.predictions, "Communication model: predictions", source=outputs["predictions"]
+        )
         Path(outputs["predictions_html"]).write_text(page, encoding="utf-8")
     for name, (frame, title) in pages.items():
         shown = or_message(frame, "communication model", model.lines)

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from dpscale.analysis.answers import input_pipeline
 from dpscale.analysis.answers.startup import startup_table
 from dpscale.analysis.laws import accuracy as acc
@@ -31,6 +33,7 @@ from dpscale.analysis.results.again import to_measure_again
 from dpscale.plan.layout import plural
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
+from dpscale.render.bounds import KEYS, ROW_LIMIT, csv_rows, too_many_rows
 from dpscale.render.drift_plot import drift_figure
 from dpscale.render.html import table_with_lines, write_table_html
 from dpscale.render.loss_plot import loss_figure
@@ -111,7 +114,11 @@ def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
 def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
     """The tidy tables as the report's HTML pages (captions: report/*.rst)."""
     cells = read(inputs["cells"])
-    write_table_html(tbl.cell_columns(cells), outputs["cells"], "Every cell")
+    shown = tbl.cell_columns(cells)
+    # a summary (above ROW_LIMIT cells) groups by what ran and where: columns the page has not
+    keys = [key for key in KEYS if key in cells.columns and key not in shown.columns]
+    raw = pd.concat([cells[keys], shown], axis=1)
+    write_table_html(shown, outputs["cells"], "Every cell", raw=raw)
     write_table_html(tbl.systems_table(cells), outputs["systems"], "Systems")
     repeats = read(inputs["repeatability"])
     repeatability = or_message(
@@ -168,7 +175,9 @@ def figures(inputs: Files, outputs: Files, params: Files) -> str:
     kinds = {
         "throughput": lambda path: plots.throughput_figure(cells, fits, path, known),
         "speedup": lambda path: plots.speedup_figure(read(inputs["scaling"]), path, known),
-        "residuals": lambda path: plots.residuals_figure(read(inputs["windows"]), fits, path),
+        "residuals": lambda path: plots.residuals_figure(
+            read(inputs["windows"]), fits, path, known
+        ),
         "frameworks": lambda path: plots.framework_figure(cells, path, known),
         "input_pipeline": lambda path: pipeline_figure(input_pipeline.pipeline_points(cells), path),
     }
@@ -262,21 +271,40 @@ def startup(inputs: Files, outputs: Files, params: Files) -> str:
     return f"[dpscale] start-up of {len(table)} layouts"
 
 
+# the data category's list of the tables it leaves out for their size (render.bounds)
+LEFT_OUT = "left_out_of_report.csv"
+
+
 def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
     """Every tidy CSV of the study with a row into one folder, so ``snakemake --report x.zip``
     carries the data beside the pages that show it (a CSV outside tables/ is named by its
     folder), decimals to SIGNIFICANT digits; a CSV with its header only stays in tables/, out
-    of the report."""
+    of the report. A CSV of more than ROW_LIMIT rows (render.bounds) stays in tables/ too,
+    whole: LEFT_OUT lists each, with its rows and its path."""
     folder = Path(outputs["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    copied = [Path(source) for source in inputs["tables"] if has_data(source)]
+    with_rows = [Path(source) for source in inputs["tables"] if has_data(source)]
+    rows = {source: csv_rows(source) for source in with_rows}
+    copied = [source for source in with_rows if not too_many_rows(rows[source])]
     for source in copied:
         name = (
             source.name if source.parent.name == "tables" else f"{source.parent.name}_{source.name}"
         )
         write_significant(source, folder / name)
-    left = len(inputs["tables"]) - len(copied)
-    return f"[dpscale] {len(copied)} tidy tables for the report's data category ({left} empty)"
+    large = [source for source in with_rows if source not in copied]
+    if large:
+        with (folder / LEFT_OUT).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(["table", "rows", "bytes", "path", "why"])
+            why = f"more than {ROW_LIMIT:,} rows, too many to embed: every row is at path"
+            for source in large:
+                size = source.stat().st_size
+                writer.writerow([source.name, rows[source], size, str(source), why])
+    empty = len(inputs["tables"]) - len(with_rows)
+    return (
+        f"[dpscale] {len(copied)} tidy tables for the report's data category ({empty} empty, "
+        f"{len(large)} of more than {ROW_LIMIT:,} rows left in tables/: {LEFT_OUT})"
+    )
 
 
 def loss_breakdown(inputs: Files, outputs: Files, params: Files) -> str:
