@@ -1,8 +1,9 @@
-"""dpscale doctor (launch.setup.doctor, launch.setup.node_facts, frameworks.doctor_probe): the
-node read from fake /sys folders and nvidia-smi output, NCCL's interface rules, each
-environment's probe report turned into a table row and one line per problem, and the srun
-command of --slurm. No framework and no environment here: tests/integration/test_doctor.py
-runs the command on the default study's built environments."""
+"""dpscale doctor (launch.setup.doctor and its doctor_targets, doctor_problems, doctor_table;
+launch.setup.node_facts; frameworks.doctor_probe): the node read from fake /sys folders and
+nvidia-smi output, NCCL's interface rules, each environment's probe report turned into a
+table row and one line per problem, and the srun command of --slurm. No framework and no
+environment here: tests/integration/test_doctor.py runs the command on the default study's
+built environments."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 from dpscale import cli
 from dpscale.cli_workflow import planned
 from dpscale.frameworks import doctor_probe
-from dpscale.launch.setup import doctor, node_facts
-from dpscale.launch.setup.doctor import Outcome, Target
+from dpscale.launch.setup import doctor, doctor_problems, doctor_table, doctor_targets, node_facts
+from dpscale.launch.setup.doctor_targets import Outcome, Target
 from dpscale.launch.setup.envs import COMPLETE_FLAG
 from dpscale.launch.setup.node_facts import Gpus, IbPort, Interface, Node
 from dpscale.registry import STRATEGIES
@@ -147,12 +148,47 @@ def test_the_probe_reports_each_module_and_a_failed_field_without_stopping():
     assert info == {"errors": {"devices": "RuntimeError: CUDA driver version is insufficient"}}
 
 
+def test_the_probe_says_each_framework_in_fields_that_name_none():
+    torch = {"version": "2.4.0", "cuda": "12.4", "cudnn": 90100, "devices": 4, "nccl": "2.20.5",
+             "backends": {"nccl": False}, "onednn": "oneDNN v3.4"}  # fmt: skip
+    horovod = {"version": "0.28.1", "nccl": None, "gloo": True, "mpi": False}
+    read = {"numpy": {"version": "2.0"}, "torch": torch, "horovod": horovod, "x": {"error": "E"}}
+    shown = {f["name"]: f for f in doctor_probe.frameworks(read, ["torch", "horovod", "x"])}
+    assert list(shown) == ["torch", "horovod", "x", "numpy"]  # the asked ones first
+    assert shown["numpy"] == {"name": "numpy", "version": "2.0"}
+    assert shown["x"] == {"name": "x", "error": "E"}
+    assert shown["torch"]["built_with"] == "CUDA 12.4, cuDNN 90100"
+    assert shown["torch"]["gpus_seen"] == 4 and shown["torch"]["cuda_build_needed"]
+    assert shown["torch"]["multi_process_gap"] == "torch 2.4.0 has no NCCL backend"
+    assert shown["torch"]["cpu_kernels"] == "oneDNN v3.4"
+    assert shown["horovod"]["nccl"] == "without NCCL (gloo)"
+    assert "gpus_seen" not in shown["horovod"] and "built_with" not in shown["horovod"]
+    assert shown["horovod"]["cuda_study_problem"].startswith("Horovod 0.28.1 was built without")
+    # the frameworks' own checks, in the order the doctor lists them
+    checks = doctor_probe.own_checks(["mxnet", "tensorflow", "horovod", "torch"])
+    assert [c["module"] for c in checks] == ["torch", "horovod", "mxnet"]
+    assert checks[1]["program"] == ["horovodrun", "--check-build"]
+
+
+def test_the_probe_names_its_checks_first_before_any_framework_imports(monkeypatch, capsys):
+    monkeypatch.setattr(doctor_probe.sys, "argv", ["doctor_probe", "json"])
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # main sets it: put it back
+    doctor_probe.main()
+    first, last = capsys.readouterr().out.splitlines()
+    assert first == "DPSCALE-DOCTOR-CHECKS []" and last.startswith("DPSCALE-DOCTOR {")
+
+
 def test_a_probe_without_its_line_fails_with_its_last_words():
-    failed = doctor.parse_probe("", "Traceback ...\nImportError: libcudart.so.12\n", 1, 0.2)
+    failed = doctor_targets.parse_probe("", "Traceback ...\nImportError: libcudart.so.12\n", 1, 0.2)
     assert failed.report is None
     assert failed.failure == "the probe exited with code 1: ImportError: libcudart.so.12"
-    good = doctor.parse_probe('noise\nDPSCALE-DOCTOR {"python": "3.11"}\n', "", 0, 1.0)
+    good = doctor_targets.parse_probe('noise\nDPSCALE-DOCTOR {"python": "3.11"}\n', "", 0, 1.0)
     assert good.report == {"python": "3.11"} and good.failure is None
+    # the checks line comes first, there where the probe stopped after it too
+    checks = 'DPSCALE-DOCTOR-CHECKS [{"module": "m", "python": ["-m", "m.check"]}]\n'
+    crashed = doctor_targets.parse_probe(checks, "", -11, 0.2)
+    assert crashed.failure == "the probe exited with code -11: no output"
+    assert crashed.checks == ({"module": "m", "python": ["-m", "m.check"]},)
 
 
 # -- the study's environments ---------------------------------------------------------------
@@ -187,7 +223,7 @@ def test_each_environment_is_built_not_built_or_the_sites_own(tmp_path):
     built = tmp_path / "torch-0123456789ab"
     write(built / COMPLETE_FLAG, "x")
     write(tmp_path / "tf-horovod-aaaaaaaaaaaa" / COMPLETE_FLAG, "x")  # an older build
-    found = doctor.targets(study(), STRATEGIES, [Path("my.yaml")], fake_prefix(tmp_path))
+    found = doctor_targets.targets(study(), STRATEGIES, [Path("my.yaml")], fake_prefix(tmp_path))
     assert [t.env for t in found] == ["tf-horovod", "torch"]
     tf, torch = found
     assert torch.command == (str(built / "bin" / "python"),) and not torch.missing
@@ -198,13 +234,21 @@ def test_each_environment_is_built_not_built_or_the_sites_own(tmp_path):
     assert "`dpscale run my.yaml --no-report -- envs`" in tf.missing
 
     site = study(interpreters={"torch": ["/no/such/apptainer", "exec", "img.sif", "python3"]})
-    torch = doctor.targets(site, STRATEGIES, [], fake_prefix(tmp_path))[1]
+    torch = doctor_targets.targets(site, STRATEGIES, [], fake_prefix(tmp_path))[1]
     assert torch.source == "configured" and torch.key == "interpreters.torch"
     assert torch.missing.startswith("/no/such/apptainer does not exist or is not executable")
 
 
 def outcome(**modules) -> Outcome:
-    return Outcome({"python": "3.11.7", "modules": {"numpy": {"version": "2.0"}, **modules}}, 2.5)
+    """A probe's report of these modules' readings, as the probe turns them into its
+    ``frameworks`` and checks."""
+    read = {"numpy": {"version": "2.0"}, **modules}
+    report = {
+        "python": "3.11.7",
+        "modules": read,
+        "frameworks": doctor_probe.frameworks(read, [*modules]),
+    }
+    return Outcome(report, 2.5, checks=tuple(doctor_probe.own_checks([*modules])))
 
 
 TORCH = Target("torch", ("torch-dp", "torch-ddp"), ("torch>=2.0",), ("/e/bin/python",),
@@ -217,29 +261,31 @@ CUDA_TORCH = {"version": "2.4.0", "cuda": "12.4", "cudnn": 90100, "devices": 4, 
 
 
 def test_a_healthy_cpu_environment_has_no_problem():
-    assert doctor.environment_problems(study(), TORCH, outcome(torch=CPU_TORCH), True) == []
+    assert (
+        doctor_problems.environment_problems(study(), TORCH, outcome(torch=CPU_TORCH), True) == []
+    )
 
 
 def test_a_broken_environment_is_one_line_naming_it_and_what_to_do():
     failed = Outcome(None, 0.1, "the probe exited with code 1: ImportError: libtorch.so")
-    lines = doctor.environment_problems(study(), TORCH, failed, True)
+    lines = doctor_problems.environment_problems(study(), TORCH, failed, True)
     assert len(lines) == 1
     assert lines[0].startswith("environment torch (/e/bin/python): the probe exited with code 1")
     assert "remove /e and build it again" in lines[0]
     unimported = outcome(torch={"error": "OSError: libcudnn.so.9"})
-    assert doctor.environment_problems(study(), TORCH, unimported, True) == [
+    assert doctor_problems.environment_problems(study(), TORCH, unimported, True) == [
         "environment torch (/e/bin/python): import torch failed (OSError: libcudnn.so.9): "
         "remove /e and build it again (dpscale run builds it; its build log is /logs/e.log)"
     ]
     missing = Target("torch", ("torch-dp",), (), missing="not built at /e: build it")
-    assert doctor.environment_problems(study(), missing, None, True) == [
+    assert doctor_problems.environment_problems(study(), missing, None, True) == [
         "environment torch: not built at /e: build it"
     ]
 
 
 def test_a_version_dpscale_does_not_drive_and_an_unread_field_are_problems():
     old = outcome(torch={**CPU_TORCH, "version": "1.13.1", "errors": {"onednn": "KeyError: x"}})
-    lines = doctor.environment_problems(study(), TORCH, old, True)
+    lines = doctor_problems.environment_problems(study(), TORCH, old, True)
     assert len(lines) == 2
     assert "torch could not tell its onednn (KeyError: x)" in lines[0]
     assert "torch 1.13.1 is not supported (dpscale drives torch>=2.0)" in lines[1]
@@ -247,20 +293,22 @@ def test_a_version_dpscale_does_not_drive_and_an_unread_field_are_problems():
 
 def test_a_cuda_study_needs_cuda_builds_its_devices_and_nccl():
     cuda = study(accelerator="cuda", devices_per_node=[4])
-    assert doctor.environment_problems(cuda, TORCH, outcome(torch=CUDA_TORCH), True) == []
-    (line,) = doctor.environment_problems(cuda, TORCH, outcome(torch=CPU_TORCH), True)
+    assert doctor_problems.environment_problems(cuda, TORCH, outcome(torch=CUDA_TORCH), True) == []
+    (line,) = doctor_problems.environment_problems(cuda, TORCH, outcome(torch=CPU_TORCH), True)
     assert "torch 2.13.0+cpu is a CPU build, the study's accelerator is cuda" in line
     fewer = outcome(torch={**CUDA_TORCH, "devices": 2})
-    (line,) = doctor.environment_problems(cuda, TORCH, fewer, True)
+    (line,) = doctor_problems.environment_problems(cuda, TORCH, fewer, True)
     assert "torch sees 2 GPU(s), the study asks up to 4 per node" in line
     # where the node itself has too few, the environments are not blamed again
-    assert doctor.environment_problems(cuda, TORCH, fewer, False) == []
+    assert doctor_problems.environment_problems(cuda, TORCH, fewer, False) == []
     no_nccl = outcome(torch={**CUDA_TORCH, "backends": {"nccl": False}})
-    (line,) = doctor.environment_problems(cuda, TORCH, no_nccl, True)
+    (line,) = doctor_problems.environment_problems(cuda, TORCH, no_nccl, True)
     assert "has no NCCL backend, which torch-dp, torch-ddp use on GPUs" in line
     tf = {"version": "2.15.1", "cuda": "12.2", "cudnn": "8", "devices": 4}
     horovod = {"version": "0.28.1", "nccl": None, "gloo": True}
-    (line,) = doctor.environment_problems(cuda, TF, outcome(tensorflow=tf, horovod=horovod), True)
+    (line,) = doctor_problems.environment_problems(
+        cuda, TF, outcome(tensorflow=tf, horovod=horovod), True
+    )
     assert "Horovod 0.28.1 was built without NCCL" in line and "HOROVOD_GPU_OPERATIONS=NCCL" in line
 
 
@@ -276,16 +324,16 @@ H100 = {"index": "0", "name": "NVIDIA H100", "driver_version": "550.54.15", "com
 
 
 def test_the_node_has_no_problem_on_cpu_without_a_gpu():
-    assert doctor.node_problems(study(), node(), {}) == ([], True)
+    assert doctor_problems.node_problems(study(), node(), {}) == ([], True)
 
 
 def test_a_cuda_study_on_a_node_without_enough_gpus_is_a_problem():
     cuda = study(accelerator="cuda", devices_per_node=[2])
-    lines, ok = doctor.node_problems(cuda, node(), {})
+    lines, ok = doctor_problems.node_problems(cuda, node(), {})
     assert not ok and lines[0].startswith("node: the study's accelerator is cuda but nvidia-smi")
     two = node(Gpus(True, (H100, {**H100, "index": "1"}), "12.4"))
-    assert doctor.node_problems(cuda, two, {}) == ([], True)
-    lines, ok = doctor.node_problems(cuda, two, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert doctor_problems.node_problems(cuda, two, {}) == ([], True)
+    lines, ok = doctor_problems.node_problems(cuda, two, {"CUDA_VISIBLE_DEVICES": "0"})
     assert not ok and "1 GPU(s) visible here, the study asks up to 2 per node" in lines[0]
 
 
@@ -293,8 +341,11 @@ def test_the_studys_nccl_settings_are_checked_against_the_node_and_the_shell():
     ports = (IbPort("mlx5_0", "1", "ACTIVE"),)
     given = study(cluster={"nccl_socket_ifname": "ib", "nccl_ib_hca": "mlx5_0:1"})
     shell = {"NCCL_SOCKET_IFNAME": "ib", "NCCL_IB_HCA": "mlx5_0:1"}
-    assert doctor.node_problems(given, node(ports=ports, ib=("mlx5_0",)), shell) == ([], True)
-    lines, _ = doctor.node_problems(given, node(ports=ports, ib=("mlx5_0",)), {})
+    assert doctor_problems.node_problems(given, node(ports=ports, ib=("mlx5_0",)), shell) == (
+        [],
+        True,
+    )
+    lines, _ = doctor_problems.node_problems(given, node(ports=ports, ib=("mlx5_0",)), {})
     assert lines == [
         "node: cluster.nccl_socket_ifname is 'ib' but this shell's NCCL_SOCKET_IFNAME is not "
         "set: the ranks start with this shell's variables, so export NCCL_SOCKET_IFNAME=ib "
@@ -306,7 +357,7 @@ def test_the_studys_nccl_settings_are_checked_against_the_node_and_the_shell():
     wrong = study(
         cluster={"nccl_socket_ifname": "hsn"}, networks=[{"name": "x", "interface": "x9"}]
     )
-    lines, _ = doctor.node_problems(wrong, node(), {"NCCL_SOCKET_IFNAME": "hsn"})
+    lines, _ = doctor_problems.node_problems(wrong, node(), {"NCCL_SOCKET_IFNAME": "hsn"})
     assert lines == [
         "node: cluster.nccl_socket_ifname 'hsn' matches none of this node's network "
         "interfaces (lo, eth0, ib0): name one of them",
@@ -323,7 +374,7 @@ def test_the_studys_nccl_settings_are_checked_against_the_node_and_the_shell():
 def rendered(problems=(), **outcomes) -> str:
     config, _ = planned([], writes=False)
     found = [TORCH, TF, Target("mxnet", ("mxnet-dist",), (), missing="not built at /m")]
-    return doctor.render(config, [], found, outcomes, node(), {}, list(problems), 7.5)
+    return doctor_table.render(config, [], found, outcomes, node(), {}, list(problems), 7.5)
 
 
 def test_the_table_is_markdown_a_user_can_paste():
@@ -345,6 +396,9 @@ def test_the_table_is_markdown_a_user_can_paste():
     assert "Problems: none" in text
     assert "`/t/bin/horovodrun --check-build`" in text
     assert "`/e/bin/python -m torch.utils.collect_env`" in text
+    site = Target("tf", ("horovod-tf",), ("horovod",), ("img", "python3"), source="configured")
+    shown = doctor_table.own_checks([site], {"tf": outcome(horovod={"version": "0.28.1"})})
+    assert shown == ["- `img python3 -m horovod.runner.launch --check-build`"]
     assert re.search(r"dpscale doctor: 2 environment\(s\) probed in 7.5 s$", text)
 
 
