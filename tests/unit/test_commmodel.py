@@ -20,6 +20,7 @@ from dpscale.plan.study import plan_study
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.plan.units import parse_quantity
 from dpscale.registry import STRATEGIES
+from helpers.window_rows import window_row
 
 PARAMS = 11_000_000  # trainable parameters: 44 MB of fp32 gradients
 CONFIG_NETWORKS = [{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}]
@@ -59,21 +60,8 @@ def windows_of(
         for batch in BATCHES:
             step = step_of(nodes, devices, network, batch)
             for window in range(3):
-                rows.append(
-                    {
-                        "strategy": strategy,
-                        "model": "m",
-                        "mode": "synthetic",
-                        "nodes": nodes,
-                        "network": network,
-                        "devices_per_node": devices,
-                        "world_size": nodes * devices,
-                        "batch_per_device": batch,
-                        "quality": "ok",
-                        "window": window,
-                        "step_time_s": step * math.exp(noise * random.standard_normal()),
-                    }
-                )
+                noisy = step * math.exp(noise * random.standard_normal())
+                rows.append(window_row(nodes, devices, network, batch, noisy, window, strategy))
     return pd.DataFrame(rows)
 
 

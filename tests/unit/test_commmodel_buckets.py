@@ -20,6 +20,7 @@ from dpscale.analysis.laws.commmodel.remedy_fit import RemedyTerms, remedy_step_
 from dpscale.plan.model_inputs import configured_links
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.render import commmodel_plots
+from helpers.window_rows import window_row
 
 PARAMS = 11_000_000
 MESSAGE = 4 * PARAMS
@@ -64,19 +65,7 @@ def true_step(
 
 def windows(layouts: list[tuple[int, int, str]]) -> pd.DataFrame:
     rows = [
-        {
-            "strategy": "torch-ddp",
-            "model": "m",
-            "mode": "synthetic",
-            "nodes": nodes,
-            "network": network,
-            "devices_per_node": devices,
-            "world_size": nodes * devices,
-            "batch_per_device": batch,
-            "quality": "ok",
-            "window": 0,
-            "step_time_s": true_step(nodes, devices, network, batch),
-        }
+        window_row(nodes, devices, network, batch, true_step(nodes, devices, network, batch))
         for nodes, devices, network in layouts
         for batch in BATCHES
     ]

@@ -17,6 +17,7 @@ from dpscale.analysis.laws.commmodel import compression, validation
 from dpscale.plan.model_inputs import configured_links
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.render import commmodel_plots
+from helpers.window_rows import window_row
 
 PARAMS = 11_000_000
 NETWORKS = configured_links([{"name": "slow", "rate": "1gbit"}, {"name": "fast", "rate": "10gbit"}])
@@ -56,20 +57,14 @@ def windows(
     """Two windows of every layout and batch, log-normal ``noise``."""
     random = np.random.default_rng(seed)
     rows = [
-        {
-            "strategy": "torch-ddp",
-            "model": "m",
-            "mode": "synthetic",
-            "nodes": nodes,
-            "network": network,
-            "devices_per_node": devices,
-            "world_size": nodes * devices,
-            "batch_per_device": batch,
-            "quality": "ok",
-            "window": window,
-            "step_time_s": step_time(nodes, devices, network, batch)
-            * math.exp(noise * random.standard_normal()),
-        }
+        window_row(
+            nodes,
+            devices,
+            network,
+            batch,
+            step_time(nodes, devices, network, batch) * math.exp(noise * random.standard_normal()),
+            window,
+        )
         for nodes, devices, network in layouts
         for batch in batches
         for window in range(2)

@@ -14,6 +14,7 @@ from test_commmodel import PARAMS, TRUE, analyse, synthetic_windows
 from dpscale.analysis.laws import commmodel
 from dpscale.analysis.laws.commmodel import remedy_fit
 from dpscale.plan.link import predicted_links
+from helpers.window_rows import window_row
 
 ENCODE = 0.05  # s per step
 REMEDY_LAYOUTS = [(2, 1, "slow"), (2, 1, "fast"), (4, 1, "slow")]
@@ -33,22 +34,7 @@ def remedy_windows(comm: str, ratio: float, g: float) -> pd.DataFrame:
     for nodes, devices, network in REMEDY_LAYOUTS:
         for batch in (2, 8, 32):
             step = true_remedy_step(nodes, network, batch, ratio, ENCODE, g)
-            rows.append(
-                {
-                    "strategy": "torch-ddp",
-                    "model": "m",
-                    "mode": "synthetic",
-                    "comm": comm,
-                    "nodes": nodes,
-                    "network": network,
-                    "devices_per_node": devices,
-                    "world_size": nodes * devices,
-                    "batch_per_device": batch,
-                    "quality": "ok",
-                    "window": 0,
-                    "step_time_s": step,
-                }
-            )
+            rows.append(window_row(nodes, devices, network, batch, step, comm=comm))
     return pd.DataFrame(rows)
 
 
