@@ -59,7 +59,7 @@ COVERED_ELSEWHERE = {
         "needs a built framework environment",
     ),
     ".venv/bin/dpscale doctor studies/post002_throughput_law_mini.yaml": (
-        "tests/integration/test_doctor.py",
+        "tests/integration/test_doctor_on_a_study.py",
         "needs the study's environments built; the default study's doctor runs there",
     ),
     ".venv/bin/dpscale lock studies/post002_throughput_law_mini.yaml --env torch --out locks/": (
