@@ -2,8 +2,8 @@
 launch.setup.node_facts; frameworks.doctor_probe): the node read from fake /sys folders and
 nvidia-smi output, NCCL's interface rules, each environment's probe report turned into a
 table row and one line per problem, and the srun command of --slurm. No framework and no
-environment here: tests/integration/test_doctor_on_a_study.py runs the command on the default study's
-built environments."""
+environment here: tests/integration/test_doctor_on_a_study.py runs the command on the
+default study's built environments."""
 
 from __future__ import annotations
 
