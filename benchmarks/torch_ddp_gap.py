@@ -81,7 +81,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     import torch
     import torch.distributed as dist
 
-    from dpscale.frameworks import torch_ops
+    from dpscale.runner.support import exit_without_finalization
 
     torch.set_num_threads(cell.threads_per_device)
     dist.init_process_group("gloo")
@@ -102,7 +102,7 @@ def worker(cell: Cell, variants: list[str], rounds: int, batches: int, warmup: i
     if dist.get_rank() == 0:
         print("GAP_RESULT " + json.dumps(gathered), flush=True)
     dist.destroy_process_group()
-    torch_ops.exit_without_finalization()
+    exit_without_finalization()
 
 
 def gap_rows(

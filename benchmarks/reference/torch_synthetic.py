@@ -26,9 +26,9 @@ import torch.nn.functional as F
 import torch.optim as optim
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.frameworks.torch_ops import exit_without_finalization
 from dpscale.frameworks.torch_resnet import build_torch_resnet
 from dpscale.plan.resnet_spec import resnet_spec
+from dpscale.runner.support import exit_without_finalization
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch-size", type=int, default=16)

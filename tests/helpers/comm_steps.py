@@ -26,10 +26,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from dpscale.frameworks.torch_ops import exit_without_finalization, make_sgd
+from dpscale.frameworks.torch_ops import make_sgd
 from dpscale.frameworks.torch_remedies import RemedyHooks, remedy_work
 from dpscale.plan.cell import SYNTHETIC_SGD
 from dpscale.plan.remedies import parse
+from dpscale.runner.support import exit_without_finalization
 
 WORLD, BATCH, INPUTS, CLASSES, RANK = 2, 4, 16, 12, 2
 # a bucket cap below the bias' 48 bytes: the kernel and the bias each get a bucket of their own

@@ -38,13 +38,15 @@ SIDES: dict[str, tuple[set[str], set[str]]] = {
     # the strategies' declarations, one line each
     "registry": ({"plan", "strategies"}, set()),
     # on the launching host: environments, datasets, launches, SLURM, emulated nodes;
-    # Horovod's rendezvous (launch/starters/horovod_gloo.py) runs in the framework's environment
+    # Horovod's rendezvous (launch/starters/horovod_gloo.py) and torchrun
+    # (launch/starters/torchrun.py) run in the framework's environment
     "launch": (
         {"plan", "runner", "launch", "registry"},
         {
             "numpy",
             "sklearn",
             "horovod",
+            "torch",
             "jsonschema",
             "snakemake",
             "snakemake_executor_plugin_slurm",

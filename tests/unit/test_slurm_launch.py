@@ -563,7 +563,7 @@ def test_local_launchers_run_inside_the_container_and_start_ranks_with_its_pytho
     assert kind("torch").local(cell, APPTAINER, runner)[:7] == [
         *APPTAINER,
         "-m",
-        "torch.distributed.run",
+        "dpscale.launch.starters.torchrun",
     ]
     horovod = kind("horovod").local(cell, APPTAINER, runner)
     assert horovod[:7] == [*APPTAINER, "-m", "dpscale.launch.starters.horovodrun"]

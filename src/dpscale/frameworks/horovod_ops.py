@@ -175,3 +175,4 @@ class HorovodRank(Rank):
 
     def finish(self) -> None:
         hvd.join()  # [distributed] rank 0 has written the result
+        hvd.shutdown()  # [distributed] what Horovod's atexit hook would do, before the exit

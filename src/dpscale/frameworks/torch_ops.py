@@ -9,10 +9,8 @@ in DistributedTorchRank's gather, all-reduce, bucket timeline and finish.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import torch
@@ -174,17 +172,6 @@ def cpu_kernels() -> dict[str, Any]:
         "isa": str(torch.backends.cpu.get_cpu_capability()),
         "version": built.group(1) if built else None,
     }
-
-
-def exit_without_finalization() -> NoReturn:
-    """End a process that used gloo, once its results are written and its group destroyed.
-
-    In Python's finalization gloo's worker thread may still free the last barrier's work,
-    whose tensors are Python's: it waits for the GIL, is ended and aborts the process
-    ("terminate called without an active exception"; docs/decisions/gloo-exit.md)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 class TorchTrainingBackend:

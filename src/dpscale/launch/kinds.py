@@ -189,7 +189,7 @@ class Torch(LaunchKind):
         return [
             *python,
             "-m",
-            "torch.distributed.run",
+            "dpscale.launch.starters.torchrun",  # torchrun, without finalization at the end
             "--standalone",
             f"--nproc_per_node={cell.devices_per_node}",
             *runner,  # torchrun starts "-m MODULE ..." with its own interpreter

@@ -41,7 +41,7 @@ from dpscale.plan.strategy import CellOption, CommSupport, Strategy, framework_i
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
-from dpscale.runner.support import parse_runner_args
+from dpscale.runner.support import exit_without_finalization, parse_runner_args
 
 ONEDNN_ON = "on"
 ONEDNN_OPTIONS = (ONEDNN_ON, "tensorflow_default")
@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     rank = horovod_ops.HorovodRank(
         cell, model, optimizer, params, fusion_mb, cycle_ms, timeline=timeline
     )
-    run_cell(cell, out, rank)
+    run_cell(cell, out, rank)  # ends with every rank joined and Horovod shut down
+    exit_without_finalization()
 
 
 if __name__ == "__main__":

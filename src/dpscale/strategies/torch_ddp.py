@@ -18,7 +18,7 @@ from dpscale.plan.strategy import CommSupport, Strategy, framework_imports
 from dpscale.plan.traffic import RingAllReduce
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
-from dpscale.runner.support import parse_runner_args
+from dpscale.runner.support import exit_without_finalization, parse_runner_args
 
 with framework_imports() as framework:
     import torch.distributed as dist
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rank = torch_ops.DistributedTorchRank(cell, model, device, params, threads, remedy)
     run_cell(cell, out, rank)  # ends with the group destroyed and rank 0's result written
-    torch_ops.exit_without_finalization()
+    exit_without_finalization()
 
 
 if __name__ == "__main__":

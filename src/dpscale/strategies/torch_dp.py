@@ -12,7 +12,7 @@ from dpscale.plan.strategy import Strategy, framework_imports
 from dpscale.plan.traffic import ParameterServers
 from dpscale.runner import startup
 from dpscale.runner.measure import run_cell
-from dpscale.runner.support import parse_runner_args
+from dpscale.runner.support import exit_without_finalization, parse_runner_args
 
 with framework_imports() as framework:
     from torch import nn
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
 
     loader_batch = cell.batch_per_device * cell.devices_per_node
     run_cell(cell, out, torch_ops.TorchRank(cell, model, device, params, threads, loader_batch))
+    exit_without_finalization()  # the result is written
 
 
 if __name__ == "__main__":
