@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from dpscale.plan.cluster_file import check_clusters
 from dpscale.plan.config_rules import (
@@ -46,15 +45,20 @@ from dpscale.plan.published import check_published
 from dpscale.plan.remedies import comm_description
 from dpscale.plan.shorthand import full_forms
 from dpscale.plan.strategy import Strategy
-from dpscale.plan.yaml_shape import StrictValidator, check_shape, field_name, float_for_integer
+from dpscale.plan.yaml_shape import (
+    StrictValidator,
+    check_shape,
+    field_name,
+    float_for_integer,
+    load_shipped,
+)
 
 
 @functools.lru_cache(maxsize=4)
 def _schema_file(path: Path) -> dict[str, Any]:
     """The schema file, parsed once a process: every study is checked against it (and the
-    config fuzz test plans hundreds), and pure-Python YAML parsing is most of a check."""
-    with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    config fuzz test plans hundreds), and YAML parsing is most of a check."""
+    return load_shipped(path)
 
 
 def config_schema(strategies: Mapping[str, Strategy] | None = None) -> dict[str, Any]:

@@ -18,12 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
-import yaml
 
 from dpscale.plan import traffic
 from dpscale.plan.errors import ConfigError
 from dpscale.plan.paths import SCHEMA_DIR
-from dpscale.plan.yaml_shape import StrictValidator, field_name, float_for_integer, shown
+from dpscale.plan.yaml_shape import (
+    StrictValidator,
+    field_name,
+    float_for_integer,
+    load_shipped,
+    shown,
+)
 
 SCHEMA_FILE = "published_cases.schema.yaml"
 
@@ -41,8 +46,7 @@ SECONDARY = "secondary"
 @functools.lru_cache(maxsize=1)
 def case_schema() -> dict[str, Any]:
     """The schema of one case, parsed once a process."""
-    with open(SCHEMA_DIR / SCHEMA_FILE, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_shipped(SCHEMA_DIR / SCHEMA_FILE)
 
 
 def _default(name: str) -> Any:

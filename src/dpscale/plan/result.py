@@ -36,10 +36,9 @@ def now_iso() -> str:
 
 @cache
 def result_schema() -> dict[str, Any]:
-    import yaml  # here, as jsonschema below: see can_validate()
+    from dpscale.plan.yaml_shape import load_shipped  # yaml and jsonschema: can_validate()
 
-    with open(SCHEMA_DIR / "result.schema.yaml", encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_shipped(SCHEMA_DIR / "result.schema.yaml")
 
 
 def can_validate() -> bool:
