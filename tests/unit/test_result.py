@@ -11,6 +11,7 @@ from dpscale.plan.result import (
     make_result,
     now_iso,
     read_result,
+    result_schema,
     write_json_atomic,
     write_result,
 )
@@ -122,3 +123,9 @@ def test_the_umask_is_read_without_proc(umask, monkeypatch):
     umask(0o007)
     assert current_umask() == 0o007
     assert os.umask(0o007) == 0o007
+
+
+def test_the_result_schema_is_a_valid_schema_of_its_draft():
+    """Checked here once: the validator every launcher and aggregate makes skips it."""
+    schema = result_schema()
+    jsonschema.validators.validator_for(schema).check_schema(schema)

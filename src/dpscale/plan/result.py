@@ -65,14 +65,13 @@ def validate_result(result: dict[str, Any]) -> None:
 
 @cache
 def _validator() -> Any:
-    """The result schema's validator, its schema checked once: ``jsonschema.validate``
-    checks the schema against its metaschema on every call, 0.2 s a result."""
+    """The result schema's validator. ``jsonschema.validate`` checks the schema against its
+    metaschema on every call, 0.2 s a result; a unit test checks it once instead
+    (tests/unit/test_result.py), as the schema is dpscale's own."""
     import jsonschema
 
     schema = result_schema()
-    validator = jsonschema.validators.validator_for(schema)
-    validator.check_schema(schema)
-    return validator(schema)
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 def model_info(
