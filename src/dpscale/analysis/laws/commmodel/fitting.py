@@ -185,17 +185,18 @@ def fit_model(
     parameters = choose_parameters(obs, links, form, timeline, traffic)
     rows = design(obs, links, parameters.free_links, True, timeline, traffic=traffic)
     measured = np.log(obs["step_time_s"].to_numpy(dtype=float))
-
-    def residuals(theta: np.ndarray) -> np.ndarray:
-        predicted = step_seconds(parameters.values(theta), rows)
-        return np.log(np.maximum(predicted, MIN_STEP)) - measured
-
     lower, upper = parameters.bounds()
+    residuals = LogResiduals(parameters, rows, measured, (lower, upper))
     best = None
     for start in _starts(obs, parameters, links, timeline, traffic, known or {}):
         start = np.clip(start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
         result = optimize.least_squares(
-            residuals, start, bounds=(lower, upper), x_scale="jac", max_nfev=MAX_EVALUATIONS
+            residuals,
+            start,
+            jac=residuals.jacobian,
+            bounds=(lower, upper),
+            x_scale="jac",
+            max_nfev=MAX_EVALUATIONS,
         )
         if best is None or result.cost < best.cost:
             best = result
@@ -204,6 +205,68 @@ def fit_model(
     residual_var = 2 * best.cost / dof if dof > 0 else math.nan
     covariance = _covariance(best.jac, residual_var)
     return Fit(parameters, best.x, covariance, residual_var, links, len(obs), timeline, traffic)
+
+
+# scipy's relative step of a forward difference: the square root of float64's epsilon
+_RELATIVE_STEP = float(np.finfo(np.float64).eps) ** 0.5
+
+
+class LogResiduals:
+    """The residuals least squares minimises, log T predicted - log T measured, and their
+    Jacobian by the forward difference scipy's ``jac="2-point"`` takes (the same steps,
+    turned at the bounds alike), every perturbed parameter set priced in one call of the
+    model (Parameters.stacked_values) instead of one call each: the same Jacobian to the
+    bit, so the same optimiser path, at a fraction of the calls (most of a fit's time)."""
+
+    def __init__(
+        self,
+        parameters: Parameters,
+        rows: Design,
+        measured: np.ndarray,
+        bounds: tuple[Sequence[float], Sequence[float]],
+    ) -> None:
+        self.parameters, self.rows, self.measured = parameters, rows, measured
+        self.lower, self.upper = (np.asarray(b, dtype=float) for b in bounds)
+        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (theta, its residuals)
+
+    def __call__(self, theta: np.ndarray) -> np.ndarray:
+        predicted = step_seconds(self.parameters.values(theta), self.rows)
+        residuals = np.log(np.maximum(predicted, MIN_STEP)) - self.measured
+        self._last = (np.array(theta, dtype=float), residuals)
+        return residuals
+
+    def jacobian(self, theta: np.ndarray) -> np.ndarray:
+        """d residuals / d theta (rows x parameters), as scipy.optimize's 2-point
+        approx_derivative computes it at ``theta`` within the bounds."""
+        x0 = np.asarray(theta, dtype=float)
+        last = self._last
+        f0 = last[1] if last is not None and np.array_equal(last[0], x0) else self(x0)
+        step = self._steps(x0)
+        moved = np.repeat(x0[None, :], x0.size, axis=0)
+        diagonal = np.arange(x0.size)
+        moved[diagonal, diagonal] = x0 + step
+        predicted = step_seconds(self.parameters.stacked_values(moved), self.rows)
+        shifted = np.log(np.maximum(predicted, MIN_STEP)) - self.measured
+        transposed = np.empty((x0.size, f0.size))
+        transposed[:] = (shifted - f0) / ((x0 + step) - x0)[:, None]
+        return transposed.T  # scipy's layout (a transposed view), so its algebra is the same
+
+    def _steps(self, x0: np.ndarray) -> np.ndarray:
+        """scipy's absolute steps (eps^0.5 max(1, |x|), sign of x, 0 counted positive),
+        turned back or shortened where a step would leave the bounds."""
+        sign = (x0 >= 0).astype(float) * 2 - 1
+        step = _RELATIVE_STEP * sign * np.maximum(1.0, np.abs(x0))
+        adjusted = step.copy()
+        below, above = x0 - self.lower, self.upper - x0
+        moved = x0 + step
+        violated = (moved < self.lower) | (moved > self.upper)
+        fitting = np.abs(step) <= np.maximum(below, above)
+        adjusted[violated & fitting] *= -1
+        forward = (above >= below) & ~fitting
+        adjusted[forward] = above[forward]
+        backward = (above < below) & ~fitting
+        adjusted[backward] = -below[backward]
+        return adjusted
 
 
 def _starts(

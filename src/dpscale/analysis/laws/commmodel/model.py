@@ -22,6 +22,9 @@ MIN_STEP = 1e-12  # the shortest step time (s): keeps log T finite
 # the form built from the mechanism (commmodel.buckets); the others combine two totals
 BUCKETS = "buckets"
 _FIXED_G = {"additive": 1.0, BUCKETS: math.nan}
+# the value each fitted parameter sets (Parameters.values); every other name a free link's
+_VALUE_OF = {"log_v0": "v0", "t_c1": "t_c1", "sigma": "sigma", "alpha0": "alpha0"}
+_VALUE_OF |= {"log_eta": "eta", "g": "g", "kappa": "kappa"}
 
 
 @dataclass
@@ -188,6 +191,23 @@ class Parameters:
             "beta_free": np.hstack(beta_free) if beta_free else fixed["beta_free"],
             "g": columns.get("g", fixed["g"]),
         }
+
+    def stacked_values(self, thetas: np.ndarray) -> dict[str, Any]:
+        """:meth:`values` of each row of ``thetas`` (sets x parameters), stacked as
+        :meth:`sampled_values` stacks them (a fitted value a column, a fixed one a scalar),
+        each number exactly as :meth:`values` gives it (``math.exp``, not ``np.exp``): one
+        call of the model then prices every set as a call per set would, to the bit."""
+        each = [self.values(theta) for theta in thetas]
+        fitted = {_VALUE_OF.get(name, "beta_free") for name in self.names}
+        stacked: dict[str, Any] = {"form": self.form}
+        for key in ("kappa", "v0", "t_c1", "sigma", "alpha0", "eta", "g"):
+            column = np.array([[values[key]] for values in each], dtype=float)
+            stacked[key] = column if key in fitted else each[0][key]
+        if self.free_links:
+            stacked["beta_free"] = np.vstack([values["beta_free"] for values in each])
+        else:
+            stacked["beta_free"] = each[0]["beta_free"]
+        return stacked
 
     def bounds(self) -> tuple[list[float], list[float]]:
         table = {
