@@ -67,11 +67,11 @@ class Fit:
     def log_prediction(self, rows: Design) -> tuple[np.ndarray, np.ndarray]:
         """log T and its prediction-interval variance (parameters + residual scatter)."""
 
-        def log_t(theta: np.ndarray) -> np.ndarray:
-            return np.log(np.maximum(step_seconds(self.parameters.values(theta), rows), MIN_STEP))
+        def log_t(values: dict[str, Any]) -> np.ndarray:
+            return np.log(np.maximum(step_seconds(values, rows), MIN_STEP))
 
-        centre = log_t(self.theta)
-        gradient = jacobian(log_t, self.theta, centre)
+        centre = log_t(self.values)
+        gradient = stacked_jacobian(log_t, self.parameters, self.theta, centre)
         variance = propagate(gradient, self.covariance)
         return centre, variance + self.residual_var
 
@@ -108,6 +108,26 @@ def jacobian(
         moved[index] += step
         columns.append((function(moved) - centre) / step)
     return np.column_stack(columns) if columns else np.zeros((centre.size, 0))
+
+
+def stacked_jacobian(
+    function: Callable[[dict[str, Any]], np.ndarray],
+    parameters: Parameters,
+    theta: np.ndarray,
+    centre: np.ndarray,
+) -> np.ndarray:
+    """:func:`jacobian` of a function of the model's values (``function``: values -> one
+    number per row, the last axis), every moved parameter set priced in one call
+    (Parameters.stacked_values): the same steps and the same numbers as a call per
+    parameter."""
+    if theta.size == 0:
+        return np.zeros((centre.size, 0))
+    steps = 1e-6 * np.maximum(1.0, np.abs(theta))
+    moved = np.repeat(theta[None, :], theta.size, axis=0)
+    diagonal = np.arange(theta.size)
+    moved[diagonal, diagonal] += steps
+    shifted = function(parameters.stacked_values(moved))  # parameters x rows
+    return np.ascontiguousarray(((shifted - centre) / steps[:, None]).T)  # as column_stack
 
 
 class NotEnoughData(ValueError):

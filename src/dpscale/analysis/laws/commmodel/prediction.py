@@ -14,7 +14,14 @@ from scipy import optimize
 
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
 from dpscale.analysis.laws.commmodel.compression import needed_compression, sampled_thetas
-from dpscale.analysis.laws.commmodel.fitting import Z95, Fit, jacobian, propagate, safe_exp
+from dpscale.analysis.laws.commmodel.fitting import (
+    Z95,
+    Fit,
+    jacobian,
+    propagate,
+    safe_exp,
+    stacked_jacobian,
+)
 from dpscale.analysis.laws.commmodel.inputs import INTRA, OBS_COLUMNS
 from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, label
 from dpscale.analysis.laws.commmodel.model import (
@@ -290,12 +297,12 @@ def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray
     scatter of a ratio of two predictions of one model largely cancels)."""
     world = rows.ranks[:n]
 
-    def log_speedup(theta: np.ndarray) -> np.ndarray:
-        t = np.maximum(step_seconds(fit.parameters.values(theta), rows), MIN_STEP)
-        return np.log(world) + np.log(t[n:]) - np.log(t[:n])
+    def log_speedup(values: dict[str, Any]) -> np.ndarray:
+        t = np.maximum(step_seconds(values, rows), MIN_STEP)
+        return np.log(world) + np.log(t[..., n:]) - np.log(t[..., :n])
 
-    centre = log_speedup(fit.theta)
-    gradient = jacobian(log_speedup, fit.theta, centre)
+    centre = log_speedup(fit.values)
+    gradient = stacked_jacobian(log_speedup, fit.parameters, fit.theta, centre)
     return centre, propagate(gradient, fit.covariance)
 
 
