@@ -92,7 +92,13 @@ def _sampled_ratios(fit: Fit, thetas: np.ndarray, multi: Design, single: Design)
     """:func:`_ratio` under each sampled parameter set (``thetas``: samples x parameters),
     every sample priced in one call of the model (Parameters.sampled_values) on the
     coarse ratios, then once more on its own stretch of fine ones."""
-    values = fit.parameters.sampled_values(thetas)
+    return _ratios_under(fit.parameters.sampled_values(thetas), thetas.shape[0], multi, single)
+
+
+def _ratios_under(values: dict, samples: int, multi: Design, single: Design) -> np.ndarray:
+    """:func:`_sampled_ratios` of ``samples`` parameter sets already as values (columns of
+    ``samples`` rows); ``multi`` and ``single``: one row each, or one row with a column of
+    ``samples`` batches (:func:`needed_compressions`)."""
     one = np.maximum(step_seconds(values, single), MIN_STEP)  # samples x 1
 
     def efficiency(columns: np.ndarray) -> np.ndarray:
@@ -101,7 +107,6 @@ def _sampled_ratios(fit: Fit, thetas: np.ndarray, multi: Design, single: Design)
         step = np.maximum(step_seconds(values, rows), MIN_STEP)  # samples x columns
         return np.broadcast_to(one / step, columns.shape)
 
-    samples = thetas.shape[0]
     coarse = np.tile(np.arange(0, RATIOS.size, COARSE), (samples, 1))
     found = efficiency(coarse) >= TARGET_EFFICIENCY
     first = coarse[np.arange(samples), np.argmax(found, axis=1)]
@@ -140,3 +145,58 @@ def needed_compression(
         lo = float(np.quantile(ratios, 0.025, method="lower"))
         hi = float(np.quantile(ratios, 0.975, method="higher"))
     return NeededCompression(ratio, lo, hi, float(centre[0]), float(centre[-1]))
+
+
+def needed_compressions(
+    fit: Fit, multi: Design, single: Design, thetas: np.ndarray | None = None
+) -> list[NeededCompression]:
+    """:func:`needed_compression` of each row of ``multi`` against the same row of
+    ``single``, all priced together where the rows differ in their batch alone (one
+    layout's batches, prediction._prediction_rows): each batch a row of one column of
+    batches, against the ratios or the samples, as the model broadcasts a row; the same
+    numbers as a call per row, at a few calls in all instead of a few per row."""
+    count = multi.batch.size
+    if not (multi.varies_in_batch_only() and single.varies_in_batch_only()):
+        return [
+            needed_compression(fit, multi.take([i]), single.take([i]), thetas) for i in range(count)
+        ]
+    first, alone = multi.take([0]), single.take([0])
+    column = multi.batch[:, None]  # batches x 1
+    rows = dataclasses.replace(first, batch=column, message=np.append(first.message[0] / RATIOS, 0))
+    centre = _efficiencies_each(
+        fit.values, rows, dataclasses.replace(alone, batch=single.batch[:, None])
+    )
+    draws = thetas if thetas is not None else sampled_thetas(fit)
+    lo = hi = np.full(count, math.nan)
+    if draws is not None:
+        samples = draws.shape[0]
+        values = _tiled(fit.parameters.sampled_values(draws), count)  # batch-major
+        each = dataclasses.replace(first, batch=np.repeat(multi.batch, samples)[:, None])
+        one = dataclasses.replace(alone, batch=np.repeat(single.batch, samples)[:, None])
+        ratios = _ratios_under(values, count * samples, each, one).reshape(count, samples)
+        lo = np.quantile(ratios, 0.025, axis=1, method="lower")
+        hi = np.quantile(ratios, 0.975, axis=1, method="higher")
+    return [
+        NeededCompression(
+            _ratio(centre[i]), float(lo[i]), float(hi[i]), float(centre[i, 0]), float(centre[i, -1])
+        )
+        for i in range(count)
+    ]
+
+
+def _efficiencies_each(values: dict, rows: Design, single: Design) -> np.ndarray:
+    """:func:`_efficiencies` of each batch of a column (``rows``: one row, its batch a
+    column, its messages the ratios'), batches x ratios."""
+    one = np.maximum(step_seconds(values, single), MIN_STEP)  # batches x 1
+    return one / np.maximum(step_seconds(values, rows), MIN_STEP)
+
+
+def _tiled(values: dict, times: int) -> dict:
+    """Sampled values (Parameters.sampled_values) repeated ``times`` over, the samples
+    again after the last: a sample's columns for each of ``times`` batches."""
+    return {
+        key: np.tile(value, (times, 1))
+        if isinstance(value, np.ndarray) and value.ndim == 2
+        else value
+        for key, value in values.items()
+    }

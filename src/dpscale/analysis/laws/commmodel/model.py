@@ -53,6 +53,16 @@ class Design:
             np.where(np.isfinite(self.beta_ref), self.beta_ref, 1.0),
         )
 
+    def varies_in_batch_only(self) -> bool:
+        """Whether every row is the first but for its batch (one layout at several batches),
+        NaN equal to NaN."""
+        same = [
+            np.array_equal(array, np.broadcast_to(array[:1], array.shape), equal_nan=True)
+            for name, array in [*vars(self).items(), *vars(self.buckets).items()]
+            if isinstance(array, np.ndarray) and name != "batch"
+        ]
+        return all(same)
+
     def take(self, index: Any) -> Design:
         """The rows at ``index`` (a slice or a list of positions)."""
         return _map(self, lambda array: array[index])

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import optimize
 
 from dpscale.analysis.laws.commmodel.analysis import GroupModel
-from dpscale.analysis.laws.commmodel.compression import needed_compression, sampled_thetas
+from dpscale.analysis.laws.commmodel.compression import needed_compressions, sampled_thetas
 from dpscale.analysis.laws.commmodel.fitting import (
     Z95,
     Fit,
@@ -245,12 +245,13 @@ def _prediction_rows(
     even = break_even(values, _row(rows, 0), _row(rows, n))  # the same at every batch
     even_half = _break_even_ci95(fit, _row(rows, 0), _row(rows, n), even)
     compute_only = _compute_only(values, rows.take(slice(0, n)))
+    needs = needed_compressions(fit, rows.take(slice(0, n)), rows.take(slice(n, 2 * n)), thetas)
     out = []
     for i, batch in enumerate(batches):
         half = Z95 * math.sqrt(variance[i]) if np.isfinite(variance[i]) else math.nan
         s_half = Z95 * math.sqrt(speed_var[i]) if np.isfinite(speed_var[i]) else math.nan
         step = safe_exp(centre[i])
-        needed = needed_compression(fit, _row(rows, i), _row(rows, n + i), thetas)
+        needed = needs[i]
         key = (
             group.strategy,
             group.model,
