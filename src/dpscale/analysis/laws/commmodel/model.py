@@ -3,6 +3,7 @@ each configuration, combined by an overlap form."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -62,6 +63,15 @@ class Design:
             if isinstance(array, np.ndarray) and name != "batch"
         ]
         return all(same)
+
+    def with_batch(self, batch: np.ndarray) -> Design:
+        """These rows at ``batch`` (a column or a grid the rows broadcast against): a shallow
+        copy, so :attr:`link_terms` once worked out carries over (it does not read the
+        batch); the break-even search asks for thousands."""
+        self.link_terms  # noqa: B018 (worked out here once, then carried by every copy)
+        moved = copy.copy(self)
+        moved.batch = batch
+        return moved
 
     def take(self, index: Any) -> Design:
         """The rows at ``index`` (a slice or a list of positions)."""

@@ -3,6 +3,7 @@ and speedup with 95% intervals, and the break-even global batch."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -17,7 +18,6 @@ from dpscale.analysis.laws.commmodel.compression import needed_compressions, sam
 from dpscale.analysis.laws.commmodel.fitting import (
     Z95,
     Fit,
-    jacobian,
     propagate,
     safe_exp,
     stacked_jacobian,
@@ -27,6 +27,7 @@ from dpscale.analysis.laws.commmodel.labels import MeasuredRange, extrapolated, 
 from dpscale.analysis.laws.commmodel.model import (
     MIN_STEP,
     Design,
+    Parameters,
     compute_seconds,
     step_seconds,
 )
@@ -309,14 +310,17 @@ def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray
 
 def _break_even_ci95(fit: Fit, multi: Design, single: Design, even: float) -> float:
     """The break-even batch's 95% half-width from the fit's parameter covariance (delta
-    method, numerical gradient); NaN where it is 0 or never (no interval to give)."""
+    method, numerical gradient: :func:`jacobian`'s steps, every moved parameter set's
+    search grid priced in one call); NaN where it is 0 or never (no interval to give)."""
     if not np.isfinite(even) or even <= 0:
         return math.nan
-
-    def of(theta: np.ndarray) -> np.ndarray:
-        return np.array([break_even(fit.parameters.values(theta), multi, single)])
-
-    gradient = jacobian(of, fit.theta, np.array([even]))
+    theta = fit.theta
+    steps = 1e-6 * np.maximum(1.0, np.abs(theta))
+    moved = np.repeat(theta[None, :], theta.size, axis=0)
+    diagonal = np.arange(theta.size)
+    moved[diagonal, diagonal] += steps
+    evens = break_evens(fit.parameters, moved, multi, single)
+    gradient = ((evens - even) / steps)[None, :]  # 1 x parameters, as jacobian's
     if not np.isfinite(gradient).all():
         return math.inf
     variance = float(propagate(gradient, fit.covariance)[0])
@@ -333,7 +337,15 @@ def _first_at(rows: Design, batch: np.ndarray) -> Design:
     same numbers as the row repeated), so no row is copied: the root search asks hundreds
     of times."""
     first = rows if rows.batch.size == 1 else rows.take(slice(0, 1))
-    return replace(first, batch=batch)
+    return first.with_batch(batch)
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(ranks: float) -> np.ndarray:
+    """The global batches the break-even search tries first (read-only: shared)."""
+    grid = np.geomspace(ranks * 1e-3, 1e8, 400)
+    grid.flags.writeable = False
+    return grid
 
 
 def break_even(
@@ -345,14 +357,49 @@ def break_even(
     """Smallest global batch B at which the N-rank configuration finishes a step sooner
     than one rank (strong scaling): T_N(B/N) < T_1(B). 0: always; inf: never (up to 1e8).
     ``step``: the step-time model (a remedy's, commmodel.remedy_fit)."""
+    gain = _gain(values, multi, single, step)
+    grid = _grid(float(multi.ranks[0]))
+    return _crossing(gain, grid, gain(grid))
+
+
+def break_evens(
+    parameters: Parameters, thetas: np.ndarray, multi: Design, single: Design
+) -> np.ndarray:
+    """:func:`break_even` under each parameter set of ``thetas`` (sets x parameters): the
+    grid priced for all sets in one call (Parameters.stacked_values, the same numbers),
+    each set's root then searched on its own."""
+    grid = _grid(float(multi.ranks[0]))
+    gains = _gain(parameters.stacked_values(thetas), multi, single, step_seconds)(grid)
+    return np.array(
+        [
+            _crossing(_gain(parameters.values(theta), multi, single, step_seconds), grid, row)
+            for theta, row in zip(thetas, gains, strict=True)
+        ],
+        dtype=float,
+    )
+
+
+def _gain(
+    values: dict[str, Any],
+    multi: Design,
+    single: Design,
+    step: Callable[[dict[str, Any], Design], np.ndarray],
+) -> Callable[[np.ndarray], np.ndarray]:
+    """T_1(B) - T_N(B/N) at each global batch B (the last axis)."""
     ranks = float(multi.ranks[0])
 
     def gain(global_batch: np.ndarray) -> np.ndarray:
         m = _first_at(multi, global_batch / ranks)
         return step(values, _first_at(single, global_batch)) - step(values, m)
 
-    grid = np.geomspace(ranks * 1e-3, 1e8, 400)
-    gains = gain(grid)
+    return gain
+
+
+def _crossing(
+    gain: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, gains: np.ndarray
+) -> float:
+    """The first global batch where ``gain`` turns positive: 0 where it already is at the
+    grid's start, inf where it never does, else the root between the grid's two batches."""
     if gains[0] > 0:
         return 0.0
     winning = np.nonzero(gains > 0)[0]
