@@ -134,23 +134,71 @@ class NotEnoughData(ValueError):
     """The configurations cannot determine the model's parameters."""
 
 
+class SameRows:
+    """What every form fitted to the same rows (fit_forms) reads alike, worked out on first
+    use and then shared: the rows' split by rank count, their links' references, the
+    model's design of them and their measured log step times (a form's own choices, its
+    parameters and starts, stay its own)."""
+
+    def __init__(self, obs: pd.DataFrame, links: dict[str, Link], traffic: Traffic) -> None:
+        self.obs, self.links, self.traffic = obs, links, traffic
+        self._split: tuple[pd.DataFrame, pd.DataFrame, Design] | None = None
+        self._designs: dict[tuple[tuple[str, ...], int], Design] = {}
+        self._exposed: bool | None = None
+        self._measured: np.ndarray | None = None
+
+    def split(self) -> tuple[pd.DataFrame, pd.DataFrame, Design]:
+        """(1-rank rows, multi-rank rows, their design without free links); raise
+        NotEnoughData where the rows cannot be fitted by any form."""
+        if self._split is None:
+            obs = self.obs
+            single = obs[obs["world_size"] == 1]
+            multi = obs[obs["world_size"] > 1]
+            if single["batch_per_device"].nunique() < 2:
+                raise NotEnoughData("needs 1-rank cells at two batch sizes or more")
+            if multi.empty:
+                raise NotEnoughData("no multi-rank cell measured")
+            rows = design(multi, self.links, [], emulation=True, traffic=self.traffic)
+            self._split = (single, multi, rows)
+        return self._split
+
+    def design(self, free_links: list[str], timeline: BucketTimeline | None) -> Design:
+        """The model's rows of every configuration, as fit_model fits them."""
+        key = (tuple(free_links), id(timeline))
+        if key not in self._designs:
+            self._designs[key] = design(
+                self.obs, self.links, free_links, True, timeline, traffic=self.traffic
+            )
+        return self._designs[key]
+
+    def exposed(self) -> bool:
+        """:func:`_exposed` of these rows."""
+        if self._exposed is None:
+            single, multi, rows = self.split()
+            self._exposed = _exposed(single, multi, rows)
+        return self._exposed
+
+    def measured(self) -> np.ndarray:
+        """log step time of every configuration."""
+        if self._measured is None:
+            self._measured = np.log(self.obs["step_time_s"].to_numpy(dtype=float))
+        return self._measured
+
+
 def choose_parameters(
     obs: pd.DataFrame,
     links: dict[str, Link],
     form: str,
     timeline: BucketTimeline | None,
     traffic: Traffic,
+    same: SameRows | None = None,
 ) -> Parameters:
-    """Fit only what the configurations inform; raise NotEnoughData when they cannot."""
+    """Fit only what the configurations inform; raise NotEnoughData when they cannot.
+    ``same``: these rows' shared work (fit_forms), else worked out here."""
     if form == BUCKETS and timeline is None:
         raise NotEnoughData("no bucket timeline (a one-rank cell of the strategy records it)")
-    single = obs[obs["world_size"] == 1]
-    multi = obs[obs["world_size"] > 1]
-    if single["batch_per_device"].nunique() < 2:
-        raise NotEnoughData("needs 1-rank cells at two batch sizes or more")
-    if multi.empty:
-        raise NotEnoughData("no multi-rank cell measured")
-    rows = design(multi, links, [], emulation=True, traffic=traffic)
+    same = same if same is not None else SameRows(obs, links, traffic)
+    _, multi, rows = same.split()
     has_ref = np.isfinite(rows.beta_ref)
     link_names = [
         INTRA if n == 1 else net for n, net in zip(multi["nodes"], multi["network"], strict=True)
@@ -161,7 +209,7 @@ def choose_parameters(
         form=form,
         free_links=free,
         fit_sigma=bool((rows.colocated > 1).any()),
-        fit_alpha0=len(referenced) >= 2 and (form != BUCKETS or _exposed(single, multi, rows)),
+        fit_alpha0=len(referenced) >= 2 and (form != BUCKETS or same.exposed()),
         fit_eta=bool(has_ref.any()),
         # the compute communication takes on shared cores: told apart from the co-location
         # slowdown only by links of different speeds
@@ -197,18 +245,21 @@ def fit_model(
     *,
     traffic: Traffic,
     known: Mapping[str, Fit] | None = None,
+    same: SameRows | None = None,
 ) -> Fit:
     """Least squares on log step times of the configurations ``obs`` (one strategy and
     model); ``timeline``: its buckets, for the bucket form; ``traffic``: the strategy's;
     ``known``: other forms already fitted to these same rows, whose solutions this form
-    starts from instead of fitting them again (:func:`fit_forms`)."""
-    parameters = choose_parameters(obs, links, form, timeline, traffic)
-    rows = design(obs, links, parameters.free_links, True, timeline, traffic=traffic)
-    measured = np.log(obs["step_time_s"].to_numpy(dtype=float))
+    starts from instead of fitting them again, and ``same`` the work they share
+    (:func:`fit_forms`)."""
+    same = same if same is not None else SameRows(obs, links, traffic)
+    parameters = choose_parameters(obs, links, form, timeline, traffic, same)
+    rows = same.design(parameters.free_links, timeline)
+    measured = same.measured()
     lower, upper = parameters.bounds()
     residuals = LogResiduals(parameters, rows, measured, (lower, upper))
     best = None
-    for start in _starts(obs, parameters, links, timeline, traffic, known or {}):
+    for start in _starts(obs, parameters, links, timeline, traffic, known or {}, same):
         start = np.clip(start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
         result = optimize.least_squares(
             residuals,
@@ -296,25 +347,26 @@ def _starts(
     timeline: BucketTimeline | None,
     traffic: Traffic,
     known: Mapping[str, Fit],
+    same: SameRows | None = None,
 ) -> list[np.ndarray]:
     """Starting points: the additive fit's solution (the forms differ only in how the two
     parts combine) and, for the additive fit itself, a few bandwidth guesses."""
     if parameters.form == BUCKETS:
-        additive = _start_fit(obs, links, "additive", traffic, known)
+        additive = _start_fit(obs, links, "additive", traffic, known, same)
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [
             np.array([named.get(n, kappa) for n in parameters.names], dtype=float)
             for kappa in (0.0, 1.0, 5.0)
         ]
     if parameters.form == "pollux":
-        additive = _start_fit(obs, links, "additive", traffic, known)
+        additive = _start_fit(obs, links, "additive", traffic, known, same)
         named = dict(zip(additive.parameters.names, additive.theta, strict=True))
         return [np.array([named.get(n, g) for n in parameters.names]) for g in (1.5, 4.0, 9.0)]
     if parameters.form == "max":  # the kinks trap a local search: start near, from g = 10
         try:
-            near = _start_fit(obs, links, "pollux", traffic, known)
+            near = _start_fit(obs, links, "pollux", traffic, known, same)
         except NotEnoughData:  # one parameter fewer than pollux: start from additive
-            near = _start_fit(obs, links, "additive", traffic, known)
+            near = _start_fit(obs, links, "additive", traffic, known, same)
         named = dict(zip(near.parameters.names, near.theta, strict=True))
         return [np.array([named[n] for n in parameters.names], dtype=float)]
     single = obs[obs["world_size"] == 1]
@@ -335,13 +387,18 @@ def _starts(
 
 
 def _start_fit(
-    obs: pd.DataFrame, links: dict[str, Link], form: str, traffic: Traffic, known: Mapping[str, Fit]
+    obs: pd.DataFrame,
+    links: dict[str, Link],
+    form: str,
+    traffic: Traffic,
+    known: Mapping[str, Fit],
+    same: SameRows | None = None,
 ) -> Fit:
     """The fit of ``form`` another form starts from: ``known``'s (the same rows, fitted
     already; a timeline changes no form but the bucket form), else fitted now."""
     if form in known:
         return known[form]
-    return fit_model(obs, links, form, traffic=traffic, known=known)
+    return fit_model(obs, links, form, traffic=traffic, known=known, same=same)
 
 
 # the order that lets each form start from a form fitted before it (see _starts)
@@ -358,14 +415,18 @@ def fit_forms(
 ) -> tuple[dict[str, Fit], dict[str, Exception]]:
     """Every form in ``forms`` fitted to the same rows, ({form: fit}, {form: why not}),
     each in the order of ``forms``. Each form starts from the fits it builds on (additive,
-    pollux) fitted once here rather than again inside every form: the same solutions,
-    about half the work of fitting the forms one by one."""
+    pollux) fitted once here rather than again inside every form, and the rows' design
+    worked out once for all (:class:`SameRows`): the same solutions, about half the work
+    of fitting the forms one by one."""
     known: dict[str, Fit] = {}
     failed: dict[str, Exception] = {}
+    same = SameRows(obs, links, traffic)
     order = sorted(forms, key=lambda f: NESTING.index(f) if f in NESTING else len(NESTING))
     for form in order:
         try:
-            known[form] = fit_model(obs, links, form, timeline, traffic=traffic, known=known)
+            known[form] = fit_model(
+                obs, links, form, timeline, traffic=traffic, known=known, same=same
+            )
         except FitError as error:
             failed[form] = error
     fitted = {form: known[form] for form in forms if form in known}

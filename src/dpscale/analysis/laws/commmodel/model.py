@@ -23,9 +23,6 @@ MIN_STEP = 1e-12  # the shortest step time (s): keeps log T finite
 # the form built from the mechanism (commmodel.buckets); the others combine two totals
 BUCKETS = "buckets"
 _FIXED_G = {"additive": 1.0, BUCKETS: math.nan}
-# the value each fitted parameter sets (Parameters.values); every other name a free link's
-_VALUE_OF = {"log_v0": "v0", "t_c1": "t_c1", "sigma": "sigma", "alpha0": "alpha0"}
-_VALUE_OF |= {"log_eta": "eta", "g": "g", "kappa": "kappa"}
 
 
 @dataclass
@@ -217,16 +214,21 @@ class Parameters:
         :meth:`sampled_values` stacks them (a fitted value a column, a fixed one a scalar),
         each number exactly as :meth:`values` gives it (``math.exp``, not ``np.exp``): one
         call of the model then prices every set as a call per set would, to the bit."""
-        each = [self.values(theta) for theta in thetas]
-        fitted = {_VALUE_OF.get(name, "beta_free") for name in self.names}
-        stacked: dict[str, Any] = {"form": self.form}
-        for key in ("kappa", "v0", "t_c1", "sigma", "alpha0", "eta", "g"):
-            column = np.array([[values[key]] for values in each], dtype=float)
-            stacked[key] = column if key in fitted else each[0][key]
-        if self.free_links:
-            stacked["beta_free"] = np.vstack([values["beta_free"] for values in each])
-        else:
-            stacked["beta_free"] = each[0]["beta_free"]
+        column = {name: thetas[:, i] for i, name in enumerate(self.names)}
+
+        def exp(name: str) -> np.ndarray:
+            return np.array([[math.exp(value)] for value in column[name]], dtype=float)
+
+        fixed = self.values(thetas[0])
+        stacked = {key: fixed[key] for key in ("form", "kappa", "sigma", "alpha0", "eta", "g")}
+        stacked |= {"v0": exp("log_v0"), "t_c1": column["t_c1"][:, None].copy()}
+        for name in ("kappa", "sigma", "alpha0", "g"):
+            if name in column:
+                stacked[name] = column[name][:, None].copy()
+        if "log_eta" in column:
+            stacked["eta"] = exp("log_eta")
+        betas = [exp(f"log_beta_{name}") for name in self.free_links]
+        stacked["beta_free"] = np.hstack(betas) if betas else fixed["beta_free"]
         return stacked
 
     def bounds(self) -> tuple[list[float], list[float]]:
