@@ -318,8 +318,7 @@ class LogResiduals:
         moved[diagonal, diagonal] = x0 + step
         predicted = step_seconds(self.parameters.stacked_values(moved), self.rows)
         shifted = np.log(np.maximum(predicted, MIN_STEP)) - self.measured
-        transposed = np.empty((x0.size, f0.size))
-        transposed[:] = (shifted - f0) / ((x0 + step) - x0)[:, None]
+        transposed = (shifted - f0) / ((x0 + step) - x0)[:, None]  # parameters x rows
         return transposed.T  # scipy's layout (a transposed view), so its algebra is the same
 
     def _steps(self, x0: np.ndarray) -> np.ndarray:

@@ -51,6 +51,21 @@ class Design:
             np.where(np.isfinite(self.beta_ref), self.beta_ref, 1.0),
         )
 
+    @functools.cached_property
+    def fixed_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]:
+        """(bytes through the busiest link, co-located ranks beyond the first, multi-rank
+        or not, every row multi-rank, every row one rank) of each row: products and tests
+        of the rows alone, which every evaluation of the model otherwise redoes (the same
+        operations, so the same numbers)."""
+        multi = self.ranks > 1
+        return (
+            self.wire_factor * self.message,
+            self.colocated - 1.0,
+            multi,
+            bool(multi.all()),
+            not multi.any(),
+        )
+
     def varies_in_batch_only(self) -> bool:
         """Whether every row is the first but for its batch (one layout at several batches),
         NaN equal to NaN."""
@@ -63,9 +78,9 @@ class Design:
 
     def with_batch(self, batch: np.ndarray) -> Design:
         """These rows at ``batch`` (a column or a grid the rows broadcast against): a shallow
-        copy, so :attr:`link_terms` once worked out carries over (it does not read the
-        batch); the break-even search asks for thousands."""
-        self.link_terms  # noqa: B018 (worked out here once, then carried by every copy)
+        copy, so :attr:`link_terms` and :attr:`fixed_terms` once worked out carry over
+        (neither reads the batch); the break-even search asks for thousands."""
+        self.link_terms, self.fixed_terms  # noqa: B018 (worked out once, carried by copies)
         moved = copy.copy(self)
         moved.batch = batch
         return moved
@@ -148,7 +163,7 @@ def traffic_rows(rows: pd.DataFrame, traffic: Traffic) -> dict[str, np.ndarray]:
 
 def network_seconds(rows: Design, beta: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """One step's collectives of all the gradient bytes (plan.traffic.seconds' price)."""
-    return rows.wire_factor * rows.message / beta + rows.hops * alpha
+    return rows.fixed_terms[0] / beta + rows.hops * alpha
 
 
 @dataclass
@@ -269,20 +284,28 @@ def _combine_each(compute: np.ndarray, network: np.ndarray, g: np.ndarray) -> np
 
 def compute_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
     """One rank's compute, slowed by the ranks it shares the machine with."""
-    slowdown = 1.0 + values["sigma"] * (rows.colocated - 1.0)
+    slowdown = 1.0 + values["sigma"] * rows.fixed_terms[1]
     return slowdown * rows.batch / values["v0"] + values["t_c1"]
 
 
 def link_beta(values: dict[str, Any], rows: Design) -> np.ndarray:
     """Each row's link bandwidth: fitted, or the reference scaled by eta."""
     free, index, reference = rows.link_terms
-    return np.where(free, np.take(values["beta_free"], index, axis=-1), values["eta"] * reference)
+    beta_free = values["beta_free"]
+    if np.ndim(beta_free) == 1 and not free.any():  # what np.where would pick, in its shape
+        return np.broadcast_arrays(values["eta"] * reference, free)[0]
+    return np.where(free, np.take(beta_free, index, axis=-1), values["eta"] * reference)
 
 
 def parts(values: dict[str, Any], rows: Design) -> tuple[np.ndarray, np.ndarray]:
     """(T_comp, T_net) of each row."""
     network = network_seconds(rows, link_beta(values, rows), rows.alpha_ref + values["alpha0"])
-    return compute_seconds(values, rows), np.where(rows.ranks > 1, network, 0.0)
+    _, _, multi, every, none = rows.fixed_terms
+    if every:  # what np.where would pick, without the copy
+        network = np.broadcast_arrays(network, multi)[0]
+    else:
+        network = np.zeros_like(network) if none else np.where(multi, network, 0.0)
+    return compute_seconds(values, rows), network
 
 
 def bucket_step_seconds(values: dict[str, Any], rows: Design) -> np.ndarray:
