@@ -226,9 +226,14 @@ def _unpredictable(
     train: pd.DataFrame, test: pd.DataFrame, links: dict[str, Link], network: str | None
 ) -> str | None:
     """Why the held-out rows cannot be predicted, or None: a link without a reference
-    bandwidth needs cells of its own in the fit."""
+    bandwidth needs cells of its own in the fit (each link looked at once: a fold holds
+    hundreds of rows on a few links)."""
+    seen: set[str] = set()
     for nodes, net in zip(test["nodes"], test["network"], strict=True):
         name = INTRA if nodes == 1 else net
+        if name in seen:
+            continue
+        seen.add(name)
         link = links.get(name)
         if link is not None and np.isfinite(link.bytes_per_s):
             continue
@@ -284,18 +289,35 @@ def layout_law_baseline(obs: pd.DataFrame) -> pd.DataFrame:
     A model with fewer parameters cannot be expected to do much better than this."""
     rows = []
     multi = obs[obs["world_size"] > 1]
-    for _, layout in multi.groupby([NODES, NETWORK, DEVICES_PER_NODE], sort=True):
-        rows += _layout_rows(layout)
+    records = multi[[*OBS_COLUMNS, "step_time_s"]].to_dict("records")  # once, not per layout
+    batch = multi["batch_per_device"].to_numpy(dtype=float)
+    step = multi["step_time_s"].to_numpy(dtype=float)
+    for positions in _layouts(multi):
+        rows += _layout_rows([records[i] for i in positions], batch[positions], step[positions])
     return pd.DataFrame(rows).reindex(columns=VALIDATION_COLUMNS)
 
 
-def _layout_rows(layout: pd.DataFrame) -> list[dict[str, Any]]:
-    """One layout's configurations, each predicted by the line through the others."""
-    batch = layout["batch_per_device"].to_numpy(dtype=float)
-    step = layout["step_time_s"].to_numpy(dtype=float)
+def _layouts(multi: pd.DataFrame) -> list[np.ndarray]:
+    """Each layout's row positions in ``multi``, in the table's order, the layouts in the
+    order groupby (sorted, keys with a gap left out) gives them."""
+    codes = multi.groupby([NODES, NETWORK, DEVICES_PER_NODE], sort=True).ngroup()
+    valid = codes.notna().to_numpy()
+    numbers = codes.to_numpy()[valid].astype(int)
+    if numbers.size == 0:
+        return []
+    order = np.argsort(numbers, kind="stable")
+    positions = np.flatnonzero(valid)[order]
+    return np.split(positions, np.flatnonzero(np.diff(numbers[order])) + 1)
+
+
+def _layout_rows(
+    records: list[dict[str, Any]], batch: np.ndarray, step: np.ndarray
+) -> list[dict[str, Any]]:
+    """One layout's configurations (its rows as records, their batches and step times),
+    each predicted by the line through the others."""
     predicted = _line_without_each(batch, step)
     rows = []
-    for i, record in enumerate(layout[[*OBS_COLUMNS, "step_time_s"]].to_dict("records")):
+    for i, record in enumerate(records):
         base = {
             "scheme": BASELINE,
             "overlap": BASELINE_FORM,
