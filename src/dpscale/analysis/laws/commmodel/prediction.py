@@ -369,94 +369,14 @@ def break_evens(
     grid priced for all sets in one call (Parameters.stacked_values, the same numbers),
     each set's root then searched on its own."""
     grid = _grid(float(multi.ranks[0]))
-    gain = _gain(parameters.stacked_values(thetas), multi, single, step_seconds)
-    gains = gain(grid)  # sets x grid
-    evens = np.full(len(thetas), math.nan)
-    low, high = np.zeros(len(thetas)), np.zeros(len(thetas))
-    for i, row in enumerate(gains):
-        winning = np.nonzero(row > 0)[0]
-        if row[0] > 0 or winning.size == 0:
-            evens[i] = 0.0 if row[0] > 0 else math.inf
-        else:
-            low[i], high[i] = grid[winning[0] - 1], grid[winning[0]]
-    search = np.isnan(evens)
-    if search.any():  # every set's root at once, each as brentq finds it alone
-        roots = _brentq_each(lambda b: gain(b[:, None])[:, 0], low, high)
-        evens[search] = roots[search]
-    return evens
-
-
-# scipy.optimize.brentq's defaults (xtol, rtol, maxiter)
-_XTOL, _RTOL, _MAXITER = 2e-12, 4 * float(np.finfo(float).eps), 100
-
-
-def _brentq_each(
-    function: Callable[[np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray
-) -> np.ndarray:
-    """The root of each element's function in [low, high] (``function``: every element's
-    value at its own point, one call for all), step for step as scipy's brentq (its C code,
-    Charles Harris's, with its default tolerances) finds each alone: the same iterates, so
-    the same root to the bit, at one call of the model per step for all elements instead of
-    one per element. A NaN raises ValueError and no convergence RuntimeError, as there."""
-    xpre, xcur = low.copy(), high.copy()
-    fpre, fcur = _finite(function(xpre)), _finite(function(xcur))
-    xblk, fblk = np.zeros_like(xpre), np.zeros_like(xpre)
-    spre, scur = np.zeros_like(xpre), np.zeros_like(xpre)
-    if np.any(fpre * fcur > 0):
-        raise ValueError("f(a) and f(b) must have different signs")
-    root = np.where(fpre == 0, xpre, np.where(fcur == 0, xcur, math.nan))
-    active = np.isnan(root)
-    with np.errstate(all="ignore"):  # a lane's other branch may divide by 0: not taken
-        for _ in range(_MAXITER):
-            if not active.any():
-                return root
-            bracket = active & (fpre * fcur < 0)
-            xblk, fblk = np.where(bracket, xpre, xblk), np.where(bracket, fpre, fblk)
-            spre = np.where(bracket, xcur - xpre, spre)
-            scur = np.where(bracket, xcur - xpre, scur)
-            swap = active & (np.abs(fblk) < np.abs(fcur))
-            xpre, xcur, xblk = (
-                np.where(swap, xcur, xpre),
-                np.where(swap, xblk, xcur),
-                np.where(swap, xcur, xblk),
-            )
-            fpre, fcur, fblk = (
-                np.where(swap, fcur, fpre),
-                np.where(swap, fblk, fcur),
-                np.where(swap, fcur, fblk),
-            )
-            delta = (_XTOL + _RTOL * np.abs(xcur)) / 2
-            sbis = (xblk - xcur) / 2
-            done = active & ((fcur == 0) | (np.abs(sbis) < delta))
-            root = np.where(done, xcur, root)
-            active = active & ~done
-            interpolate = (np.abs(spre) > delta) & (np.abs(fcur) < np.abs(fpre))
-            secant = -fcur * (xcur - xpre) / (fcur - fpre)
-            dpre = (fpre - fcur) / (xpre - xcur)
-            dblk = (fblk - fcur) / (xblk - xcur)
-            inverse = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
-            stry = np.where(xpre == xblk, secant, inverse)
-            short = interpolate & (
-                2 * np.abs(stry) < np.minimum(np.abs(spre), 3 * np.abs(sbis) - delta)
-            )
-            spre, scur = np.where(short, scur, sbis), np.where(short, stry, sbis)
-            spre, scur = np.where(active, spre, 0.0), np.where(active, scur, 0.0)
-            xpre, fpre = np.where(active, xcur, xpre), np.where(active, fcur, fpre)
-            step = np.where(np.abs(scur) > delta, scur, np.where(sbis > 0, delta, -delta))
-            xcur = np.where(active, xcur + step, xcur)
-            if active.any():
-                fcur = np.where(active, _finite(function(xcur), active), fcur)
-    if active.any():
-        raise RuntimeError("Failed to converge after 100 iterations")
-    return root
-
-
-def _finite(values: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
-    """``values``, or ValueError where one that counts is NaN (brentq's own check)."""
-    checked = values if where is None else values[where]
-    if np.isnan(checked).any():
-        raise ValueError("The function value is NaN")
-    return values
+    gains = _gain(parameters.stacked_values(thetas), multi, single, step_seconds)(grid)
+    return np.array(
+        [
+            _crossing(_gain(parameters.values(theta), multi, single, step_seconds), grid, row)
+            for theta, row in zip(thetas, gains, strict=True)
+        ],
+        dtype=float,
+    )
 
 
 def _gain(
