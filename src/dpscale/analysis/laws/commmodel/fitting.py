@@ -3,6 +3,7 @@ into intervals."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,16 +99,18 @@ def propagate(gradient: np.ndarray, covariance: np.ndarray) -> np.ndarray:
     return np.where(depends, np.nan, variance)
 
 
-def jacobian(
-    function: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, centre: np.ndarray
-) -> np.ndarray:
-    columns = []
-    for index in range(theta.size):
-        step = 1e-6 * max(1.0, abs(theta[index]))
-        moved = theta.copy()
-        moved[index] += step
-        columns.append((function(moved) - centre) / step)
-    return np.column_stack(columns) if columns else np.zeros((centre.size, 0))
+def delta_steps(theta: np.ndarray) -> np.ndarray:
+    """The forward-difference step of each parameter in the delta method's gradients."""
+    return 1e-6 * np.maximum(1.0, np.abs(theta))
+
+
+def moved_sets(theta: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """One parameter set per parameter (sets x parameters): ``theta`` with that parameter
+    moved by its step, the others as they are."""
+    moved = np.repeat(theta[None, :], theta.size, axis=0)
+    diagonal = np.arange(theta.size)
+    moved[diagonal, diagonal] = theta + steps
+    return moved
 
 
 def stacked_jacobian(
@@ -116,17 +119,14 @@ def stacked_jacobian(
     theta: np.ndarray,
     centre: np.ndarray,
 ) -> np.ndarray:
-    """:func:`jacobian` of a function of the model's values (``function``: values -> one
-    number per row, the last axis), every moved parameter set priced in one call
-    (Parameters.stacked_values): the same steps and the same numbers as a call per
-    parameter."""
+    """The forward-difference gradient (rows x parameters) of a function of the model's
+    values (``function``: values -> one number per row, the last axis), every moved
+    parameter set priced in one call (Parameters.stacked_values): the same numbers as a
+    call per parameter."""
     if theta.size == 0:
         return np.zeros((centre.size, 0))
-    steps = 1e-6 * np.maximum(1.0, np.abs(theta))
-    moved = np.repeat(theta[None, :], theta.size, axis=0)
-    diagonal = np.arange(theta.size)
-    moved[diagonal, diagonal] += steps
-    shifted = function(parameters.stacked_values(moved))  # parameters x rows
+    steps = delta_steps(theta)
+    shifted = function(parameters.stacked_values(moved_sets(theta, steps)))  # sets x rows
     return np.ascontiguousarray(((shifted - centre) / steps[:, None]).T)  # as column_stack
 
 
@@ -142,25 +142,21 @@ class SameRows:
 
     def __init__(self, obs: pd.DataFrame, links: dict[str, Link], traffic: Traffic) -> None:
         self.obs, self.links, self.traffic = obs, links, traffic
-        self._split: tuple[pd.DataFrame, pd.DataFrame, Design] | None = None
         self._designs: dict[tuple[tuple[str, ...], int], Design] = {}
-        self._exposed: bool | None = None
-        self._measured: np.ndarray | None = None
 
+    @functools.cached_property
     def split(self) -> tuple[pd.DataFrame, pd.DataFrame, Design]:
         """(1-rank rows, multi-rank rows, their design without free links); raise
         NotEnoughData where the rows cannot be fitted by any form."""
-        if self._split is None:
-            obs = self.obs
-            single = obs[obs["world_size"] == 1]
-            multi = obs[obs["world_size"] > 1]
-            if single["batch_per_device"].nunique() < 2:
-                raise NotEnoughData("needs 1-rank cells at two batch sizes or more")
-            if multi.empty:
-                raise NotEnoughData("no multi-rank cell measured")
-            rows = design(multi, self.links, [], emulation=True, traffic=self.traffic)
-            self._split = (single, multi, rows)
-        return self._split
+        obs = self.obs
+        single = obs[obs["world_size"] == 1]
+        multi = obs[obs["world_size"] > 1]
+        if single["batch_per_device"].nunique() < 2:
+            raise NotEnoughData("needs 1-rank cells at two batch sizes or more")
+        if multi.empty:
+            raise NotEnoughData("no multi-rank cell measured")
+        rows = design(multi, self.links, [], emulation=True, traffic=self.traffic)
+        return single, multi, rows
 
     def design(self, free_links: list[str], timeline: BucketTimeline | None) -> Design:
         """The model's rows of every configuration, as fit_model fits them."""
@@ -171,18 +167,15 @@ class SameRows:
             )
         return self._designs[key]
 
+    @functools.cached_property
     def exposed(self) -> bool:
         """:func:`_exposed` of these rows."""
-        if self._exposed is None:
-            single, multi, rows = self.split()
-            self._exposed = _exposed(single, multi, rows)
-        return self._exposed
+        return _exposed(*self.split)
 
+    @functools.cached_property
     def measured(self) -> np.ndarray:
         """log step time of every configuration."""
-        if self._measured is None:
-            self._measured = np.log(self.obs["step_time_s"].to_numpy(dtype=float))
-        return self._measured
+        return np.log(self.obs["step_time_s"].to_numpy(dtype=float))
 
 
 def choose_parameters(
@@ -198,7 +191,7 @@ def choose_parameters(
     if form == BUCKETS and timeline is None:
         raise NotEnoughData("no bucket timeline (a one-rank cell of the strategy records it)")
     same = same if same is not None else SameRows(obs, links, traffic)
-    _, multi, rows = same.split()
+    _, multi, rows = same.split
     has_ref = np.isfinite(rows.beta_ref)
     link_names = [
         INTRA if n == 1 else net for n, net in zip(multi["nodes"], multi["network"], strict=True)
@@ -209,7 +202,7 @@ def choose_parameters(
         form=form,
         free_links=free,
         fit_sigma=bool((rows.colocated > 1).any()),
-        fit_alpha0=len(referenced) >= 2 and (form != BUCKETS or same.exposed()),
+        fit_alpha0=len(referenced) >= 2 and (form != BUCKETS or same.exposed),
         fit_eta=bool(has_ref.any()),
         # the compute communication takes on shared cores: told apart from the co-location
         # slowdown only by links of different speeds
@@ -255,7 +248,7 @@ def fit_model(
     same = same if same is not None else SameRows(obs, links, traffic)
     parameters = choose_parameters(obs, links, form, timeline, traffic, same)
     rows = same.design(parameters.free_links, timeline)
-    measured = same.measured()
+    measured = same.measured
     lower, upper = parameters.bounds()
     residuals = LogResiduals(parameters, rows, measured, (lower, upper))
     best = None
@@ -313,10 +306,7 @@ class LogResiduals:
         last = self._last
         f0 = last[1] if last is not None and np.array_equal(last[0], x0) else self(x0)
         step = self._steps(x0)
-        moved = np.repeat(x0[None, :], x0.size, axis=0)
-        diagonal = np.arange(x0.size)
-        moved[diagonal, diagonal] = x0 + step
-        predicted = step_seconds(self.parameters.stacked_values(moved), self.rows)
+        predicted = step_seconds(self.parameters.stacked_values(moved_sets(x0, step)), self.rows)
         shifted = np.log(np.maximum(predicted, MIN_STEP)) - self.measured
         transposed = (shifted - f0) / ((x0 + step) - x0)[:, None]  # parameters x rows
         return transposed.T  # scipy's layout (a transposed view), so its algebra is the same

@@ -18,6 +18,8 @@ from dpscale.analysis.laws.commmodel.compression import needed_compressions, sam
 from dpscale.analysis.laws.commmodel.fitting import (
     Z95,
     Fit,
+    delta_steps,
+    moved_sets,
     propagate,
     safe_exp,
     stacked_jacobian,
@@ -310,17 +312,13 @@ def _log_speedup(fit: Fit, rows: Design, n: int) -> tuple[np.ndarray, np.ndarray
 
 def _break_even_ci95(fit: Fit, multi: Design, single: Design, even: float) -> float:
     """The break-even batch's 95% half-width from the fit's parameter covariance (delta
-    method, numerical gradient: :func:`jacobian`'s steps, every moved parameter set's
-    search grid priced in one call); NaN where it is 0 or never (no interval to give)."""
+    method, numerical gradient: :func:`stacked_jacobian`'s steps, every moved parameter
+    set's search grid priced in one call); NaN where it is 0 or never (no interval to give)."""
     if not np.isfinite(even) or even <= 0:
         return math.nan
-    theta = fit.theta
-    steps = 1e-6 * np.maximum(1.0, np.abs(theta))
-    moved = np.repeat(theta[None, :], theta.size, axis=0)
-    diagonal = np.arange(theta.size)
-    moved[diagonal, diagonal] += steps
-    evens = break_evens(fit.parameters, moved, multi, single)
-    gradient = ((evens - even) / steps)[None, :]  # 1 x parameters, as jacobian's
+    steps = delta_steps(fit.theta)
+    evens = break_evens(fit.parameters, moved_sets(fit.theta, steps), multi, single)
+    gradient = ((evens - even) / steps)[None, :]  # 1 x parameters, as stacked_jacobian's
     if not np.isfinite(gradient).all():
         return math.inf
     variance = float(propagate(gradient, fit.covariance)[0])
