@@ -225,12 +225,10 @@ def test_dpscale_rerun_measures_one_cell_again_then_the_tables_and_the_report(st
     cell = tiny / "cells" / f"{cell_id}.json"
     dry = dpscale("rerun", str(cell), "--dry-run", results=results)
     counts = job_counts(dry.stdout + dry.stderr)
-    downstream = ["aggregate", "figures", "html_tables", "findings", "post_vs_run"]
+    downstream = ["aggregate", "figures_and_tables", "findings"]
     # comm_model also predicts the multi-node cells from the one-process cells (the
     # exported-log check)
-    downstream += ["answer_figures", "mfu_figure", "comm_model", "drift"]
-    downstream += ["all", "data_tables"]
-    downstream += ["cost", "startup", "remedies", "loss_breakdown"]
+    downstream += ["comm_model", "drift", "all", "data_tables", "loss_breakdown"]
     # the quality review reads every cell again, and collectives waits for its list of cells
     # to measure again (measure.again)
     downstream += ["quality_review", "collectives"]

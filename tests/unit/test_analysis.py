@@ -34,7 +34,7 @@ def figures(tables: Path, out: Path, kinds) -> None:
 
 def html_tables(tables: Path) -> None:
     names = ("cells", "fits", "scaling", "break_even", "repeatability")
-    outputs = {name: tables / f"{name}.html" for name in (*names, "systems")}
+    outputs = {f"{name}_html": tables / f"{name}.html" for name in (*names, "systems")}
     steps.html_tables({name: tables / f"{name}.csv" for name in names}, outputs, {})
 
 

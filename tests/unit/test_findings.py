@@ -74,13 +74,13 @@ def run_findings(tables, inputs=(), cells_dir=""):
     """The findings rule's step on the tables, with the extra inputs named."""
     names = ("cells", "scaling", "fits", "break_even", *inputs)
     outputs = {
-        "csv": tables / "findings.csv",
-        "html": tables / "findings.html",
-        "top": tables / "findings_top.json",
+        "findings": tables / "findings.csv",
+        "findings_html": tables / "findings.html",
+        "findings_top": tables / "findings_top.json",
     }
-    params = {"title": "Findings", "cells_dir": cells_dir, "prices": "null"}
+    params = {"cells_dir": cells_dir, "prices": "null"}
     findings_step({name: tables / f"{name}.csv" for name in names}, outputs, params)
-    return pd.read_csv(outputs["csv"])
+    return pd.read_csv(outputs["findings"])
 
 
 def test_findings_one_row_per_layout_with_break_even_verdict(tables):

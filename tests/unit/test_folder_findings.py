@@ -74,12 +74,12 @@ def tables(tmp_path):
 def run_findings(tables):
     names = ("cells", "scaling", "fits", "break_even")
     outputs = {
-        "csv": tables / "findings.csv",
-        "html": tables / "findings.html",
-        "top": tables / "findings_top.json",
+        "findings": tables / "findings.csv",
+        "findings_html": tables / "findings.html",
+        "findings_top": tables / "findings_top.json",
         "answer": tables / "answer.json",
     }
-    params = {"title": "Findings", "cells_dir": "", "prices": "null"}
+    params = {"cells_dir": "", "prices": "null"}
     findings_step({name: tables / f"{name}.csv" for name in names}, outputs, params)
     return outputs
 
@@ -97,13 +97,13 @@ def test_the_landing_page_names_what_binds_at_the_largest_layout_with_three_inte
     folder = 2 * 0.23 / 0.25
     assert f"2 devices give speed-up {folder:.2f}x [" in line
     assert "over 1 device reading the same folder (synthetic data: " in line
-    top = json.loads(outputs["top"].read_text())
-    assert line in top and line in outputs["html"].read_text().replace("&#x27;", "'")
+    top = json.loads(outputs["findings_top"].read_text())
+    assert line in top and line in outputs["findings_html"].read_text().replace("&#x27;", "'")
 
 
 def test_the_layouts_verdict_has_the_folder_speedup_beside_the_synthetic_one(tables):
     outputs = run_findings(tables)
-    row = pd.read_csv(outputs["csv"]).iloc[0]
+    row = pd.read_csv(outputs["findings"]).iloc[0]
     assert row["folder_batch_per_device"] == 16
     assert row["folder_speedup"] == pytest.approx(2 * 0.23 / 0.25, rel=0.03)
     verdict = row["verdict"]
@@ -130,7 +130,9 @@ def test_the_figure_draws_one_row_per_folder_point_with_all_three_rates(tables, 
     assert folder.mean < synthetic.mean < loader.mean and folder.half > 0
     path = tmp_path / "input_pipeline.png"
     figures_step(
-        {"cells": tables / "cells.csv", "fits": tables / "fits.csv"}, {"input_pipeline": path}, {}
+        {"cells": tables / "cells.csv", "fits": tables / "fits.csv"},
+        {"input_pipeline_figure": path},
+        {},
     )
     with Image.open(path) as image:
         width, height = image.size

@@ -211,9 +211,9 @@ def html_step(tables: Path) -> Path:
     names = ("cells", "systems", "repeatability", "fits", "break_even", "scaling")
     inputs = {name: tables / f"{name}.csv" for name in names}
     inputs["horovod_timeline"] = tables / "horovod_timeline.csv"
-    outputs = {name: tables / f"{name}.html" for name in (*names, "horovod_timeline")}
+    outputs = {f"{name}_html": tables / f"{name}.html" for name in (*names, "horovod_timeline")}
     html_tables(inputs, outputs, {})
-    return outputs["horovod_timeline"]
+    return outputs["horovod_timeline_html"]
 
 
 def test_a_study_without_timelines_writes_an_empty_table_and_a_page_that_says_so(tmp_path):

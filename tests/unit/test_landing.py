@@ -97,15 +97,15 @@ def test_layouts_left_out_are_named_once_grouped_by_why():
 
 def test_the_findings_step_writes_the_landing_table_and_notes(tables):  # noqa: F811
     outputs = {
-        "csv": tables / "findings.csv",
-        "html": tables / "findings.html",
-        "top": tables / "findings_top.json",
+        "findings": tables / "findings.csv",
+        "findings_html": tables / "findings.html",
+        "findings_top": tables / "findings_top.json",
         "answer": tables / "answer.json",
     }
     from dpscale.steps.findings import findings as findings_step
 
     names = ("cells", "scaling", "fits", "break_even")
-    params = {"title": "Findings", "cells_dir": "", "prices": "null"}
+    params = {"cells_dir": "", "prices": "null"}
     findings_step({n: tables / f"{n}.csv" for n in names}, outputs, params)
     answer = json.loads(outputs["answer"].read_text())
     assert answer["columns"] == at.COLUMNS

@@ -142,3 +142,13 @@ def test_times_column_and_missing_cells_and_figure_only_posts():
 def test_no_reference_gives_an_empty_table_that_says_so():
     assert posts.post_vs_run(None, {}).empty
     assert "reproduces no post" in posts.page_note(None)
+
+
+def test_the_run_tables_are_those_a_comparison_may_name():
+    """The findings job hands post_vs_run these tables of the run: each one the schema lets a
+    comparison read, and no other."""
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    comparison = schema["properties"]["reference"]["properties"]["comparisons"]["items"]
+    assert set(posts.RUN_TABLES) == set(
+        comparison["properties"]["run"]["properties"]["table"]["enum"]
+    )

@@ -101,8 +101,8 @@ def test_the_docstring_check_sees_a_bare_rule():
 def test_every_step_rule_has_a_step_that_resolves():
     """The rules whose body is workflow/scripts/step.py, and dpscale.steps.STEPS, name the same
     rules, and each entry imports (a job imports its own step's module only, when it runs)."""
-    from dpscale.steps import STEPS, step_of
+    from dpscale.steps import STEPS, steps_of
 
     stepped = {name for name, block in rule_blocks().items() if "scripts/step.py" in block}
     assert stepped == set(STEPS)
-    assert all(callable(step_of(name)) for name in STEPS)
+    assert all(all(map(callable, steps_of(name))) for name in STEPS)

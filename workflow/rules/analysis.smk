@@ -129,23 +129,3 @@ rule loss_breakdown:
         title=f"Where the lost efficiency goes: study {config['study']}",
     script:
         "../scripts/step.py"
-
-
-rule startup:
-    """Start-up time per layout, table and figure, from cells.csv."""
-    input:
-        cells=f"{TABLES}/cells.csv",
-    output:
-        table=f"{TABLES}/startup.csv",
-        figure=report(
-            f"{FIGURES}/startup.png",
-            caption="../../report/startup.rst",
-            category="2. Scaling",
-            subcategory="figures",
-            labels={"name": "start-up per layout"},
-        ),
-    log:
-        f"{LOGS}/startup.log",
-    localrule: True
-    script:
-        "../scripts/step.py"

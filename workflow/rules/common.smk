@@ -355,7 +355,7 @@ def final_outputs():
     trains.
     """
     outputs = cell_results()
-    for rule_ in (rules.aggregate, rules.figures, rules.html_tables):
+    for rule_ in (rules.aggregate, rules.figures_and_tables):
         outputs += list(rule_.output)
     if "train" in config["modes"]:
         outputs += list(rules.accuracy.output)
@@ -364,14 +364,12 @@ def final_outputs():
     # the findings and the model read the collectives' outputs in every study, and the
     # report shows every output of the DAG: all are asked for, so a new one is made
     outputs += list(rules.collectives.output)
-    for rule_ in (rules.findings, rules.cost, rules.startup, rules.post_vs_run):
-        outputs += list(rule_.output)
-    outputs += list(rules.answer_figures.output)
+    outputs += list(rules.findings.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     # the model, and with it the exported-log path checked end to end: a status
     # row where it cannot be; and the published cases from a borrowed profile (no cell)
-    outputs += list(rules.mfu_figure.output) + list(rules.comm_model.output)
+    outputs += list(rules.comm_model.output)
     outputs += list(rules.published_cases.output)
     # the config's clusters, from the one-device cells (clusters.smk): none by default
     if config["clusters"]:
@@ -386,9 +384,9 @@ def final_outputs():
 
 
 def tidy_tables(wildcards):
-    """The study's tidy CSVs (every one final_outputs() or the remedies ask for), for the
-    report's data category; not the published cases', the same in every study (its page
-    has every column but the cases' own notes, and it stays in tables/)."""
-    wanted = final_outputs() + list(rules.remedies.output)
+    """The study's tidy CSVs (every one final_outputs() asks for), for the report's data
+    category; not the published cases', the same in every study (its page has every
+    column but the cases' own notes, and it stays in tables/)."""
+    wanted = final_outputs()
     tables = {str(path) for path in wanted if str(path).endswith(".csv")}
     return sorted(tables - {str(rules.published_cases.output.table)})

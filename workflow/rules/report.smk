@@ -1,13 +1,21 @@
 # Figures and HTML tables for `snakemake --report`, each with a caption in report/.
 
 
-rule figures:
-    """The report's throughput, speedup, residual, per-strategy and image-folder figures."""
+rule figures_and_tables:
+    """The report's figures (throughput, speedup, residuals, per strategy, image folder,
+    start-up, model FLOPs utilisation) and HTML tables (fits, scaling, break-even, cells,
+    ...) from the tidy tables: one job, its steps in order (dpscale.steps.STEPS)."""
     input:
         cells=f"{TABLES}/cells.csv",
         windows=f"{TABLES}/windows.csv",
         fits=f"{TABLES}/fits.csv",
         scaling=f"{TABLES}/scaling.csv",
+        break_even=f"{TABLES}/break_even.csv",
+        repeatability=f"{TABLES}/repeatability.csv",
+        timeline=f"{TABLES}/bucket_timeline.csv",
+        horovod_timeline=rules.aggregate.output.horovod_timeline,
+        input_pipeline=rules.aggregate.output.input_pipeline,
+        replay=rules.collectives.output.replay,
     output:
         throughput=report(
             f"{FIGURES}/throughput.png",
@@ -38,7 +46,7 @@ rule figures:
             labels={"name": "img/s per strategy"},
         ),
         # listed only in a study whose folder cells ran (its table has a row)
-        input_pipeline=page(
+        input_pipeline_figure=page(
             f"{FIGURES}/input_pipeline.png",
             f"{TABLES}/input_pipeline.csv",
             caption="../../report/input_pipeline_figure.rst",
@@ -46,27 +54,7 @@ rule figures:
             subcategory="figures",
             labels={"name": "your image folder against synthetic data"},
         ),
-    log:
-        f"{LOGS}/figures.log",
-    localrule: True
-    script:
-        "../scripts/step.py"
-
-
-rule html_tables:
-    """The report's HTML tables (fits, scaling, break-even, cells, ...) from the CSVs."""
-    input:
-        cells=f"{TABLES}/cells.csv",
-        fits=f"{TABLES}/fits.csv",
-        scaling=f"{TABLES}/scaling.csv",
-        break_even=f"{TABLES}/break_even.csv",
-        repeatability=f"{TABLES}/repeatability.csv",
-        timeline=f"{TABLES}/bucket_timeline.csv",
-        horovod_timeline=rules.aggregate.output.horovod_timeline,
-        input_pipeline=rules.aggregate.output.input_pipeline,
-        replay=rules.collectives.output.replay,
-    output:
-        input_pipeline=page(
+        input_pipeline_html=page(
             f"{TABLES}/input_pipeline.html",
             f"{TABLES}/input_pipeline.csv",
             caption="../../report/input_pipeline.rst",
@@ -74,14 +62,14 @@ rule html_tables:
             subcategory="tables",
             labels={"name": "your image folder against synthetic data"},
         ),
-        timeline=report(
+        timeline_html=report(
             f"{TABLES}/bucket_timeline.html",
             caption="../../report/bucket_timeline.rst",
             category="5. Network model",
             subcategory="tables",
             labels={"name": "gradient bucket timelines"},
         ),
-        horovod_timeline=page(
+        horovod_timeline_html=page(
             f"{TABLES}/horovod_timeline.html",
             f"{TABLES}/horovod_timeline.csv",
             caption="../../report/horovod_timeline.rst",
@@ -89,35 +77,35 @@ rule html_tables:
             subcategory="tables",
             labels={"name": "all-reduce hidden behind backward (Horovod)"},
         ),
-        fits=report(
+        fits_html=report(
             f"{TABLES}/fits.html",
             caption="../../report/fits.rst",
             category="1. Throughput",
             subcategory="tables",
             labels={"name": "throughput-law fits"},
         ),
-        scaling=report(
+        scaling_html=report(
             f"{TABLES}/scaling.html",
             caption="../../report/scaling.rst",
             category="2. Scaling",
             subcategory="tables",
             labels={"name": "speedup and efficiency"},
         ),
-        break_even=report(
+        break_even_html=report(
             f"{TABLES}/break_even.html",
             caption="../../report/break_even.rst",
             category="2. Scaling",
             subcategory="tables",
             labels={"name": "break-even batch"},
         ),
-        cells=report(
+        cells_html=report(
             f"{TABLES}/cells.html",
             caption="../../report/cells.rst",
             category="3. Cells",
             subcategory="tables",
             labels={"name": "every cell"},
         ),
-        repeatability=page(
+        repeatability_html=page(
             f"{TABLES}/repeatability.html",
             f"{TABLES}/repeatability.csv",
             caption="../../report/repeatability.rst",
@@ -125,15 +113,30 @@ rule html_tables:
             subcategory="tables",
             labels={"name": "repeatability"},
         ),
-        systems=report(
+        systems_html=report(
             f"{TABLES}/systems.html",
             caption="../../report/systems.rst",
             category="3. Cells",
             subcategory="tables",
             labels={"name": "systems"},
         ),
+        startup_table=f"{TABLES}/startup.csv",
+        startup_figure=report(
+            f"{FIGURES}/startup.png",
+            caption="../../report/startup.rst",
+            category="2. Scaling",
+            subcategory="figures",
+            labels={"name": "start-up per layout"},
+        ),
+        mfu_figure=report(
+            f"{FIGURES}/mfu.png",
+            caption="../../report/mfu.rst",
+            category="1. Throughput",
+            subcategory="figures",
+            labels={"name": "model FLOPs utilisation"},
+        ),
     log:
-        f"{LOGS}/html_tables.log",
+        f"{LOGS}/figures_and_tables.log",
     localrule: True
     script:
         "../scripts/step.py"

@@ -18,44 +18,62 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dpscale.render.plot_settings import own_plot_settings
 from dpscale.render.png import compact_png
 
 Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 
-# rule -> "module.function" in dpscale.steps. A job imports its own step's module only, not
-# every step's: each job is a Python start, and the other modules' imports (altair, the
-# comparison page) cost a few tenths of a second of CPU per job
-# (docs/measurements/2026-11-27-suite-cuts.md). tests/unit/test_rules.py resolves every entry.
-STEPS: dict[str, str] = {
-    "quality_review": "tables.quality_review",
-    "aggregate": "tables.aggregate",
-    "html_tables": "tables.html_tables",
-    "data_tables": "tables.data_tables",
-    "figures": "tables.figures",
-    "accuracy": "tables.accuracy",
-    "collectives": "tables.collectives",
-    "imports": "imports.imports",
-    "drift": "tables.drift",
-    "loss_breakdown": "tables.loss_breakdown",
-    "startup": "tables.startup",
-    "cost": "findings.cost",
-    "remedies": "findings.remedies",
-    "findings": "findings.findings",
-    "post_vs_run": "findings.post_vs_run",
-    "answer_figures": "findings.answer_figures",
-    "remedies_figure": "findings.remedies_figure",
-    "mfu_figure": "findings.mfu_figure",
-    "comm_model": "model.comm_model",
-    "published_cases": "published.published_cases",
-    "compare": "compare.compare",
-    "cluster_predictions": "predict.cluster_predictions",
+# rule -> its steps, each "module.function" in dpscale.steps. A job imports its own steps'
+# modules only, not every step's: each job is a Python start, and the other modules' imports
+# (altair, the comparison page) cost a few tenths of a second of CPU per job
+# (docs/measurements/2026-11-27-suite-cuts.md). A rule of several steps runs them in order in
+# one job: most of a step's second of CPU is importing pandas, scipy and the plotting
+# libraries, which one job pays once (docs/decisions/analysis-jobs.md). Each step then reads
+# the rule's inputs and what the steps before it wrote, by their names in the rule.
+# tests/unit/test_rules.py resolves every entry.
+STEPS: dict[str, tuple[str, ...]] = {
+    "quality_review": ("tables.quality_review",),
+    "aggregate": ("tables.aggregate",),
+    "figures_and_tables": (
+        "tables.figures",
+        "tables.html_tables",
+        "tables.startup",
+        "findings.mfu_figure",
+    ),
+    "data_tables": ("tables.data_tables",),
+    "accuracy": ("tables.accuracy",),
+    "collectives": ("tables.collectives",),
+    "imports": ("imports.imports",),
+    "drift": ("tables.drift",),
+    "loss_breakdown": ("tables.loss_breakdown",),
+    "findings": (
+        "findings.cost",
+        "findings.remedies",
+        "findings.findings",
+        "findings.post_vs_run",
+        "findings.answer_figures",
+    ),
+    "remedies_figure": ("findings.remedies_figure",),
+    "comm_model": ("model.comm_model",),
+    "published_cases": ("published.published_cases",),
+    "compare": ("compare.compare",),
+    "cluster_predictions": ("predict.cluster_predictions",),
 }
 
 
+def steps_of(rule: str) -> list[Step]:
+    """The step functions of ``rule``, in order, their modules imported now."""
+    steps = []
+    for entry in STEPS[rule]:
+        module, function = entry.split(".")
+        steps.append(getattr(importlib.import_module(f"dpscale.steps.{module}"), function))
+    return steps
+
+
 def step_of(rule: str) -> Step:
-    """The step function of ``rule``, its module imported now."""
-    module, function = STEPS[rule].split(".")
-    return getattr(importlib.import_module(f"dpscale.steps.{module}"), function)
+    """The step function of a rule of one step, its module imported now."""
+    (step,) = steps_of(rule)
+    return step
 
 
 def named(items: Any) -> dict[str, Any]:
@@ -64,8 +82,8 @@ def named(items: Any) -> dict[str, Any]:
 
 
 def run_rule(smk: Any) -> None:
-    """Run the step of rule ``smk.rule`` with the rule's files; its output goes to the log."""
-    step = step_of(smk.rule)
+    """Run the steps of rule ``smk.rule`` with the rule's files; their lines go to the log."""
+    steps = steps_of(smk.rule)
     log = Path(smk.log[0]) if smk.log else None
     with contextlib.ExitStack() as stack:
         if log is not None:
@@ -73,9 +91,23 @@ def run_rule(smk: Any) -> None:
             handle = stack.enter_context(log.open("w", encoding="utf-8"))
             stack.enter_context(contextlib.redirect_stdout(handle))
             stack.enter_context(contextlib.redirect_stderr(handle))
-        outputs = named(smk.output.items())
-        print(step(named(smk.input.items()), outputs, named(smk.params.items())))
+        inputs, outputs = named(smk.input.items()), named(smk.output.items())
+        if len(steps) > 1:  # a later step reads what an earlier one wrote, by its name
+            inputs = readable_files(smk.rule, inputs, outputs)
+        params = named(smk.params.items())
+        for step in steps:
+            with own_plot_settings(len(steps) > 1):
+                print(step(inputs, outputs, params), flush=True)
         compact_figures(outputs)
+
+
+def readable_files(rule: str, inputs: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """A rule's inputs and outputs under one name each: what its steps read. A name given
+    to both would leave a step reading the wrong file, so it is an error."""
+    shared = sorted(inputs.keys() & outputs.keys())
+    if shared:
+        raise ValueError(f"rule {rule}: {shared} name both an input and an output")
+    return {**inputs, **outputs}
 
 
 def compact_figures(outputs: Mapping[str, Any]) -> None:

@@ -43,14 +43,13 @@ def cost(inputs: Files, outputs: Files, params: Files) -> str:
     """cells.csv (and training runs) + the config's prices -> cost tables and page."""
     prices = costs.Prices.from_config(json.loads(params["prices"]))
     table = costs.cost_table(read(inputs["cells"]), prices)
-    write(table, outputs["table"])
+    write(table, outputs["cost"])
     runs = read_optional(inputs.get("training_runs"))
     to_target = costs.cost_to_target(runs, prices, params["accelerator"])
-    write(to_target, outputs["to_target"])
-    page = findings_page.cost_html(
-        table, prices, params["title"], to_target, source=outputs["table"]
-    )
-    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    write(to_target, outputs["cost_to_target"])
+    title = f"Cost: study {params['study']}"
+    page = findings_page.cost_html(table, prices, title, to_target, source=outputs["cost"])
+    Path(outputs["cost_html"]).write_text(page, encoding="utf-8")
     return f"[dpscale] cost of {len(table)} layouts and batches"
 
 
@@ -65,11 +64,12 @@ def remedies(inputs: Files, outputs: Files, params: Files) -> str:
     )
     accuracy = remedy_accuracy.accuracy_table(read_optional(inputs.get("training_runs")))
     lines = remedy_words.finding_lines(table, accuracy)
-    write(table, outputs["table"])
-    write(accuracy, outputs["accuracy"])
-    write_lines(lines, outputs["top"])
-    page = findings_page.remedies_html(table, accuracy, lines, params["title"])
-    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    write(table, outputs["remedies"])
+    write(accuracy, outputs["remedies_accuracy"])
+    write_lines(lines, outputs["remedies_top"])
+    title = f"Communication remedies: study {params['study']}"
+    page = findings_page.remedies_html(table, accuracy, lines, title)
+    Path(outputs["remedies_html"]).write_text(page, encoding="utf-8")
     return f"[dpscale] {len(table)} remedy points, {len(accuracy)} with training runs"
 
 
@@ -96,12 +96,11 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
         table = remedy_ranking.findings_columns(
             table, remedies, read_optional(inputs.get("remedies_accuracy"))
         )
-    table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["csv"], index=False)
+    table.drop(columns=["contaminated"], errors="ignore").to_csv(outputs["findings"], index=False)
     folder_lines = pipeline_findings(cells, scaling)  # a study's image folder, if it has one
-    page = findings_page.findings_html(
-        table, params.get("title", "Findings"), folder_lines, source=outputs["csv"]
-    )
-    Path(outputs["html"]).write_text(page, encoding="utf-8")
+    title = f"Findings: study {params['study']}" if "study" in params else "Findings"
+    page = findings_page.findings_html(table, title, folder_lines, source=outputs["findings"])
+    Path(outputs["findings_html"]).write_text(page, encoding="utf-8")
     # which strategies measured which models, where not all did, then the cells' quality
     quality = " ".join(filter(None, [model_coverage(cells), quality_line(cells)]))
     answer = answer_paragraph(table, layout_costs, prices, quality)
@@ -114,10 +113,12 @@ def findings(inputs: Files, outputs: Files, params: Files) -> str:
     ]
     answer = " ".join([answer, *loss_lines])
     remedies_lines = read_lines(inputs.get("remedies_top"))
-    write_lines([answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["top"])
+    write_lines(
+        [answer, *folder_lines, *remedies_lines, *top_findings(table)], outputs["findings_top"]
+    )
     if "answer" in outputs:  # the landing page: the table, the lines under it, the notes
         landing, left_out = landing_rows(
-            answer_table(table, layout_costs, cells, prices), outputs["csv"]
+            answer_table(table, layout_costs, cells, prices), outputs["findings"]
         )
         Path(outputs["answer"]).write_text(
             json.dumps(
@@ -160,11 +161,14 @@ def landing_rows(landing: pd.DataFrame, findings_csv: str) -> tuple[pd.DataFrame
 def post_vs_run(inputs: Files, outputs: Files, params: Files) -> str:
     """The study's reference section (the post's numbers) beside this run's tables."""
     reference = json.loads(params["reference"])
-    tables = {name: read_optional(path) for name, path in inputs.items()}
+    tables = {name: read_optional(inputs[name]) for name in pst.RUN_TABLES if name in inputs}
     table = pst.post_vs_run(reference, tables)
-    write(table, outputs["csv"])
+    write(table, outputs["post_vs_run"])
     write_table_html(
-        pst.display_table(table), outputs["html"], params["title"], pst.page_note(reference)
+        pst.display_table(table),
+        outputs["post_vs_run_html"],
+        "The post vs this run",
+        pst.page_note(reference),
     )
     return f"[dpscale] {len(table)} post-vs-run rows"
 
@@ -193,5 +197,5 @@ def remedies_figure(inputs: Files, outputs: Files, params: Files) -> str:
 
 
 def mfu_figure(inputs: Files, outputs: Files, params: Files) -> str:
-    draw_mfu(read(inputs["cells"]), figure_path(outputs["figure"]), list(STRATEGIES))
+    draw_mfu(read(inputs["cells"]), figure_path(outputs["mfu_figure"]), list(STRATEGIES))
     return "[dpscale] MFU figure drawn"

@@ -118,28 +118,28 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
     # a summary (above ROW_LIMIT cells) groups by what ran and where: columns the page has not
     keys = [key for key in KEYS if key in cells.columns and key not in shown.columns]
     raw = pd.concat([cells[keys], shown], axis=1)
-    write_table_html(shown, outputs["cells"], "Every cell", raw=raw)
-    write_table_html(tbl.systems_table(cells), outputs["systems"], "Systems")
+    write_table_html(shown, outputs["cells_html"], "Every cell", raw=raw)
+    write_table_html(tbl.systems_table(cells), outputs["systems_html"], "Systems")
     repeats = read(inputs["repeatability"])
     repeatability = or_message(
         repeats, "repeatability", "not measured: every configuration ran once (measure.repeats)"
     )
     write_table_html(
         repeatability,
-        outputs["repeatability"],
+        outputs["repeatability_html"],
         "Repeatability across repeats",
         note=repeatability_sentence(repeats) if not repeats.empty else "",
     )
-    write_table_html(read(inputs["fits"]), outputs["fits"], "Throughput-law fits")
+    write_table_html(read(inputs["fits"]), outputs["fits_html"], "Throughput-law fits")
     write_table_html(
         read(inputs["break_even"]),
-        outputs["break_even"],
+        outputs["break_even_html"],
         "Break-even global batch (strong scaling)",
     )
     write_table_html(
-        read(inputs["scaling"]), outputs["scaling"], "Weak-scaling speedup and efficiency"
+        read(inputs["scaling"]), outputs["scaling_html"], "Weak-scaling speedup and efficiency"
     )
-    if "timeline" in outputs:
+    if "timeline_html" in outputs:
         timelines = buckets.timeline_summary(
             read_optional(inputs["timeline"]), read_optional(inputs["replay"])
         )
@@ -148,21 +148,21 @@ def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
             "bucket timelines",
             "no cell recorded one (strategies with gradient buckets do)",
         )
-        write_table_html(shown, outputs["timeline"], "Gradient bucket timelines")
-    if "input_pipeline" in outputs:
+        write_table_html(shown, outputs["timeline_html"], "Gradient bucket timelines")
+    if "input_pipeline_html" in outputs:
         write_table_html(
             read_optional(inputs["input_pipeline"]),
-            outputs["input_pipeline"],
+            outputs["input_pipeline_html"],
             "Your image folder: its pipeline against synthetic data",
         )
-    if "horovod_timeline" in outputs:
+    if "horovod_timeline_html" in outputs:
         overlap = or_message(
             hvd_timeline.shown(read_optional(inputs["horovod_timeline"])),
             "Horovod timelines",
             "no cell of this study kept Horovod's timeline (config horovod_timeline: true)",
         )
         write_table_html(
-            overlap, outputs["horovod_timeline"], "All-reduce hidden behind backward (Horovod)"
+            overlap, outputs["horovod_timeline_html"], "All-reduce hidden behind backward (Horovod)"
         )
     return f"[dpscale] {plural(len(cells), 'cell')} as HTML"
 
@@ -179,7 +179,9 @@ def figures(inputs: Files, outputs: Files, params: Files) -> str:
             read(inputs["windows"]), fits, path, known
         ),
         "frameworks": lambda path: plots.framework_figure(cells, path, known),
-        "input_pipeline": lambda path: pipeline_figure(input_pipeline.pipeline_points(cells), path),
+        "input_pipeline_figure": lambda path: pipeline_figure(
+            input_pipeline.pipeline_points(cells), path
+        ),
     }
     drawn = [kind for kind in kinds if kind in outputs]
     for kind in drawn:
@@ -266,8 +268,8 @@ def drift(inputs: Files, outputs: Files, params: Files) -> str:
 def startup(inputs: Files, outputs: Files, params: Files) -> str:
     """cells.csv -> start-up per layout (table and stacked bars)."""
     table = startup_table(read(inputs["cells"]))
-    write(table, outputs["table"])
-    startup_figure(table, figure_path(outputs["figure"]))
+    write(table, outputs["startup_table"])
+    startup_figure(table, figure_path(outputs["startup_figure"]))
     return f"[dpscale] start-up of {len(table)} layouts"
 
 

@@ -16,6 +16,21 @@ import pandas as pd
 from dpscale.analysis.results.rows import without_remedies
 from dpscale.plan.columns import RUN
 
+# the tables a comparison may read a value from: the schema's reference.comparisons[].run.table
+# (tests/unit/test_posts.py checks the two lists agree)
+RUN_TABLES = (
+    "cells",
+    "fits",
+    "scaling",
+    "break_even",
+    "training_runs",
+    "accuracy",
+    "accuracy_delta",
+    "time_to_accuracy",
+    "remedies",
+    "remedies_accuracy",
+)
+
 COLUMNS = [
     "quantity",
     "unit",
