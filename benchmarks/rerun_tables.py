@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,18 +48,25 @@ def worktree(commit: str) -> Path:
     return path
 
 
-def snakemake(checkout: Path, study: Path, results_file: Path, *extra: str) -> float:
-    """Wall seconds of one Snakemake run of ``study`` from ``checkout``."""
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def snakemake(checkout: Path, study: Path, results_file: Path, *extra: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one Snakemake run of ``study`` from ``checkout`` (the CPU of
+    Snakemake and every job it started)."""
     env = dict(os.environ, PYTHONPATH=str(checkout / "src"))
     command = [str(SNAKEMAKE), "--configfile", str(study), str(results_file), "-c2", "-q"]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(
         [*command, *extra], cwd=checkout, env=env, capture_output=True, text=True, check=False
     )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"snakemake failed in {checkout}:\n{(done.stdout + done.stderr)[-3000:]}")
-    return seconds
+    return seconds, children_cpu() - cpu
 
 
 def main() -> None:
@@ -77,31 +85,38 @@ def main() -> None:
     results_file.write_text(f"results_dir: {args.results.resolve()}\n")
     sides = {"A": worktree(args.base), "B": REPO}
     print("the study once, from B (its cells; skipped where done):", flush=True)
-    print(f"  {snakemake(REPO, study, results_file):.1f} s", flush=True)
+    print(f"  {snakemake(REPO, study, results_file)[0]:.1f} s", flush=True)
     for side, checkout in sides.items():  # untimed: a checkout's first run writes its records
-        took = snakemake(checkout, study, results_file, "--forcerun", "aggregate")
+        took, _ = snakemake(checkout, study, results_file, "--forcerun", "aggregate")
         print(f"warm-up {side}: {took:.1f} s (not counted)", flush=True)
     seconds: dict[str, list[float]] = {"A": [], "B": []}
+    cpu: dict[str, list[float]] = {"A": [], "B": []}
     for round_ in range(args.rounds):
         for side in ("A", "B") if round_ % 2 == 0 else ("B", "A"):
-            took = snakemake(sides[side], study, results_file, "--forcerun", "aggregate")
+            took, used = snakemake(sides[side], study, results_file, "--forcerun", "aggregate")
             seconds[side].append(took)
-            print(f"round {round_ + 1} {side}: {took:.1f} s", flush=True)
-    rows = ["| side | checkout | runs (s) | median (s) | range (s) |", "|---|---|---|---:|---|"]
+            cpu[side].append(used)
+            print(f"round {round_ + 1} {side}: {took:.1f} s, {used:.1f} s of CPU", flush=True)
+    rows = [
+        "| side | checkout | runs (s) | median (s) | range (s) | CPU median (s) | CPU range (s) |",
+        "|---|---|---|---:|---|---:|---|",
+    ]
     for side, runs in seconds.items():
         listed = " ".join(f"{s:.1f}" for s in runs)
         rows.append(
             f"| {side} | {sides[side]} | {listed} | {statistics.median(runs):.1f} | "
-            f"{min(runs):.1f}-{max(runs):.1f} |"
+            f"{min(runs):.1f}-{max(runs):.1f} | {statistics.median(cpu[side]):.1f} | "
+            f"{min(cpu[side]):.1f}-{max(cpu[side]):.1f} |"
         )
     caption = (
         f"`snakemake --forcerun aggregate -c2` on {args.study} (its results in "
         f"{args.results}): the aggregate and every analysis step, as after one rerun cell."
     )
     ratio = statistics.median(seconds["B"]) / statistics.median(seconds["A"])
+    cpu_ratio = statistics.median(cpu["B"]) / statistics.median(cpu["A"])
     page.print_page(
         "Tables up to date after one rerun cell",
-        [caption, "\n".join(rows), f"B / A (medians): {ratio:.2f}"],
+        [caption, "\n".join(rows), f"B / A (medians): wall {ratio:.2f}, CPU {cpu_ratio:.2f}"],
         run,
         "",
         args.page,
