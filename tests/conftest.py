@@ -211,7 +211,7 @@ TABLE_FILES = {"timeline": "bucket_timeline"}  # output name -> file name, where
 
 def aggregate(tables: Path, paths) -> None:
     """The aggregate rule's step: result files into ``tables/<name>.csv``."""
-    from dpscale.steps.tables import aggregate as step
+    from dpscale.steps.results import aggregate as step
 
     outputs = {name: tables / f"{TABLE_FILES.get(name, name)}.csv" for name in TABLES}
     step({}, outputs, {"results": [str(p) for p in paths]})

@@ -24,7 +24,8 @@ from dpscale.plan.study import plan_study
 from dpscale.registry import STRATEGIES
 from dpscale.runner.timing import throughput_measurement
 from dpscale.steps.io import read
-from dpscale.steps.tables import aggregate, html_tables
+from dpscale.steps.results import aggregate
+from dpscale.steps.tables import html_tables
 
 SYSTEM = {"host": "h", "cpu_model": "c", "python": "3.11"}
 NAME = "n1-d2-b8-r0.horovod-timeline.json"

@@ -19,7 +19,7 @@ from dpscale.plan.layout import plural
 from dpscale.render import plots
 from dpscale.render.pages import has_data
 from dpscale.render.png import compact_png
-from dpscale.steps.tables import data_tables
+from dpscale.steps.data import data_tables
 
 
 def test_intervals_read_as_value_and_brackets_and_too_wide_is_unresolved():

@@ -32,8 +32,8 @@ from dpscale.render.bounds import (
 from dpscale.render.findings_page import cost_html
 from dpscale.render.html import table_html, write_table_html
 from dpscale.render.predictions_page import predictions_html
+from dpscale.steps.data import LEFT_OUT, data_tables
 from dpscale.steps.findings import landing_rows
-from dpscale.steps.tables import LEFT_OUT, data_tables
 
 STRATEGIES = ["horovod-tf", "mxnet-dist", "torch-ddp"]
 

@@ -32,15 +32,15 @@ Step = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], str]
 # the rule's inputs and what the steps before it wrote, by their names in the rule.
 # tests/unit/test_rules.py resolves every entry.
 STEPS: dict[str, tuple[str, ...]] = {
-    "quality_review": ("tables.quality_review",),
-    "aggregate": ("tables.aggregate",),
+    "quality_review": ("results.quality_review",),
+    "aggregate": ("results.aggregate",),
     "figures_and_tables": (
         "tables.figures",
         "tables.html_tables",
         "tables.startup",
         "findings.mfu_figure",
     ),
-    "data_tables": ("tables.data_tables",),
+    "data_tables": ("data.data_tables",),
     "accuracy": ("tables.accuracy",),
     "collectives": ("tables.collectives",),
     "imports": ("imports.imports",),

@@ -1,10 +1,8 @@
-"""Steps from cell results to tidy tables, their HTML pages and figures (rules in
-workflow/rules/analysis.smk, report.smk, collectives.smk)."""
+"""Steps from the tidy tables (and the collectives' and training cells' results) to tables,
+HTML pages and figures (rules in workflow/rules/analysis.smk, report.smk, collectives.smk)."""
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,100 +13,29 @@ from dpscale.analysis.answers import input_pipeline
 from dpscale.analysis.answers.startup import startup_table
 from dpscale.analysis.laws import accuracy as acc
 from dpscale.analysis.laws import comm_fits as cfit
-from dpscale.analysis.laws import scaling as scl
 from dpscale.analysis.laws.drift import (
     drift_sentence,
     drift_table,
     repeatability_sentence,
     repeatability_with_drift,
-    with_drift_columns,
 )
 from dpscale.analysis.results import bucket_tables as buckets
 from dpscale.analysis.results import collectives as coll
 from dpscale.analysis.results import horovod_timeline as hvd_timeline
 from dpscale.analysis.results import loss_breakdown as loss
-from dpscale.analysis.results import mfu
 from dpscale.analysis.results import tables as tbl
-from dpscale.analysis.results.again import to_measure_again
 from dpscale.plan.layout import plural
 from dpscale.registry import STRATEGIES
 from dpscale.render import plots, training_plots
-from dpscale.render.bounds import KEYS, ROW_LIMIT, csv_rows, too_many_rows
+from dpscale.render.bounds import KEYS
 from dpscale.render.drift_plot import drift_figure
 from dpscale.render.html import table_with_lines, write_table_html
 from dpscale.render.loss_plot import loss_figure
-from dpscale.render.pages import has_data
 from dpscale.render.pipeline_plot import pipeline_figure
 from dpscale.render.startup_plot import startup_figure
 from dpscale.steps.io import figure_path, or_message, read, read_optional, write
 
 Files = Mapping[str, Any]
-# digits the report's copy of a table keeps: more than any interval here resolves (the
-# narrowest are about 0.1% of their value); tables/ keeps every digit
-SIGNIFICANT = 6
-
-
-def _significant(field: str) -> str:
-    """A decimal written with more than SIGNIFICANT digits, shortened; anything else as is."""
-    if "." not in field and "e" not in field.lower():
-        return field
-    try:
-        value = float(field)
-    except ValueError:
-        return field
-    shorter = f"{value:.{SIGNIFICANT}g}"
-    return shorter if len(shorter) < len(field) else field
-
-
-def write_significant(source: Path, target: Path) -> None:
-    """A copy of a CSV with every long decimal at SIGNIFICANT significant digits."""
-    with source.open(newline="", encoding="utf-8") as handle:
-        rows = [[_significant(field) for field in row] for row in csv.reader(handle)]
-    with target.open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(rows)
-
-
-def quality_review(inputs: Files, outputs: Files, params: Files) -> str:
-    """Every cell's result -> the cells to measure once more, now that the machine is quiet
-    (config measure.again; the workflow's checkpoint reads the list)."""
-    results = tbl.load_results(inputs["results"])
-    ids = to_measure_again(results, params["qualities"])
-    review = {"qualities": list(params["qualities"]), "measure_again": ids}
-    Path(outputs["review"]).write_text(json.dumps(review, indent=1) + "\n", encoding="utf-8")
-    return f"[dpscale] {len(ids)} of {plural(len(results), 'cell')} to measure again: {ids}"
-
-
-def aggregate(inputs: Files, outputs: Files, params: Files) -> str:
-    """Throughput cells (the better of two where measured again) -> cells, windows, fits,
-    scaling, break-even, repeatability (its CV also relative to the drift trace), the
-    torch-ddp cells' bucket timelines, and what the horovod-tf cells that kept Horovod's
-    timeline hid of their all-reduce."""
-    results = tbl.load_results(params["results"], inputs.get("again", ()))
-    cells = with_drift_columns(tbl.cells_table(results))
-    windows = tbl.windows_table(results)
-    fits = mfu.add_fit_mfu(scl.fits_table(windows), cells)
-    frames = {
-        "cells": cells,
-        "windows": windows,
-        "fits": fits,
-        "scaling": scl.scaling_table(cells, scl.THROUGHPUT_MODES),  # each mode apart
-        "break_even": scl.break_even_table(fits, cells),
-        "repeatability": repeatability_with_drift(cells),
-        "timeline": buckets.bucket_timeline_table(results),
-    }
-    if "input_pipeline" in outputs:  # mode folder: what the user's image folder costs
-        frames["input_pipeline"] = input_pipeline.pipeline_table(cells)
-    if "horovod_timeline" in outputs:  # the cells that kept Horovod's timeline beside them
-        cells_dir = hvd_timeline.cells_folder(params["results"]) or "."
-        frames["horovod_timeline"] = hvd_timeline.timeline_table(results, cells_dir)
-    for name, frame in frames.items():
-        write(frame, outputs[name])
-    counts = cells["status"].value_counts().to_dict() if not cells.empty else {}
-    excluded = int(fits["excluded_points"].fillna(0).sum())
-    return (
-        f"[dpscale] {plural(len(cells), 'cell')} {counts}; {int((fits['status'] == 'ok').sum())} "
-        f"fits ({excluded} windows of contaminated cells left out)"
-    )
 
 
 def html_tables(inputs: Files, outputs: Files, params: Files) -> str:
@@ -271,42 +198,6 @@ def startup(inputs: Files, outputs: Files, params: Files) -> str:
     write(table, outputs["startup_table"])
     startup_figure(table, figure_path(outputs["startup_figure"]))
     return f"[dpscale] start-up of {len(table)} layouts"
-
-
-# the data category's list of the tables it leaves out for their size (render.bounds)
-LEFT_OUT = "left_out_of_report.csv"
-
-
-def data_tables(inputs: Files, outputs: Files, params: Files) -> str:
-    """Every tidy CSV of the study with a row into one folder, so ``snakemake --report x.zip``
-    carries the data beside the pages that show it (a CSV outside tables/ is named by its
-    folder), decimals to SIGNIFICANT digits; a CSV with its header only stays in tables/, out
-    of the report. A CSV of more than ROW_LIMIT rows (render.bounds) stays in tables/ too,
-    whole: LEFT_OUT lists each, with its rows and its path."""
-    folder = Path(outputs["folder"])
-    folder.mkdir(parents=True, exist_ok=True)
-    with_rows = [Path(source) for source in inputs["tables"] if has_data(source)]
-    rows = {source: csv_rows(source) for source in with_rows}
-    copied = [source for source in with_rows if not too_many_rows(rows[source])]
-    for source in copied:
-        name = (
-            source.name if source.parent.name == "tables" else f"{source.parent.name}_{source.name}"
-        )
-        write_significant(source, folder / name)
-    large = [source for source in with_rows if source not in copied]
-    if large:
-        with (folder / LEFT_OUT).open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(["table", "rows", "bytes", "path", "why"])
-            why = f"more than {ROW_LIMIT:,} rows, too many to embed: every row is at path"
-            for source in large:
-                size = source.stat().st_size
-                writer.writerow([source.name, rows[source], size, str(source), why])
-    empty = len(inputs["tables"]) - len(with_rows)
-    return (
-        f"[dpscale] {len(copied)} tidy tables for the report's data category ({empty} empty, "
-        f"{len(large)} of more than {ROW_LIMIT:,} rows left in tables/: {LEFT_OUT})"
-    )
 
 
 def loss_breakdown(inputs: Files, outputs: Files, params: Files) -> str:
