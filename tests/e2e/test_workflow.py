@@ -225,7 +225,7 @@ def test_dpscale_rerun_measures_one_cell_again_then_the_tables_and_the_report(st
     cell = tiny / "cells" / f"{cell_id}.json"
     dry = dpscale("rerun", str(cell), "--dry-run", results=results)
     counts = job_counts(dry.stdout + dry.stderr)
-    downstream = ["aggregate", "figures_and_tables", "findings"]
+    downstream = ["aggregate", "figures_and_tables", "remedies", "findings"]
     # comm_model also predicts the multi-node cells from the one-process cells (the
     # exported-log check)
     downstream += ["comm_model", "drift", "all", "data_tables", "loss_breakdown"]

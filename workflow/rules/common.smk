@@ -364,7 +364,7 @@ def final_outputs():
     # the findings and the model read the collectives' outputs in every study, and the
     # report shows every output of the DAG: all are asked for, so a new one is made
     outputs += list(rules.collectives.output)
-    outputs += list(rules.findings.output)
+    outputs += list(rules.remedies.output) + list(rules.findings.output)
     if measures_remedies():
         outputs += list(rules.remedies_figure.output)
     # the model, and with it the exported-log path checked end to end: a status

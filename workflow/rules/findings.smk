@@ -3,11 +3,46 @@
 # "0. Findings" sorts first among the report's categories (the report orders them by name).
 
 
+rule remedies:
+    """Each communication remedy beside no remedy, and its accuracy cost, from the tables: a
+    job of its own, as it needs no model (a study's remedies table without the fits)."""
+    input:
+        **{
+            k: v
+            for k, v in training_tables(with_runs=True).items()
+            if k == "training_runs"
+        },
+        scaling=f"{TABLES}/scaling.csv",
+        cells=f"{TABLES}/cells.csv",
+        break_even=f"{TABLES}/break_even.csv",
+        collectives=rules.collectives.output.table,
+    output:
+        remedies=f"{TABLES}/remedies.csv",
+        remedies_accuracy=f"{TABLES}/remedies_accuracy.csv",
+        remedies_top=f"{TABLES}/remedies_top.json",
+        remedies_html=page(
+            f"{TABLES}/remedies.html",
+            f"{TABLES}/remedies.csv",
+            f"{TABLES}/remedies_accuracy.csv",
+            caption="../../report/remedies.rst",
+            category="0. Findings",
+            subcategory="tables",
+            labels={"name": "what helps when the network is too slow"},
+        ),
+    log:
+        f"{LOGS}/remedies.log",
+    localrule: True
+    params:
+        study=config["study"],
+    script:
+        "../scripts/step.py"
+
+
 rule findings:
-    """The answer, from the tables: cost per layout, what helps when the network is too slow,
-    the findings (one row per strategy, model, network and layout with a verdict, and the
-    landing page's answer table), the source post beside this run, and the answers' figures;
-    one job, its steps in order (dpscale.steps.STEPS)."""
+    """The answer, from the tables, the model's predictions and the remedies: cost per
+    layout, the findings (one row per strategy, model, network and layout with a verdict,
+    and the landing page's answer table), the source post beside this run, and the answers'
+    figures; one job, its steps in order (dpscale.steps.STEPS)."""
     input:
         **training_tables(with_runs=True),
         # where the chosen layout's loss goes: only in studies that run control cells
@@ -21,7 +56,9 @@ rule findings:
         fits=f"{TABLES}/fits.csv",
         break_even=f"{TABLES}/break_even.csv",
         predictions=f"{TABLES}/predictions.csv",
-        collectives=rules.collectives.output.table,
+        remedies=rules.remedies.output.remedies,
+        remedies_accuracy=rules.remedies.output.remedies_accuracy,
+        remedies_top=rules.remedies.output.remedies_top,
     output:
         cost=f"{TABLES}/cost.csv",
         cost_to_target=f"{TABLES}/cost_to_target.csv",
@@ -31,18 +68,6 @@ rule findings:
             category="0. Findings",
             subcategory="tables",
             labels={"name": "cost per layout"},
-        ),
-        remedies=f"{TABLES}/remedies.csv",
-        remedies_accuracy=f"{TABLES}/remedies_accuracy.csv",
-        remedies_top=f"{TABLES}/remedies_top.json",
-        remedies_html=page(
-            f"{TABLES}/remedies.html",
-            f"{TABLES}/remedies.csv",
-            f"{TABLES}/remedies_accuracy.csv",
-            caption="../../report/remedies.rst",
-            category="0. Findings",
-            subcategory="tables",
-            labels={"name": "what helps when the network is too slow"},
         ),
         findings=f"{TABLES}/findings.csv",
         findings_top=f"{TABLES}/findings_top.json",
@@ -127,7 +152,7 @@ rule compare:
 rule remedies_figure:
     """Remedies' gain and fraction recovered, static and interactive, from remedies.csv."""
     input:
-        remedies=rules.findings.output.remedies,
+        remedies=rules.remedies.output.remedies,
     output:
         remedies_static=report(
             f"{FIGURES}/answer_remedies.png",

@@ -48,11 +48,11 @@ STEPS: dict[str, tuple[str, ...]] = {
     "loss_breakdown": ("tables.loss_breakdown",),
     "findings": (
         "findings.cost",
-        "findings.remedies",
         "findings.findings",
         "findings.post_vs_run",
         "findings.answer_figures",
     ),
+    "remedies": ("findings.remedies",),
     "remedies_figure": ("findings.remedies_figure",),
     "comm_model": ("model.comm_model",),
     "published_cases": ("published.published_cases",),
