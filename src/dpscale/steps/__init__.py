@@ -92,11 +92,13 @@ def run_rule(smk: Any) -> None:
             stack.enter_context(contextlib.redirect_stdout(handle))
             stack.enter_context(contextlib.redirect_stderr(handle))
         inputs, outputs = named(smk.input.items()), named(smk.output.items())
-        if len(steps) > 1:  # a later step reads what an earlier one wrote, by its name
+        several = len(steps) > 1
+        if several:  # a later step reads what an earlier one wrote, by its name
             inputs = readable_files(smk.rule, inputs, outputs)
         params = named(smk.params.items())
+        settings = own_plot_settings if several else contextlib.nullcontext
         for step in steps:
-            with own_plot_settings(len(steps) > 1):
+            with settings():
                 print(step(inputs, outputs, params), flush=True)
         compact_figures(outputs)
 
