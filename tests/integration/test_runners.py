@@ -83,11 +83,18 @@ MET_AT_ONCE = replace(MEASURE, target_ci=10.0, max_windows=4)
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
-def test_runner_measures_and_ranks_agree(tmp_path, name):
+def test_runner_measures_and_ranks_agree(tmp_path, monkeypatch, name):
     devices = 1 if strategy(name).one_process else 2  # one device per process on CPU
     options = KEEP_TIMELINE if name == "horovod-tf" else ()
+    users_temporary = tmp_path / "users-tmp"  # the ranks' TMPDIR, as the user's /tmp
+    users_temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(users_temporary))
     status, result = measure(tmp_path, name, devices, MET_AT_ONCE, options=options)
     assert status == "ok", (result["reason"], (tmp_path / "cell.log").read_text()[-3000:])
+    # what the cell's Python processes wrote there (TensorFlow's autograph sources,
+    # torchrun's log folder) went to the launch's scratch folder, removed with it
+    # (dpscale.runner.temporary)
+    assert not sorted(users_temporary.iterdir()), sorted(users_temporary.rglob("*"))[:5]
     measurement = result["measurement"]
     assert len(measurement["per_rank_window_seconds"]) == devices
     assert measurement["summary"]["img_s"]["n"] == MEASURE.windows

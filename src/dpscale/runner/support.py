@@ -17,14 +17,17 @@ from dpscale.plan.cell import Cell
 from dpscale.plan.gpu_support import runs_on
 from dpscale.runner import startup
 from dpscale.runner.faults import exit_with_parent
+from dpscale.runner.temporary import keep_temporary_files_in_scratch
 
 
 def parse_runner_args(argv: list[str] | None = None) -> tuple[Cell, Path]:
     """The runner's cell and result path; from here on the runner exits if its parent
-    (launcher) dies (runner.faults.exit_with_parent). The adapter has imported its
+    (launcher) dies (runner.faults.exit_with_parent), and its Python temporary files go to
+    the launch's scratch folder (runner.temporary). The adapter has imported its
     framework by now: the start-up's import phase ends here (runner.startup)."""
     startup.mark("imported")
     exit_with_parent()
+    keep_temporary_files_in_scratch()  # autograph's sources go with the cell's scratch folder
     parser = argparse.ArgumentParser(description="Measure one dpscale cell")
     parser.add_argument("--cell-file", required=True, type=Path, help="cell JSON")
     parser.add_argument("--out", required=True, type=Path, help="result JSON to write")

@@ -6,7 +6,8 @@ torchrun's agent imports torch; its interpreter's finalization then takes 0.7-0.
 after the last rank has exited, on every torch-ddp cell on 2 cores. Once
 ``torch.distributed.run.main`` returns (every rank exited 0), nothing is left to do, so
 this flushes and leaves with ``os._exit(0)`` (docs/decisions/runner-exit.md). A failure
-raises as in torchrun (its error table, exit 1). Everything else is torchrun's.
+raises as in torchrun (its error table, exit 1). Its empty log folder goes to the cell's
+scratch folder (dpscale.runner.temporary). Everything else is torchrun's.
 Runs in the framework's environment (it imports torch).
 """
 
@@ -17,7 +18,10 @@ import sys
 
 from torch.distributed.run import main
 
+from dpscale.runner.temporary import keep_temporary_files_in_scratch
+
 if __name__ == "__main__":
+    keep_temporary_files_in_scratch()  # its log folder (torchelastic_*) goes with the cell's
     main()
     sys.stdout.flush()
     sys.stderr.flush()
