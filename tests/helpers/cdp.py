@@ -184,6 +184,17 @@ def headless_page(browser: str, profile: Path, timeout: float = 30.0) -> Iterato
         if page is not None:
             page.close()
         _kill(process)
+        _remove_singleton_folder(profile)
+
+
+def _remove_singleton_folder(profile: Path) -> None:
+    """Chromium keeps its single-instance socket in a folder of the temporary folder
+    (org.chromium.Chromium.*, linked from the profile's SingletonSocket) and leaves it there
+    when it is killed: removed here, as the profile is removed with the test's folder."""
+    with suppress(OSError):
+        folder = Path(os.readlink(profile / "SingletonSocket")).parent
+        if folder.name.startswith("org.chromium.Chromium."):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _kill(process: subprocess.Popen) -> None:
