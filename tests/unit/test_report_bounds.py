@@ -337,3 +337,22 @@ def test_the_captions_give_the_row_limit():
     for name in ("data.rst", "cells.rst"):
         text = (REPO / "report" / name).read_text()
         assert re.search(rf"\b{ROW_LIMIT:,}\b", text), name
+
+
+def test_residuals_strip_plot_draws_the_same_figure_on_a_rerun(tmp_path):
+    """seaborn jitters the points with numpy's global generator: the figure is seeded, so
+    the same windows give the same PNG, and the caller's generator is left where it was."""
+    layouts = many_layouts(nodes=(1,)).drop(columns=["img_s_mean", "img_s_ci95"])
+    fitted = layouts.drop_duplicates(MODE_LAYOUT).assign(v0=100.0, t_c=0.01, status="ok")
+    windows = pd.concat([layouts.assign(window=w) for w in range(3)], ignore_index=True)
+    windows["step_time_s"] = (windows["batch_per_device"] / 100.0 + 0.01) * (
+        1 + 0.01 * np.sin(np.arange(len(windows)))
+    )
+    drawn = []
+    for run, seed in enumerate((1, 2)):
+        np.random.seed(seed)
+        before = np.random.get_state()[1].copy()
+        plots.residuals_figure(windows, fitted, tmp_path / f"r{run}.png")
+        assert (np.random.get_state()[1] == before).all()
+        drawn.append((tmp_path / f"r{run}.png").read_bytes())
+    assert drawn[0] == drawn[1]

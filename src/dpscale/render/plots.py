@@ -5,7 +5,8 @@ render.bounds' limits gets the pooled figure of pooled_plots instead."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -79,6 +80,7 @@ def layout_label(world: int, nodes: int, network: str) -> str:
 
 EXTRAPOLATED = "fitted law beyond the measured batches (extrapolated)"
 OUTSIDE = "#f2f2f2"  # the shade of the batches no cell of the panel measured
+JITTER_SEED = 0  # the strip plot's jitter: any fixed seed, so that a rerun draws the same figure
 
 
 def law_segments(low: float, high: float, samples: int = 100) -> dict[str, np.ndarray]:
@@ -226,15 +228,16 @@ def residuals_figure(
     figure, panels = _panels(sorted(merged["model"].unique()), height=3.5)
     for model, axis in panels.items():
         data = merged[merged["model"] == model]
-        sns.stripplot(
-            data=data,
-            x="batch_per_device",
-            y="residual_pct",
-            hue="group",
-            dodge=True,
-            ax=axis,
-            size=4,
-        )
+        with same_jitter_every_run():
+            sns.stripplot(
+                data=data,
+                x="batch_per_device",
+                y="residual_pct",
+                hue="group",
+                dodge=True,
+                ax=axis,
+                size=4,
+            )
         axis.axhline(0, color="grey", linewidth=1)
         axis.set_title(model)
         axis.set_xlabel("per-device batch")
@@ -242,6 +245,18 @@ def residuals_figure(
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+@contextmanager
+def same_jitter_every_run() -> Iterator[None]:
+    """seaborn's strip plot jitters its points with numpy's global generator: seeded here
+    (and restored after), the same windows draw the same figure, byte for byte, on a rerun."""
+    state = np.random.get_state()
+    np.random.seed(JITTER_SEED)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def framework_figure(cells: pd.DataFrame, path: Path, known: Sequence[str] = ()) -> None:
