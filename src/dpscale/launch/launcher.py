@@ -49,6 +49,7 @@ from dpscale.plan.strategy import Strategy
 from dpscale.registry import strategy
 from dpscale.runner import startup
 from dpscale.runner.sysinfo import git_commit
+from dpscale.runner.temporary import SCRATCH_VARIABLE
 
 
 def launch(cell: Cell, out: Path, interpreter: Interpreter | Path, log_path: Path) -> str:
@@ -192,7 +193,8 @@ def _run_cell(
         scratch_root.mkdir(parents=True, exist_ok=True)
     env["DPSCALE_CELL_TOKEN"] = uuid.uuid4().hex  # every process of this launch
     with supervise.scratch_folder(scratch_root, log) as scratch:
-        env["DPSCALE_SCRATCH"] = str(scratch)  # ranks' arrival marks (runner.measure)
+        # ranks' arrival marks (runner.measure) and Python temporary files (runner.temporary)
+        env[SCRATCH_VARIABLE] = str(scratch)
         cell_file = scratch / "cell.json"
         cell_file.write_text(cell.to_json())
         runner = runner_argv(plan.runner, cell_file, out.resolve())

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dpscale.runner.temporary import SCRATCH_VARIABLE
+
 FAULT_ENV = "DPSCALE_FAULT"
 MISSED_EXIT = 3
 ORPHANED_EXIT = 4
@@ -50,7 +52,7 @@ def hangs(rank: int) -> bool:
 
 
 def arrivals_folder(out: Path) -> Path:
-    scratch = os.environ.get("DPSCALE_SCRATCH")
+    scratch = os.environ.get(SCRATCH_VARIABLE)
     folder = Path(scratch) if scratch else out.resolve().parent / f".{out.name}.arrivals"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
