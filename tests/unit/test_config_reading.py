@@ -102,6 +102,25 @@ def test_a_symlink_loop_a_folder_a_fifo_and_a_missing_file_are_one_line(tmp_path
     assert "cannot be read: No such file or directory" in refusal(tmp_path / "none.yaml")
 
 
+def test_a_study_named_instead_of_its_file_is_shown_the_file(tmp_path, monkeypatch):
+    """``dpscale status post002_throughput_law_mini``: the preset's file; the default study's
+    name: config.yaml; any other missing file: how a study is named. One line each."""
+    monkeypatch.chdir(REPO)
+    default = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))["study"]
+    preset = sorted((REPO / "studies").glob("*.yaml"))[0]
+    expected = {
+        Path(preset.stem): f"did you mean studies/{preset.name}?",
+        Path(default): "the default study is config.yaml itself",
+        tmp_path / "none.yaml": "a study is named by its YAML file",
+    }
+    for path, hint in expected.items():
+        with pytest.raises(ConfigError) as refused:
+            study_config([path])
+        message = str(refused.value)
+        assert message.startswith(f"{path}: cannot be read: No such file or directory; ")
+        assert hint in message and "\n" not in message, message
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
 def test_an_unreadable_file_is_one_line(tmp_path):
     path = written(tmp_path, "study: x\n")

@@ -128,10 +128,26 @@ def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 def study_config(files: Iterable[Path]) -> dict[str, Any]:
     """config.yaml, then each study file over it, as the workflow merges them (unchecked)."""
-    config: dict[str, Any] = {}
-    for path in [WORKFLOW_ROOT / "config.yaml", *files]:
+    config = load_yaml(WORKFLOW_ROOT / "config.yaml")
+    for path in files:
+        if not os.path.lexists(path):
+            raise ConfigError(no_study_file(Path(path), config.get("study")))
         config = merged(config, load_yaml(path))
     return config
+
+
+def no_study_file(path: Path, default_study: Any) -> str:
+    """One line for a study file that is not there, saying how a study is named: a user
+    who types a study's name (``dpscale status default``) is shown its file."""
+    preset = WORKFLOW_ROOT / "studies" / f"{path.name}.yaml"
+    if str(path) == default_study:
+        hint = "the default study is config.yaml itself, read when no study file is given"
+    elif not path.suffix and is_file(preset):
+        shown = os.path.relpath(preset) if preset.is_relative_to(Path.cwd()) else preset
+        hint = f"did you mean {shown}?"
+    else:
+        hint = "a study is named by its YAML file (the presets: studies/*.yaml; none: config.yaml)"
+    return f"{path}: cannot be read: No such file or directory; {hint}"
 
 
 def giver(
