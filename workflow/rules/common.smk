@@ -271,13 +271,14 @@ def imported_collectives_table():
 # -- findings and the communication model (findings.smk, model.smk) ---------------------
 
 
-def training_tables(with_runs=False):
-    """Accuracy tables the findings (and, with the runs, the post comparison) read, when the
-    study trains."""
+TRAINING_TABLES = ("accuracy_delta", "time_to_accuracy", "training_runs", "accuracy")
+
+
+def training_tables(names=TRAINING_TABLES):
+    """Accuracy tables a rule reads (all of them: the findings and the post comparison; the
+    runs alone: the remedies' accuracy), when the study trains."""
     if "train" not in config["modes"]:
         return {}
-    names = ["accuracy_delta", "time_to_accuracy"]
-    names += ["training_runs", "accuracy"] if with_runs else []
     return {name: f"{TABLES}/{name}.csv" for name in names}
 
 

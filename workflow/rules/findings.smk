@@ -7,11 +7,7 @@ rule remedies:
     """Each communication remedy beside no remedy, and its accuracy cost, from the tables: a
     job of its own, as it needs no model (a study's remedies table without the fits)."""
     input:
-        **{
-            k: v
-            for k, v in training_tables(with_runs=True).items()
-            if k == "training_runs"
-        },
+        **training_tables(["training_runs"]),
         scaling=f"{TABLES}/scaling.csv",
         cells=f"{TABLES}/cells.csv",
         break_even=f"{TABLES}/break_even.csv",
@@ -44,7 +40,7 @@ rule findings:
     and the landing page's answer table), the source post beside this run, and the answers'
     figures; one job, its steps in order (dpscale.steps.STEPS)."""
     input:
-        **training_tables(with_runs=True),
+        **training_tables(),
         # where the chosen layout's loss goes: only in studies that run control cells
         **(
             {"loss_breakdown": f"{TABLES}/loss_breakdown.csv"}
