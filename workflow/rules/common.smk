@@ -275,8 +275,8 @@ TRAINING_TABLES = ("accuracy_delta", "time_to_accuracy", "training_runs", "accur
 
 
 def training_tables(names=TRAINING_TABLES):
-    """Accuracy tables a rule reads (all of them: the findings and the post comparison; the
-    runs alone: the remedies' accuracy), when the study trains."""
+    """Accuracy tables, when the study trains: all of them for the findings and the post
+    comparison, the runs alone for the remedies' accuracy."""
     if "train" not in config["modes"]:
         return {}
     return {name: f"{TABLES}/{name}.csv" for name in names}
